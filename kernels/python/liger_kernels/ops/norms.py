@@ -1,0 +1,363 @@
+"""RMSNorm, FusedAddRMSNorm and LayerNorm as torch.library custom ops (namespace `liger`) with
+fake implementations and autograd (rms_norm.h, fused_add_rms_norm.h, layer_norm.h)."""
+
+import ctypes
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from .. import _lib
+from .. import _torch as T
+
+# ---------------------------------------------------------------- C declarations
+CASTING = {"llama": 0, "gemma": 1, "none": 2}
+
+
+class RmsNormOptions(ctypes.Structure):
+    _fields_ = [("eps", ctypes.c_float), ("offset", ctypes.c_float), ("casting_mode", ctypes.c_int32), ("reserved", ctypes.c_int32)]
+
+
+class LayerNormOptions(ctypes.Structure):
+    _fields_ = [("eps", ctypes.c_float), ("reserved", ctypes.c_int32 * 3)]
+
+
+P, I64, I32, SZ, DT, ST = _lib.P, _lib.I64, _lib.I32, _lib.SZ, _lib.DT, _lib.ST
+P_RMS = ctypes.POINTER(RmsNormOptions)
+P_LN = ctypes.POINTER(LayerNormOptions)
+P_TUN = _lib.P_TUN
+
+_lib.declare("liger_rms_norm_forward", ST, [P, I64, P, DT, P, I64, P, I64, I64, DT, P_RMS, P_TUN, P])
+_lib.declare("liger_rms_norm_backward", ST, [P, I64, P, I64, P, DT, P, P, I64, P, P, SZ, I64, I64, DT, P_RMS, P_TUN, P])
+_lib.declare("liger_rms_norm_backward_workspace_size", ST, [ctypes.c_int, I64, I64, DT, P_TUN, _lib.P_SZ])
+_lib.declare("liger_rms_norm_default_tunables", ST, [ctypes.c_int, I64, I64, DT, P_TUN])
+_lib.declare(
+    "liger_fused_add_rms_norm_forward", ST, [P, I64, P, I64, P, DT, P, I64, P, I64, P, I64, I64, DT, P_RMS, P_TUN, P]
+)
+_lib.declare(
+    "liger_fused_add_rms_norm_backward",
+    ST,
+    [P, I64, P, I64, P, I64, P, DT, P, P, I64, P, P, SZ, I64, I64, DT, P_RMS, P_TUN, P],
+)
+_lib.declare("liger_fused_add_rms_norm_backward_workspace_size", ST, [ctypes.c_int, I64, I64, DT, P_TUN, _lib.P_SZ])
+_lib.declare("liger_fused_add_rms_norm_default_tunables", ST, [ctypes.c_int, I64, I64, DT, P_TUN])
+_lib.declare("liger_layer_norm_forward", ST, [P, I64, P, P, DT, P, I64, P, P, I64, I64, DT, P_LN, P_TUN, P])
+_lib.declare(
+    "liger_layer_norm_backward", ST, [P, I64, P, I64, P, DT, P, P, P, I64, P, P, P, SZ, I64, I64, DT, P_TUN, P]
+)
+_lib.declare("liger_layer_norm_backward_workspace_size", ST, [ctypes.c_int, I64, I64, DT, ctypes.c_int, P_TUN, _lib.P_SZ])
+_lib.declare("liger_layer_norm_default_tunables", ST, [ctypes.c_int, I64, I64, DT, P_TUN])
+
+
+def _rms_opts(eps: float, offset: float, casting_mode: int):
+    return ctypes.byref(RmsNormOptions(float(eps), float(offset), int(casting_mode), 0))
+
+
+def _weight_dtype(op: str, weight: Tensor, x: Tensor) -> int:
+    if weight.dtype not in (x.dtype, torch.float32):
+        raise TypeError(f"liger {op}: weight dtype {weight.dtype} must be the input's ({x.dtype}) or float32")
+    return T.dtype_enum(weight, op, "weight")
+
+
+def _rows_cols(x: Tensor) -> Tuple[int, int]:
+    cols = x.shape[-1]
+    return x.numel() // cols if cols else 0, cols
+
+
+# ---------------------------------------------------------------- RMSNorm
+@torch.library.custom_op("liger::rms_norm_fwd", mutates_args=())
+def rms_norm_fwd(x: Tensor, weight: Tensor, eps: float, offset: float, casting_mode: int, in_place: bool) -> Tuple[Tensor, Tensor]:
+    op = "rms_norm"
+    device = T.check_cuda(op, x=x, weight=weight)
+    x = x.contiguous()
+    weight = weight.contiguous()
+    rows, cols = _rows_cols(x)
+    if weight.shape != (cols,):
+        raise ValueError(f"liger {op}: weight shape {tuple(weight.shape)} must be ({cols},)")
+    y = torch.empty_like(x)
+    rstd = torch.empty(rows, dtype=torch.float32, device=device)
+    with T.on_device(device):
+        _lib.call(
+            "liger_rms_norm_forward", T.ptr(x), cols, T.ptr(weight), _weight_dtype(op, weight, x), T.ptr(y), cols,
+            T.ptr(rstd), rows, cols, T.dtype_enum(x, op), _rms_opts(eps, offset, casting_mode),
+            _lib.op_tunables(op), T.stream(device),
+        )
+    return y, rstd
+
+
+@rms_norm_fwd.register_fake
+def _(x, weight, eps, offset, casting_mode, in_place):
+    rows = x.numel() // x.shape[-1]
+    return torch.empty_like(x, memory_format=torch.contiguous_format), x.new_empty((rows,), dtype=torch.float32)
+
+
+def _rms_bwd_impl(dy: Tensor, dx: Tensor, x: Tensor, weight: Tensor, rstd: Tensor, eps, offset, casting_mode, need_dw: bool) -> Tensor:
+    op = "rms_norm"
+    device = x.device
+    rows, cols = _rows_cols(x)
+    dw = torch.empty_like(weight) if need_dw else weight.new_empty((0,))
+    dtype = T.dtype_enum(x, op)
+    tun = _lib.op_tunables(op)
+    with T.on_device(device):
+        ws_bytes = _lib.call_size("liger_rms_norm_backward_workspace_size", device.index, rows, cols, dtype, tun) if need_dw else 0
+        ws = T.workspace(ws_bytes, device)
+        _lib.call(
+            "liger_rms_norm_backward", T.ptr(dy), cols, T.ptr(x), cols, T.ptr(weight), _weight_dtype(op, weight, x),
+            T.ptr(rstd), T.ptr(dx), cols, T.ptr(dw) if need_dw else None, T.ptr(ws), ws_bytes, rows, cols, dtype,
+            _rms_opts(eps, offset, casting_mode), tun, T.stream(device),
+        )
+    return dw
+
+
+@torch.library.custom_op("liger::rms_norm_bwd", mutates_args=())
+def rms_norm_bwd(
+    dy: Tensor, x: Tensor, weight: Tensor, rstd: Tensor, eps: float, offset: float, casting_mode: int, need_dw: bool
+) -> Tuple[Tensor, Tensor]:
+    dy = dy.contiguous()
+    dx = torch.empty_like(x)
+    dw = _rms_bwd_impl(dy, dx, x, weight, rstd, eps, offset, casting_mode, need_dw)
+    return dx, dw
+
+
+@rms_norm_bwd.register_fake
+def _(dy, x, weight, rstd, eps, offset, casting_mode, need_dw):
+    return torch.empty_like(x), (torch.empty_like(weight) if need_dw else weight.new_empty((0,)))
+
+
+@torch.library.custom_op("liger::rms_norm_bwd_inplace", mutates_args=("dy",))
+def rms_norm_bwd_inplace(
+    dy: Tensor, x: Tensor, weight: Tensor, rstd: Tensor, eps: float, offset: float, casting_mode: int, need_dw: bool
+) -> Tensor:
+    """dx is written into dy (which must be contiguous); returns dweight."""
+    if not dy.is_contiguous():
+        raise ValueError("liger rms_norm: the in-place backward needs a contiguous gradient")
+    return _rms_bwd_impl(dy, dy, x, weight, rstd, eps, offset, casting_mode, need_dw)
+
+
+@rms_norm_bwd_inplace.register_fake
+def _(dy, x, weight, rstd, eps, offset, casting_mode, need_dw):
+    return torch.empty_like(weight) if need_dw else weight.new_empty((0,))
+
+
+def _rms_setup(ctx, inputs, output):
+    x, weight, eps, offset, casting_mode, in_place = inputs
+    _, rstd = output
+    ctx.save_for_backward(x.contiguous(), weight.contiguous(), rstd)
+    ctx.args = (eps, offset, casting_mode)
+    ctx.in_place = in_place
+    ctx.mark_non_differentiable(rstd)
+
+
+def _rms_backward(ctx, dy, _drstd):
+    x, weight, rstd = ctx.saved_tensors
+    need_dw = bool(ctx.needs_input_grad[1])
+    if ctx.in_place and dy.is_contiguous() and not torch.compiler.is_compiling():
+        # Eager only: under torch.compile the functional op is used (same numbers, the compiler
+        # plans the buffers).
+        dw = torch.ops.liger.rms_norm_bwd_inplace(dy, x, weight, rstd, *ctx.args, need_dw)
+        dx = dy
+    else:
+        dx, dw = torch.ops.liger.rms_norm_bwd(dy, x, weight, rstd, *ctx.args, need_dw)
+    return dx, (dw if need_dw else None), None, None, None, None
+
+
+torch.library.register_autograd("liger::rms_norm_fwd", _rms_backward, setup_context=_rms_setup)
+
+
+def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6, offset: float = 0.0, casting_mode: str = "llama", in_place: bool = False) -> Tensor:
+    if casting_mode not in CASTING:
+        raise ValueError(f"casting_mode must be one of {tuple(CASTING)}, got {casting_mode!r}")
+    y, _ = torch.ops.liger.rms_norm_fwd(x, weight, float(eps), float(offset), CASTING[casting_mode], bool(in_place))
+    return y
+
+
+# ---------------------------------------------------------------- FusedAddRMSNorm
+@torch.library.custom_op("liger::fused_add_rms_norm_fwd", mutates_args=())
+def fused_add_rms_norm_fwd(
+    x: Tensor, residual: Tensor, weight: Tensor, eps: float, offset: float, casting_mode: int, in_place: bool
+) -> Tuple[Tensor, Tensor, Tensor]:
+    op = "fused_add_rms_norm"
+    device = T.check_cuda(op, x=x, residual=residual, weight=weight)
+    if residual.shape != x.shape:
+        raise ValueError(f"liger {op}: residual shape {tuple(residual.shape)} != input shape {tuple(x.shape)}")
+    T.check_same_dtype(op, x, residual=residual)
+    x = x.contiguous()
+    residual = residual.contiguous()
+    weight = weight.contiguous()
+    rows, cols = _rows_cols(x)
+    if weight.shape != (cols,):
+        raise ValueError(f"liger {op}: weight shape {tuple(weight.shape)} must be ({cols},)")
+    y = torch.empty_like(x)
+    s = torch.empty_like(x)
+    rstd = torch.empty(rows, dtype=torch.float32, device=device)
+    with T.on_device(device):
+        _lib.call(
+            "liger_fused_add_rms_norm_forward", T.ptr(x), cols, T.ptr(residual), cols, T.ptr(weight),
+            _weight_dtype(op, weight, x), T.ptr(y), cols, T.ptr(s), cols, T.ptr(rstd), rows, cols, T.dtype_enum(x, op),
+            _rms_opts(eps, offset, casting_mode), _lib.op_tunables(op), T.stream(device),
+        )
+    return y, s, rstd
+
+
+@fused_add_rms_norm_fwd.register_fake
+def _(x, residual, weight, eps, offset, casting_mode, in_place):
+    rows = x.numel() // x.shape[-1]
+    return torch.empty_like(x), torch.empty_like(x), x.new_empty((rows,), dtype=torch.float32)
+
+
+@torch.library.custom_op("liger::fused_add_rms_norm_bwd", mutates_args=())
+def fused_add_rms_norm_bwd(
+    dy: Tensor, ds_out: Optional[Tensor], s: Tensor, weight: Tensor, rstd: Tensor, eps: float, offset: float,
+    casting_mode: int, need_dw: bool
+) -> Tuple[Tensor, Tensor]:
+    op = "fused_add_rms_norm"
+    device = s.device
+    dy = dy.contiguous()
+    ds_out = ds_out.contiguous() if ds_out is not None else None
+    rows, cols = _rows_cols(s)
+    dx = torch.empty_like(s)
+    dw = torch.empty_like(weight) if need_dw else weight.new_empty((0,))
+    dtype = T.dtype_enum(s, op)
+    tun = _lib.op_tunables(op)
+    with T.on_device(device):
+        ws_bytes = (
+            _lib.call_size("liger_fused_add_rms_norm_backward_workspace_size", device.index, rows, cols, dtype, tun)
+            if need_dw else 0
+        )
+        ws = T.workspace(ws_bytes, device)
+        _lib.call(
+            "liger_fused_add_rms_norm_backward", T.ptr(dy), cols, T.ptr(ds_out), cols, T.ptr(s), cols, T.ptr(weight),
+            _weight_dtype(op, weight, s), T.ptr(rstd), T.ptr(dx), cols, T.ptr(dw) if need_dw else None, T.ptr(ws),
+            ws_bytes, rows, cols, dtype, _rms_opts(eps, offset, casting_mode), tun, T.stream(device),
+        )
+    return dx, dw
+
+
+@fused_add_rms_norm_bwd.register_fake
+def _(dy, ds_out, s, weight, rstd, eps, offset, casting_mode, need_dw):
+    return torch.empty_like(s), (torch.empty_like(weight) if need_dw else weight.new_empty((0,)))
+
+
+def _far_setup(ctx, inputs, output):
+    x, residual, weight, eps, offset, casting_mode, in_place = inputs
+    _, s, rstd = output
+    ctx.save_for_backward(s, weight.contiguous(), rstd)
+    ctx.args = (eps, offset, casting_mode)
+    ctx.mark_non_differentiable(rstd)
+
+
+def _far_backward(ctx, dy, ds_out, _drstd):
+    s, weight, rstd = ctx.saved_tensors
+    need_dw = bool(ctx.needs_input_grad[2])
+    dx, dw = torch.ops.liger.fused_add_rms_norm_bwd(dy, ds_out, s, weight, rstd, *ctx.args, need_dw)
+    # x and residual get the same gradient.
+    return dx, dx, (dw if need_dw else None), None, None, None, None
+
+
+torch.library.register_autograd("liger::fused_add_rms_norm_fwd", _far_backward, setup_context=_far_setup)
+
+
+def fused_add_rms_norm(
+    x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6, offset: float = 0.0, casting_mode: str = "llama",
+    in_place: bool = False,
+) -> Tuple[Tensor, Tensor]:
+    """Returns (RMSNorm(x + residual), x + residual)."""
+    if casting_mode not in CASTING:
+        raise ValueError(f"casting_mode must be one of {tuple(CASTING)}, got {casting_mode!r}")
+    y, s, _ = torch.ops.liger.fused_add_rms_norm_fwd(
+        x, residual, weight, float(eps), float(offset), CASTING[casting_mode], bool(in_place)
+    )
+    return y, s
+
+
+# ---------------------------------------------------------------- LayerNorm
+@torch.library.custom_op("liger::layer_norm_fwd", mutates_args=())
+def layer_norm_fwd(x: Tensor, weight: Tensor, bias: Optional[Tensor], eps: float) -> Tuple[Tensor, Tensor, Tensor]:
+    op = "layer_norm"
+    device = T.check_cuda(op, x=x, weight=weight, bias=bias)
+    x = x.contiguous()
+    weight = weight.contiguous()
+    rows, cols = _rows_cols(x)
+    if weight.shape != (cols,):
+        raise ValueError(f"liger {op}: weight shape {tuple(weight.shape)} must be ({cols},)")
+    if bias is not None:
+        bias = bias.contiguous()
+        if bias.shape != (cols,) or bias.dtype != weight.dtype:
+            raise ValueError(f"liger {op}: bias must have shape ({cols},) and the weight's dtype {weight.dtype}")
+    y = torch.empty_like(x)
+    mean = torch.empty(rows, dtype=torch.float32, device=device)
+    rstd = torch.empty(rows, dtype=torch.float32, device=device)
+    with T.on_device(device):
+        _lib.call(
+            "liger_layer_norm_forward", T.ptr(x), cols, T.ptr(weight), T.ptr(bias), _weight_dtype(op, weight, x),
+            T.ptr(y), cols, T.ptr(mean), T.ptr(rstd), rows, cols, T.dtype_enum(x, op),
+            ctypes.byref(LayerNormOptions(float(eps))), _lib.op_tunables(op), T.stream(device),
+        )
+    return y, mean, rstd
+
+
+@layer_norm_fwd.register_fake
+def _(x, weight, bias, eps):
+    rows = x.numel() // x.shape[-1]
+    return torch.empty_like(x), x.new_empty((rows,), dtype=torch.float32), x.new_empty((rows,), dtype=torch.float32)
+
+
+@torch.library.custom_op("liger::layer_norm_bwd", mutates_args=())
+def layer_norm_bwd(
+    dy: Tensor, x: Tensor, weight: Tensor, mean: Tensor, rstd: Tensor, need_dw: bool, need_db: bool
+) -> Tuple[Tensor, Tensor, Tensor]:
+    op = "layer_norm"
+    device = x.device
+    dy = dy.contiguous()
+    rows, cols = _rows_cols(x)
+    dx = torch.empty_like(x)
+    dw = torch.empty_like(weight) if need_dw else weight.new_empty((0,))
+    db = torch.empty_like(weight) if need_db else weight.new_empty((0,))
+    dtype = T.dtype_enum(x, op)
+    tun = _lib.op_tunables(op)
+    with T.on_device(device):
+        ws_bytes = 0
+        if need_dw or need_db:
+            ws_bytes = _lib.call_size(
+                "liger_layer_norm_backward_workspace_size", device.index, rows, cols, dtype, int(need_db), tun
+            )
+        ws = T.workspace(ws_bytes, device)
+        _lib.call(
+            "liger_layer_norm_backward", T.ptr(dy), cols, T.ptr(x), cols, T.ptr(weight), _weight_dtype(op, weight, x),
+            T.ptr(mean), T.ptr(rstd), T.ptr(dx), cols, T.ptr(dw) if need_dw else None, T.ptr(db) if need_db else None,
+            T.ptr(ws), ws_bytes, rows, cols, dtype, tun, T.stream(device),
+        )
+    return dx, dw, db
+
+
+@layer_norm_bwd.register_fake
+def _(dy, x, weight, mean, rstd, need_dw, need_db):
+    return (
+        torch.empty_like(x),
+        torch.empty_like(weight) if need_dw else weight.new_empty((0,)),
+        torch.empty_like(weight) if need_db else weight.new_empty((0,)),
+    )
+
+
+def _ln_setup(ctx, inputs, output):
+    x, weight, bias, eps = inputs
+    _, mean, rstd = output
+    ctx.save_for_backward(x.contiguous(), weight.contiguous(), mean, rstd)
+    ctx.has_bias = bias is not None
+    ctx.mark_non_differentiable(mean, rstd)
+
+
+def _ln_backward(ctx, dy, _dmean, _drstd):
+    x, weight, mean, rstd = ctx.saved_tensors
+    need_dw = bool(ctx.needs_input_grad[1])
+    need_db = bool(ctx.has_bias and ctx.needs_input_grad[2])
+    dx, dw, db = torch.ops.liger.layer_norm_bwd(dy, x, weight, mean, rstd, need_dw, need_db)
+    return dx, (dw if need_dw else None), (db if need_db else None), None
+
+
+torch.library.register_autograd("liger::layer_norm_fwd", _ln_backward, setup_context=_ln_setup)
+
+
+def layer_norm(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, eps: float = 1e-5) -> Tensor:
+    y, _, _ = torch.ops.liger.layer_norm_fwd(x, weight, bias, float(eps))
+    return y
