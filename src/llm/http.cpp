@@ -140,7 +140,8 @@ class CurlTransport final : public Transport {
       }
     } cleanup{curl};
 
-    Transfer transfer{curl, limits.max_response_bytes, on_chunk, {}, {}, false, nullptr};
+    Transfer transfer{curl, limits.max_response_bytes, on_chunk};
+    transfer.stall_limit = limits.stall_timeout;
     for (const auto& [name, value] : request.headers)
       cleanup.headers = curl_slist_append(cleanup.headers, (name + ": " + value).c_str());
     // Waiting for "100 Continue" only adds a round trip for the small bodies we send.
@@ -160,6 +161,11 @@ class CurlTransport final : public Transport {
     if (limits.stall_timeout.count() > 0) {
       curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
       curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, static_cast<long>(limits.stall_timeout.count()));
+      // curl judges speed over a window of several seconds, so after a burst of tokens its
+      // low-speed abort fires late; tracking the last byte ourselves keeps the limit exact.
+      curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+      curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, &Transfer::on_progress);
+      curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &transfer);
     }
     if (request.method == "GET") {
       curl_easy_setopt(curl, CURLOPT_HTTPGET, 1L);
@@ -182,6 +188,16 @@ class CurlTransport final : public Transport {
                   "lower the request's max_tokens, or raise llm.max_response_bytes if the answer is "
                   "legitimately this large");
     }
+    if (transfer.stalled || code == CURLE_OPERATION_TIMEDOUT) {
+      if (transfer.stalled || std::string_view(error_buffer).find("too slow") != std::string_view::npos) {
+        throw Error(ErrorKind::Network,
+                    fmt::format("{} sent nothing for {} s after {} bytes: the stream stalled",
+                                redact(request.url), limits.stall_timeout.count(), transfer.body.size()),
+                    "the server stopped sending; try again, or raise llm.stall_timeout_s if the "
+                    "model legitimately pauses that long",
+                    /*recoverable=*/true);
+      }
+    }
     if (code != CURLE_OK) throw transport_error(code, error_buffer, request.url, limits);
 
     HttpResponse response;
@@ -197,13 +213,27 @@ class CurlTransport final : public Transport {
     CURL* curl;
     std::size_t max_bytes;
     const BodyChunkCallback& on_chunk;
-    Headers headers;
-    std::string body;
-    bool too_large;
-    std::exception_ptr callback_error;
+    Headers headers{};
+    std::string body{};
+    bool too_large = false;
+    bool stalled = false;
+    std::exception_ptr callback_error{};
+    std::chrono::seconds stall_limit{0};
+    std::chrono::steady_clock::time_point last_activity = std::chrono::steady_clock::now();
+
+    static int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+      auto* self = static_cast<Transfer*>(user);
+      if (self->stall_limit.count() > 0 &&
+          std::chrono::steady_clock::now() - self->last_activity > self->stall_limit) {
+        self->stalled = true;
+        return 1;
+      }
+      return 0;
+    }
 
     static size_t on_header(char* data, size_t size, size_t count, void* user) {
       auto* self = static_cast<Transfer*>(user);
+      self->last_activity = std::chrono::steady_clock::now();
       std::string_view line(data, size * count);
       // A new status line starts a new response (after 100 Continue or a proxy's answer).
       if (line.rfind("HTTP/", 0) == 0) {
@@ -217,6 +247,7 @@ class CurlTransport final : public Transport {
     static size_t on_body(char* data, size_t size, size_t count, void* user) {
       auto* self = static_cast<Transfer*>(user);
       std::size_t bytes = size * count;
+      self->last_activity = std::chrono::steady_clock::now();
       if (self->body.size() + bytes > self->max_bytes) {
         self->too_large = true;
         return 0;  // makes curl abort the transfer before memory runs away
