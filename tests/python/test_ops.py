@@ -372,3 +372,92 @@ def test_runs_on_the_tensors_device():
         y.sum().backward()
     ref = ref_rms_norm(x.detach(), w.detach(), 1e-6, 0.0, "llama")
     check(y, ref.to(y.device), torch.float32, "y on cuda:1")
+
+
+# ------------------------------------------------------------------ RoPE
+def _rotate_half(x):
+    h = x.shape[-1] // 2
+    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+
+
+def _rope_ref(q, k, cos, sin, unsqueeze_dim=1):
+    c = cos.unsqueeze(unsqueeze_dim)
+    s = sin.unsqueeze(unsqueeze_dim)
+    return q * c + _rotate_half(q) * s, k * c + _rotate_half(k) * s
+
+
+def _cos_sin(B, S, D, dtype, per_batch):
+    pos = torch.arange(S, device=DEV, dtype=torch.float64)[None].repeat(B if per_batch else 1, 1)
+    if per_batch:
+        pos = pos + torch.arange(B, device=DEV, dtype=torch.float64)[:, None] * 3  # different positions per batch
+    inv = 1.0 / (10000 ** (torch.arange(0, D, 2, device=DEV, dtype=torch.float64) / D))
+    emb = torch.cat([pos[..., None] * inv] * 2, dim=-1)
+    return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("B,Hq,Hk,S,D", [(2, 4, 2, 7, 64), (1, 32, 8, 129, 128), (3, 3, 1, 5, 6)])
+@pytest.mark.parametrize("per_batch", [False, True])
+@pytest.mark.parametrize("layout", ["bhsd", "hf_transposed"])
+def test_rope(dtype, B, Hq, Hk, S, D, per_batch, layout):
+    if layout == "bhsd":
+        q = torch.randn(B, Hq, S, D, device=DEV, dtype=dtype)
+        k = torch.randn(B, Hk, S, D, device=DEV, dtype=dtype)
+    else:  # what LlamaAttention passes: proj(x).view(B, S, H, D).transpose(1, 2), not contiguous
+        q = torch.randn(B, S, Hq, D, device=DEV, dtype=dtype).transpose(1, 2)
+        k = torch.randn(B, S, Hk, D, device=DEV, dtype=dtype).transpose(1, 2)
+    q.requires_grad_()
+    k.requires_grad_()
+    cos, sin = _cos_sin(B, S, D, dtype, per_batch)
+    q_before, k_before = q.detach().clone(), k.detach().clone()
+    qo, ko = lk.liger_rotary_pos_emb(q, k, cos, sin)
+    assert torch.equal(q.detach(), q_before) and torch.equal(k.detach(), k_before), "rope modified its inputs"
+    qd, kd = q.detach().double().requires_grad_(), k.detach().double().requires_grad_()
+    qr, kr = _rope_ref(qd, kd, cos.double(), sin.double())
+    check(qo, qr.detach(), dtype, "rope q")
+    check(ko, kr.detach(), dtype, "rope k")
+    dq, dk = torch.randn_like(qo), torch.randn_like(ko)
+    torch.autograd.backward([qo, ko], [dq, dk])
+    torch.autograd.backward([qr, kr], [dq.double(), dk.double()])
+    check(q.grad, qd.grad, dtype, "rope dq")
+    check(k.grad, kd.grad, dtype, "rope dk")
+
+
+def test_rope_odd_head_dim_is_a_library_error():
+    q = torch.randn(1, 2, 3, 5, device=DEV)
+    cos = torch.randn(1, 3, 5, device=DEV)
+    with pytest.raises((lk.LigerKernelError, ValueError)):
+        lk.liger_rotary_pos_emb(q, q.clone(), cos, cos)
+
+
+# ------------------------------------------------------------------ torch.compile
+def test_torch_compile_matches_eager_without_graph_breaks():
+    """A small block (RMSNorm -> RoPE-free MLP with SwiGLU -> LayerNorm -> CE) compiled with
+    fullgraph=True (a graph break would raise) gives the eager numbers, forward and backward."""
+    torch._dynamo.reset()
+    H, I, V, N = 64, 96, 301, 24
+
+    def block(x, wn, wg, wu, wd, wl, bl, target, wlm):
+        h = LF.rms_norm(x, wn)
+        h = LF.swiglu(h @ wg.T, h @ wu.T) @ wd.T
+        r = LF.layer_norm(h, wl, bl)
+        y, s = LF.fused_add_rms_norm(r, x, wn)
+        loss = LF.cross_entropy(y @ wlm.T, target, label_smoothing=0.1)
+        return loss + LF.fused_linear_cross_entropy(s, wlm, target, reduction="sum") * 1e-3
+
+    def make():
+        g = torch.Generator(device=DEV).manual_seed(7)
+        r = lambda *s: (torch.randn(*s, device=DEV, generator=g) * 0.3).requires_grad_()  # noqa: E731
+        return [r(N, H), r(H), r(I, H), r(I, H), r(H, I), r(H), r(H),
+                torch.randint(0, V, (N,), device=DEV, generator=g), r(V, H)]
+
+    eager_in, comp_in = make(), make()
+    le = block(*eager_in)
+    le.backward()
+    compiled = torch.compile(block, fullgraph=True)
+    lc = compiled(*comp_in)
+    lc.backward()
+    check(lc.detach(), le.detach().double(), torch.float32, "compiled loss", atol=1e-5, rtol=1e-5)
+    for i, (a, b) in enumerate(zip(comp_in, eager_in)):
+        if isinstance(a, torch.Tensor) and a.requires_grad:
+            check(a.grad, b.grad.double(), torch.float32, f"compiled grad {i}", atol=1e-5, rtol=1e-4, rel=1e-5)

@@ -109,3 +109,26 @@ def numel_rows(shape: Iterable[int]) -> int:
     for s in shape:
         n *= int(s)
     return n
+
+
+def tracing(*tensors) -> bool:
+    """True while torch.compile / export / AOTAutograd traces (then the functional, non-mutating
+    path is taken and nothing reads device values); False in eager execution."""
+    if torch.compiler.is_compiling():
+        return True
+    try:
+        from torch._subclasses.fake_tensor import FakeTensor
+        from torch._subclasses.functional_tensor import FunctionalTensor
+
+        if any(isinstance(t, (FakeTensor, FunctionalTensor)) for t in tensors if t is not None):
+            return True
+    except ImportError:
+        pass
+    try:
+        from torch.fx.experimental.proxy_tensor import get_proxy_mode
+
+        if get_proxy_mode() is not None:
+            return True
+    except ImportError:
+        pass
+    return False

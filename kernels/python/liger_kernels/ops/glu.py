@@ -100,7 +100,7 @@ def _glu_setup(ctx, inputs, output):
 
 def _glu_backward(ctx, dc):
     a, b = ctx.saved_tensors
-    if ctx.in_place and not torch.compiler.is_compiling():
+    if ctx.in_place and not T.tracing(dc, a):
         torch.ops.liger.glu_bwd_inplace(dc, a, b, ctx.kind)
         da, db = a, b
     else:

@@ -142,6 +142,13 @@ def _(grad, grad_output):
     return None
 
 
+def _is_unit(grad_output: Tensor) -> bool:
+    """Eager only: a scalar upstream gradient of exactly 1 (loss.backward()) needs no rescaling pass over
+    the stored gradient. Reading it synchronises with the device, as Liger-Kernel does; a pass over a
+    logits-sized gradient costs far more. Disable with liger_kernels._lib.SKIP_UNIT_GRAD_SCALE = False."""
+    return _lib.SKIP_UNIT_GRAD_SCALE and grad_output.numel() == 1 and bool(grad_output.reshape(()) == 1.0)
+
+
 def _scale_functional(grad: Tensor, grad_output: Tensor) -> Tensor:
     go = grad_output.to(torch.float32)
     if go.dim() == 1:
@@ -159,10 +166,11 @@ def _ce_backward(ctx, dloss, _dz, _dgrad):
     (grad,) = ctx.saved_tensors
     if grad.numel() == 0 and dloss.numel() != 0:
         raise RuntimeError("liger cross_entropy: the forward ran without gradients (compute_grad=False)")
-    if torch.compiler.is_compiling():
+    if T.tracing(grad, dloss):
         dlogits = _scale_functional(grad, dloss)
     else:
-        torch.ops.liger.cross_entropy_scale_(grad, dloss)
+        if not _is_unit(dloss):
+            torch.ops.liger.cross_entropy_scale_(grad, dloss)
         dlogits = grad
     return dlogits, None, None, None, None, None, None, None, None
 
@@ -373,12 +381,12 @@ def _flce_backward(ctx, dloss, _dz, _dgx, _dgw, _dgb):
         )
     else:
         gx, gw, gb = ctx.saved_tensors
-        if torch.compiler.is_compiling():
+        if T.tracing(dloss, gx, gw, gb):
             s = dloss.to(torch.float32)
             gx = (gx.to(torch.float32) * s).to(gx.dtype) if gx.numel() else gx
             gw = (gw.to(torch.float32) * s).to(gw.dtype) if gw.numel() else gw
             gb = (gb.to(torch.float32) * s).to(gb.dtype) if gb.numel() else gb
-        else:
+        elif not _is_unit(dloss):
             torch.ops.liger.fused_linear_cross_entropy_scale_(gx, gw, gb, dloss)
     return (
         gx if gx.numel() else None,

@@ -151,7 +151,7 @@ def _rms_setup(ctx, inputs, output):
 def _rms_backward(ctx, dy, _drstd):
     x, weight, rstd = ctx.saved_tensors
     need_dw = bool(ctx.needs_input_grad[1])
-    if ctx.in_place and dy.is_contiguous() and not torch.compiler.is_compiling():
+    if ctx.in_place and dy.is_contiguous() and not T.tracing(dy, x):
         # Eager only: under torch.compile the functional op is used (same numbers, the compiler
         # plans the buffers).
         dw = torch.ops.liger.rms_norm_bwd_inplace(dy, x, weight, rstd, *ctx.args, need_dw)
