@@ -1,0 +1,60 @@
+// SwiGLU forward/backward entry points (kernel in elementwise_common/glu.cuh).
+#include "liger_kernels/swiglu.h"
+
+#include "elementwise_common/glu.cuh"
+#include "swiglu/tuning.h"
+
+using namespace liger::kernels;
+
+extern "C" {
+
+liger_status liger_swiglu_forward(const void* a, int64_t a_row_stride, const void* b, int64_t b_row_stride, void* c,
+                                  int64_t c_row_stride, int64_t rows, int64_t cols, liger_dtype dtype,
+                                  const liger_tunables* tunables, liger_stream_t stream) {
+  glu::Params p{};
+  p.a = a;
+  p.b = b;
+  p.out0 = c;
+  p.a_stride = a_row_stride;
+  p.b_stride = b_row_stride;
+  p.out0_stride = c_row_stride;
+  p.rows = rows;
+  p.cols = cols;
+  return glu::run<glu::Silu, false>(p, dtype, tunables, stream, swiglu::default_config);
+}
+
+liger_status liger_swiglu_backward(const void* dc, int64_t dc_row_stride, const void* a, int64_t a_row_stride,
+                                   const void* b, int64_t b_row_stride, void* da, int64_t da_row_stride, void* db,
+                                   int64_t db_row_stride, int64_t rows, int64_t cols, int32_t in_place,
+                                   liger_dtype dtype, const liger_tunables* tunables, liger_stream_t stream) {
+  if (in_place && (da != nullptr || db != nullptr))
+    return fail(LIGER_STATUS_INVALID_ARGUMENT, "swiglu backward: in_place requires da == NULL and db == NULL");
+  glu::Params p{};
+  p.dc = dc;
+  p.a = a;
+  p.b = b;
+  p.out0 = in_place ? const_cast<void*>(a) : da;
+  p.out1 = in_place ? const_cast<void*>(b) : db;
+  p.dc_stride = dc_row_stride;
+  p.a_stride = a_row_stride;
+  p.b_stride = b_row_stride;
+  p.out0_stride = in_place ? a_row_stride : da_row_stride;
+  p.out1_stride = in_place ? b_row_stride : db_row_stride;
+  p.rows = rows;
+  p.cols = cols;
+  return glu::run<glu::Silu, true>(p, dtype, tunables, stream, swiglu::default_config);
+}
+
+liger_status liger_swiglu_default_tunables(int sm_arch, int64_t rows, int64_t cols, liger_dtype dtype,
+                                           liger_tunables* out) {
+  if (!out) return fail(LIGER_STATUS_INVALID_ARGUMENT, "swiglu default tunables: out is NULL");
+  if (!is_valid_dtype(dtype)) return fail(LIGER_STATUS_UNSUPPORTED_DTYPE, "swiglu: dtype %d", static_cast<int>(dtype));
+  if (rows < 0 || cols < 0) return fail(LIGER_STATUS_INVALID_ARGUMENT, "swiglu default tunables: negative size");
+  glu::Config config = swiglu::default_config(sm_arch, rows * cols, dtype);
+  *out = liger_tunables{};
+  out->threads_per_block = config.threads_per_block;
+  out->vector_bytes = config.vector_bytes;
+  return LIGER_STATUS_SUCCESS;
+}
+
+}  // extern "C"
