@@ -82,8 +82,10 @@ def test_every_header_function_is_declared_and_matches():
             problems.append(f"{fname}: {len(argtypes)} argtypes for {len(params)} parameters")
             continue
         for i, (param, at) in enumerate(zip(params, argtypes)):
-            k = _kind(_param_type(param))
-            if k == "ptr":
+            k = "host_i64_array" if "[" in param else _kind(_param_type(param))
+            if k == "host_i64_array":  # e.g. const int64_t strides[3]: a host pointer
+                ok = at is _lib.P_I64 and "int64_t" in param
+            elif k == "ptr":
                 ok = at is ctypes.c_void_p
             elif k == "size_t*":
                 ok = at is _lib.P_SZ

@@ -1,0 +1,117 @@
+"""RoPE (HF rotate-half) on q and k in one launch, as a torch.library custom op with autograd (rope.h).
+
+q [B, Hq, T, D] and k [B, Hk, T, D] may be any strided views with a contiguous last dimension (what
+LlamaAttention passes: proj(x).view(B, T, H, D).transpose(1, 2)); no copy is made for them. Outputs
+are new contiguous [B, H, T, D] tensors (as HF's eager code produces). cos/sin: (1 or B, T, D) in q's
+dtype (converted otherwise); no gradient flows into cos/sin (HF builds them under no_grad)."""
+import ctypes
+from typing import Tuple
+
+import torch
+from torch import Tensor
+
+from .. import _lib
+from .. import _torch as T
+
+P, I64, DT, ST = _lib.P, _lib.I64, _lib.DT, _lib.ST
+P_TUN = _lib.P_TUN
+PI64 = _lib.P_I64  # const int64_t strides[3] (host array)
+
+_ROPE_ARGS = [P, PI64, P, PI64, I64, P, PI64, P, PI64, I64, P, P, I64, I64, I64, I64, I64, I64, DT, P_TUN, P]
+_lib.declare("liger_rope_forward", ST, _ROPE_ARGS)
+_lib.declare("liger_rope_backward", ST, _ROPE_ARGS)
+_lib.declare("liger_rope_default_tunables", ST, [ctypes.c_int, I64, I64, DT, P_TUN])
+
+
+def _strides3(t: Tensor):
+    s = t.stride()
+    return (ctypes.c_int64 * 3)(int(s[0]), int(s[1]), int(s[2]))
+
+
+def _last_contig(t: Tensor) -> Tensor:
+    return t if t.stride(-1) == 1 or t.shape[-1] == 1 else t.contiguous()
+
+
+def _prep_cos_sin(cos: Tensor, sin: Tensor, B: int, S: int, D: int, dtype, op: str):
+    if cos.dim() == 2:
+        cos, sin = cos.unsqueeze(0), sin.unsqueeze(0)
+    if cos.dim() != 3 or cos.shape != sin.shape:
+        raise ValueError(f"liger {op}: cos and sin must both be (1 or B, T, D); got {tuple(cos.shape)}, {tuple(sin.shape)}")
+    if cos.shape[0] not in (1, B) or cos.shape[1] != S or cos.shape[2] < D // 2:
+        raise ValueError(f"liger {op}: cos/sin shape {tuple(cos.shape)} does not fit q/k with B={B}, T={S}, D={D}")
+    cos = cos.to(dtype)
+    sin = sin.to(dtype)
+    if cos.stride() != sin.stride() or cos.stride(-1) != 1:
+        cos, sin = cos.contiguous(), sin.contiguous()
+    batch_stride = int(cos.stride(0)) if cos.shape[0] > 1 else 0
+    return cos, sin, int(cos.shape[0]), batch_stride, int(cos.stride(1))
+
+
+def _launch(fn: str, q: Tensor, k: Tensor, cos: Tensor, sin: Tensor) -> Tuple[Tensor, Tensor]:
+    op = "rope"
+    device = T.check_cuda(op, q=q, k=k, cos=cos, sin=sin)
+    if q.dim() != 4 or k.dim() != 4:
+        raise ValueError(f"liger {op}: q and k must be [B, H, T, D]; got {tuple(q.shape)} and {tuple(k.shape)}")
+    B, Hq, S, D = q.shape
+    if k.shape[0] != B or k.shape[2] != S or k.shape[3] != D:
+        raise ValueError(f"liger {op}: k {tuple(k.shape)} does not match q {tuple(q.shape)} in B, T, D")
+    T.check_same_dtype(op, q, k=k)
+    dtype = T.dtype_enum(q, op)
+    q = _last_contig(q)
+    k = _last_contig(k)
+    cos, sin, cos_batch, cbs, css = _prep_cos_sin(cos, sin, B, S, D, q.dtype, op)
+    qo = torch.empty((B, Hq, S, D), dtype=q.dtype, device=device)
+    ko = torch.empty(tuple(k.shape), dtype=k.dtype, device=device)
+    Hk = k.shape[1]
+    with T.on_device(device):
+        _lib.call(
+            fn, T.ptr(q), _strides3(q), T.ptr(qo), _strides3(qo), Hq, T.ptr(k) if Hk else None, _strides3(k),
+            T.ptr(ko) if Hk else None, _strides3(ko), Hk, T.ptr(cos), T.ptr(sin), cos_batch, cbs, css, B, S, D,
+            dtype, _lib.op_tunables(op), T.stream(device),
+        )
+    return qo, ko
+
+
+@torch.library.custom_op("liger::rope_fwd", mutates_args=())
+def rope_fwd(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor) -> Tuple[Tensor, Tensor]:
+    return _launch("liger_rope_forward", q, k, cos, sin)
+
+
+@rope_fwd.register_fake
+def _(q, k, cos, sin):
+    return q.new_empty(q.shape), k.new_empty(k.shape)
+
+
+@torch.library.custom_op("liger::rope_bwd", mutates_args=())
+def rope_bwd(dq: Tensor, dk: Tensor, cos: Tensor, sin: Tensor) -> Tuple[Tensor, Tensor]:
+    return _launch("liger_rope_backward", dq, dk, cos, sin)
+
+
+@rope_bwd.register_fake
+def _(dq, dk, cos, sin):
+    return dq.new_empty(dq.shape), dk.new_empty(dk.shape)
+
+
+def _rope_setup(ctx, inputs, output):
+    _, _, cos, sin = inputs
+    ctx.save_for_backward(cos, sin)
+
+
+def _rope_backward(ctx, dq, dk):
+    cos, sin = ctx.saved_tensors
+    gq, gk = torch.ops.liger.rope_bwd(dq, dk, cos, sin)
+    return gq, gk, None, None
+
+
+torch.library.register_autograd("liger::rope_fwd", _rope_backward, setup_context=_rope_setup)
+
+
+def rope(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, unsqueeze_dim: int = 1) -> Tuple[Tensor, Tensor]:
+    """transformers' apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim): unsqueeze_dim=1 for
+    [B, H, T, D] q/k, 2 for [B, T, H, D] (results in the same layout as given)."""
+    if unsqueeze_dim == 1:
+        return torch.ops.liger.rope_fwd(q, k, cos, sin)
+    if unsqueeze_dim == 2:
+        qo, ko = torch.ops.liger.rope_fwd(q.transpose(1, 2), k.transpose(1, 2), cos, sin)
+        return qo.transpose(1, 2), ko.transpose(1, 2)
+    raise ValueError(f"liger rope: unsqueeze_dim must be 1 or 2, got {unsqueeze_dim}")
