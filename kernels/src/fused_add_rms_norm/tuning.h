@@ -1,0 +1,18 @@
+// Tuned defaults of FusedAddRMSNorm per architecture and size class (see norm_common/norm_tuning.h for
+// what the columns mean). Measured on H100 (sm90); sm80 shares the values until measured.
+#pragma once
+
+#include "norm_common/norm_tuning.h"
+
+namespace liger::kernels::fused_add_rms_norm_tuning {
+
+using norm::TuningRow;
+using norm::TuningTable;
+
+//                                 max_cols  vectors/thread  min_threads  blocks/SM (backward)
+inline constexpr TuningRow kSm80[] = {{1024, 4, 256, 2}, {4096, 4, 512, 1}, {8192, 4, 512, 1}, {1 << 30, 4, 512, 1}};
+inline constexpr TuningRow kSm90[] = {{1024, 4, 256, 2}, {4096, 4, 512, 1}, {8192, 4, 512, 1}, {1 << 30, 4, 512, 1}};
+inline constexpr TuningTable kTables[] = {{80, kSm80, 4}, {90, kSm90, 4}};
+inline constexpr int kTableCount = 2;
+
+}  // namespace liger::kernels::fused_add_rms_norm_tuning

@@ -1,0 +1,127 @@
+// LayerNorm: C entry points over the shared norm kernels (norm_common/).
+#include "liger_kernels/layer_norm.h"
+
+#include <cmath>
+
+#include "layer_norm/tuning.h"
+#include "norm_common/norm_launch.cuh"
+
+using namespace liger::kernels;
+using namespace liger::kernels::norm;
+namespace tuning = liger::kernels::layer_norm_tuning;
+
+extern "C" {
+
+liger_status liger_layer_norm_default_tunables(int sm_arch, int64_t rows, int64_t cols, liger_dtype dtype,
+                                               liger_tunables* out) {
+  constexpr const char* op = "liger_layer_norm_default_tunables";
+  if (!out) return fail(LIGER_STATUS_INVALID_ARGUMENT, "%s: out is NULL", op);
+  if (!is_valid_dtype(dtype)) return fail(LIGER_STATUS_UNSUPPORTED_DTYPE, "%s: unknown dtype", op);
+  LIGER_RETURN_IF_ERROR(check_sizes(op, rows, cols));
+  fill_defaults(pick_row(tuning::kTables, tuning::kTableCount, sm_arch, cols), cols, dtype, out);
+  return LIGER_STATUS_SUCCESS;
+}
+
+liger_status liger_layer_norm_forward(const void* x, int64_t x_row_stride, const void* weight, const void* bias,
+                                      liger_dtype weight_dtype, void* y, int64_t y_row_stride, float* mean,
+                                      float* rstd, int64_t rows, int64_t cols, liger_dtype dtype,
+                                      const liger_layer_norm_options* options, const liger_tunables* tunables,
+                                      liger_stream_t stream) {
+  constexpr const char* op = "liger_layer_norm_forward";
+  LIGER_RETURN_IF_ERROR(check_dtypes(op, dtype, weight_dtype));
+  LIGER_RETURN_IF_ERROR(check_sizes(op, rows, cols));
+  if (!x || !weight || !y) return fail(LIGER_STATUS_INVALID_ARGUMENT, "%s: x, weight and y must not be NULL", op);
+  LIGER_RETURN_IF_ERROR(check_stride(op, "x", x_row_stride, cols));
+  LIGER_RETURN_IF_ERROR(check_stride(op, "y", y_row_stride, cols));
+  const float eps = options ? options->eps : 1e-5f;
+  if (!(eps >= 0.f) || !std::isfinite(eps))
+    return fail(LIGER_STATUS_INVALID_ARGUMENT, "%s: eps=%g invalid (finite, >= 0)", op, static_cast<double>(eps));
+  DeviceGuard guard(x);
+  const int vec = 16 / static_cast<int>(dtype_size(dtype));
+  const int wvec_bytes = 16 * static_cast<int>(dtype_size(weight_dtype) / dtype_size(dtype));
+  const bool vector_ok = layout_allows_vectors(
+      cols, vec, {{x, x_row_stride, 16}, {y, y_row_stride, 16}, {weight, 0, wvec_bytes}, {bias, 0, wvec_bytes}});
+  Resolved r;
+  LIGER_RETURN_IF_ERROR(resolve(op, tunables, tuning::kTables, tuning::kTableCount, current_sm_arch(),
+                                current_sm_count(), rows, cols, dtype, vector_ok, false, &r));
+  FwdParams p{};
+  p.x = x;
+  p.x_stride = x_row_stride;
+  p.w = weight;
+  p.b = bias;
+  p.y = y;
+  p.y_stride = y_row_stride;
+  p.mean = mean;
+  p.rstd = rstd;
+  p.rows = rows;
+  p.cols = static_cast<int>(cols);
+  p.eps = eps;
+  return launch_forward<Kind::kLayer>(op, p, dtype, weight_dtype, r, to_cuda(stream));
+}
+
+liger_status liger_layer_norm_backward_workspace_size(int device, int64_t rows, int64_t cols, liger_dtype dtype,
+                                                      int with_bias, const liger_tunables* tunables, size_t* bytes) {
+  constexpr const char* op = "liger_layer_norm_backward_workspace_size";
+  if (!bytes) return fail(LIGER_STATUS_INVALID_ARGUMENT, "%s: bytes is NULL", op);
+  if (!is_valid_dtype(dtype)) return fail(LIGER_STATUS_UNSUPPORTED_DTYPE, "%s: unknown dtype", op);
+  LIGER_RETURN_IF_ERROR(check_sizes(op, rows, cols));
+  Resolved r;
+  const int vec = 16 / static_cast<int>(dtype_size(dtype));
+  LIGER_RETURN_IF_ERROR(resolve(op, tunables, tuning::kTables, tuning::kTableCount, sm_arch_of(device),
+                                sm_count_of(device), rows, cols, dtype, cols % vec == 0, true, &r));
+  *bytes = rows == 0 ? 0
+                     : static_cast<size_t>(r.reduction_blocks) * static_cast<size_t>(cols) * sizeof(float) *
+                           (with_bias ? 2 : 1);
+  return LIGER_STATUS_SUCCESS;
+}
+
+liger_status liger_layer_norm_backward(const void* dy, int64_t dy_row_stride, const void* x, int64_t x_row_stride,
+                                       const void* weight, liger_dtype weight_dtype, const float* mean,
+                                       const float* rstd, void* dx, int64_t dx_row_stride, void* dweight, void* dbias,
+                                       void* workspace, size_t workspace_bytes, int64_t rows, int64_t cols,
+                                       liger_dtype dtype, const liger_tunables* tunables, liger_stream_t stream) {
+  constexpr const char* op = "liger_layer_norm_backward";
+  LIGER_RETURN_IF_ERROR(check_dtypes(op, dtype, weight_dtype));
+  LIGER_RETURN_IF_ERROR(check_sizes(op, rows, cols));
+  if (!dy || !x || !weight || !mean || !rstd || !dx)
+    return fail(LIGER_STATUS_INVALID_ARGUMENT, "%s: dy, x, weight, mean, rstd and dx must not be NULL", op);
+  LIGER_RETURN_IF_ERROR(check_stride(op, "dy", dy_row_stride, cols));
+  LIGER_RETURN_IF_ERROR(check_stride(op, "x", x_row_stride, cols));
+  LIGER_RETURN_IF_ERROR(check_stride(op, "dx", dx_row_stride, cols));
+  if (dx == dy && dx_row_stride != dy_row_stride)
+    return fail(LIGER_STATUS_INVALID_ARGUMENT, "%s: in-place dx needs dx_row_stride == dy_row_stride", op);
+  DeviceGuard guard(dy);
+  const int vec = 16 / static_cast<int>(dtype_size(dtype));
+  const int wvec_bytes = 16 * static_cast<int>(dtype_size(weight_dtype) / dtype_size(dtype));
+  const bool vector_ok = layout_allows_vectors(
+      cols, vec, {{dy, dy_row_stride, 16}, {x, x_row_stride, 16}, {dx, dx_row_stride, 16}, {weight, 0, wvec_bytes}});
+  Resolved r;
+  LIGER_RETURN_IF_ERROR(resolve(op, tunables, tuning::kTables, tuning::kTableCount, current_sm_arch(),
+                                current_sm_count(), rows, cols, dtype, vector_ok, true, &r));
+  const size_t one = static_cast<size_t>(r.reduction_blocks) * static_cast<size_t>(cols) * sizeof(float);
+  const size_t need = one * ((dweight ? 1 : 0) + (dbias ? 1 : 0));
+  if (need > 0 && rows > 0) {
+    if (!workspace || workspace_bytes < need)
+      return fail(LIGER_STATUS_INVALID_ARGUMENT, "%s: workspace of %zu bytes given, %zu needed", op,
+                  workspace ? workspace_bytes : size_t{0}, need);
+    if (!is_aligned(workspace, 16)) return fail(LIGER_STATUS_INVALID_ARGUMENT, "%s: workspace not 16-byte aligned", op);
+  }
+  BwdParams p{};
+  p.dy = dy;
+  p.dy_stride = dy_row_stride;
+  p.x = x;
+  p.x_stride = x_row_stride;
+  p.w = weight;
+  p.mean = mean;
+  p.rstd = rstd;
+  p.dx = dx;
+  p.dx_stride = dx_row_stride;
+  float* base = static_cast<float*>(workspace);
+  p.dw_partial = dweight ? base : nullptr;
+  p.db_partial = dbias ? (dweight ? base + one / sizeof(float) : base) : nullptr;
+  p.rows = rows;
+  p.cols = static_cast<int>(cols);
+  return launch_backward<Kind::kLayer>(op, p, dtype, weight_dtype, r, dweight, dbias, to_cuda(stream));
+}
+
+}  // extern "C"

@@ -1,0 +1,417 @@
+// Device code shared by the norm ops: one forward and one backward kernel template, specialised
+// by Kind (RMSNorm, FusedAddRMSNorm, LayerNorm), storage type T, weight type TW, vector width
+// VEC (elements per access: 16 bytes or 1) and NV (vectors held per thread).
+//
+// Mapping: a block is blockDim.x threads per row (tx) x blockDim.y rows (rpb). Thread
+// threadIdx.x of a row owns vectors v = c*NV*tx + k*tx + threadIdx.x (chunk c, slot k), so the
+// accesses of a warp are contiguous. When the row fits one chunk (the tuned case) it stays in
+// registers: x is read once. Longer rows are processed in chunks and re-read (from L2).
+// The backward keeps each thread's weight-gradient partial sums in registers across every row
+// the block handles (persistent grid), then reduces the block's rows through shared memory into
+// one fp32 partial row per block; a small kernel sums those partial rows.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "common/dtype.cuh"
+
+namespace liger::kernels::norm {
+
+enum class Kind { kRms, kAddRms, kLayer };
+enum Casting { kLlama = 0, kGemma = 1, kNone = 2 };
+
+struct FwdParams {
+  const void* x;
+  int64_t x_stride;
+  const void* r;  // FusedAddRMSNorm: residual
+  int64_t r_stride;
+  const void* w;
+  const void* b;  // LayerNorm bias or nullptr
+  void* y;
+  int64_t y_stride;
+  void* s;  // FusedAddRMSNorm: residual output
+  int64_t s_stride;
+  float* mean;  // LayerNorm, nullable
+  float* rstd;  // nullable
+  int64_t rows;
+  int cols;
+  float eps;
+  float offset;
+  int mode;
+};
+
+struct BwdParams {
+  const void* dy;
+  int64_t dy_stride;
+  const void* ds;  // FusedAddRMSNorm: gradient of the residual output, nullable
+  int64_t ds_stride;
+  const void* x;  // RMSNorm/LayerNorm: x; FusedAddRMSNorm: s
+  int64_t x_stride;
+  const void* w;
+  const float* mean;
+  const float* rstd;
+  void* dx;
+  int64_t dx_stride;
+  float* dw_partial;  // [gridDim.x, cols] or nullptr
+  float* db_partial;  // [gridDim.x, cols] or nullptr (LayerNorm)
+  int64_t rows;
+  int cols;
+  float offset;
+  int mode;
+};
+
+template <typename T>
+__device__ __forceinline__ float round_to(float v) {
+  return to_float<T>(from_float<T>(v));
+}
+
+template <typename T, int VEC>
+__device__ __forceinline__ Vec<T, VEC> load_vec(const T* p) {
+  return *reinterpret_cast<const Vec<T, VEC>*>(p);
+}
+template <typename T, int VEC>
+__device__ __forceinline__ void store_vec(T* p, const Vec<T, VEC>& v) {
+  *reinterpret_cast<Vec<T, VEC>*>(p) = v;
+}
+
+// Sums N values over the tx threads of each row; every thread of the row gets the totals.
+// Called by every thread of the block (uniformly), since it may synchronise the block.
+// smem: at least blockDim.y * 32 * N floats.
+template <int N>
+__device__ __forceinline__ void row_sum(float (&v)[N], float* smem) {
+  const int tx = blockDim.x;
+  const int width = tx < 32 ? tx : 32;
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    if (offset < width) {
+#pragma unroll
+      for (int i = 0; i < N; ++i) v[i] += __shfl_xor_sync(0xffffffffu, v[i], offset);
+    }
+  }
+  if (tx > 32) {
+    const int warps = tx >> 5, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    float* row_smem = smem + threadIdx.y * 32 * N;
+    if (lane == 0) {
+#pragma unroll
+      for (int i = 0; i < N; ++i) row_smem[warp * N + i] = v[i];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      float total = 0.f;
+      for (int w = 0; w < warps; ++w) total += row_smem[w * N + i];
+      v[i] = total;
+    }
+    __syncthreads();
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// Forward.
+template <Kind K, typename T, typename TW, int VEC, int NV>
+__global__ void norm_forward_kernel(FwdParams p) {
+  extern __shared__ float smem[];
+  const int tx = blockDim.x, rpb = blockDim.y;
+  const int nvec = p.cols / VEC;
+  const int chunk = NV * tx;
+  const int chunks = (nvec + chunk - 1) / chunk;
+  const int64_t tiles = (p.rows + rpb - 1) / rpb;
+  const float inv_cols = 1.f / static_cast<float>(p.cols);
+  const TW* w = static_cast<const TW*>(p.w);
+  const TW* b = static_cast<const TW*>(p.b);
+
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int64_t row = tile * rpb + threadIdx.y;
+    const bool active = row < p.rows;
+    const T* x = static_cast<const T*>(p.x) + row * p.x_stride;
+    const T* r = static_cast<const T*>(p.r) + row * p.r_stride;
+    T* s = static_cast<T*>(p.s) + row * p.s_stride;
+    T* y = static_cast<T*>(p.y) + row * p.y_stride;
+
+    Vec<T, VEC> xv[NV];
+    // Loads chunk c into xv (zeros outside the row). FusedAddRMSNorm: the first pass forms
+    // s = x + residual (rounded to T) and stores it; later passes re-read s.
+    auto load = [&](int c, bool first) {
+#pragma unroll
+      for (int k = 0; k < NV; ++k) {
+        const int v = c * chunk + k * tx + threadIdx.x;
+        if (active && v < nvec) {
+          if constexpr (K == Kind::kAddRms) {
+            if (first) {
+              Vec<T, VEC> a = load_vec<T, VEC>(x + v * VEC), bb = load_vec<T, VEC>(r + v * VEC);
+#pragma unroll
+              for (int e = 0; e < VEC; ++e)
+                xv[k].values[e] = from_float<T>(to_float(a.values[e]) + to_float(bb.values[e]));
+              store_vec<T, VEC>(s + v * VEC, xv[k]);
+            } else {
+              xv[k] = load_vec<T, VEC>(s + v * VEC);
+            }
+          } else {
+            xv[k] = load_vec<T, VEC>(x + v * VEC);
+          }
+        } else {
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) xv[k].values[e] = from_float<T>(0.f);
+        }
+      }
+    };
+
+    float stat[1] = {0.f};
+    for (int c = 0; c < chunks; ++c) {
+      load(c, true);
+#pragma unroll
+      for (int k = 0; k < NV; ++k)
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+          const float xf = to_float(xv[k].values[e]);
+          stat[0] += (K == Kind::kLayer) ? xf : xf * xf;
+        }
+    }
+    row_sum<1>(stat, smem);
+
+    float mean = 0.f, rstd;
+    if constexpr (K == Kind::kLayer) {
+      mean = stat[0] * inv_cols;
+      float var[1] = {0.f};
+      for (int c = 0; c < chunks; ++c) {
+        if (chunks > 1) load(c, false);
+#pragma unroll
+        for (int k = 0; k < NV; ++k) {
+          const int v = c * chunk + k * tx + threadIdx.x;
+          if (v < nvec) {
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) {
+              const float d = to_float(xv[k].values[e]) - mean;
+              var[0] += d * d;
+            }
+          }
+        }
+      }
+      row_sum<1>(var, smem);
+      rstd = rsqrtf(var[0] * inv_cols + p.eps);
+    } else {
+      rstd = rsqrtf(stat[0] * inv_cols + p.eps);
+      if (p.mode == kNone) rstd = round_to<T>(rstd);
+    }
+    if (active && threadIdx.x == 0) {
+      if (p.rstd) p.rstd[row] = rstd;
+      if constexpr (K == Kind::kLayer) {
+        if (p.mean) p.mean[row] = mean;
+      }
+    }
+
+    for (int c = 0; c < chunks; ++c) {
+      if (chunks > 1) load(c, false);
+#pragma unroll
+      for (int k = 0; k < NV; ++k) {
+        const int v = c * chunk + k * tx + threadIdx.x;
+        if (!active || v >= nvec) continue;
+        const Vec<TW, VEC> wv = load_vec<TW, VEC>(w + v * VEC);
+        Vec<T, VEC> out;
+        if constexpr (K == Kind::kLayer) {
+          Vec<TW, VEC> bv;
+          if (b) bv = load_vec<TW, VEC>(b + v * VEC);
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) {
+            float o = (to_float(xv[k].values[e]) - mean) * rstd * to_float(wv.values[e]);
+            if (b) o += to_float(bv.values[e]);
+            out.values[e] = from_float<T>(o);
+          }
+        } else {
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) {
+            const float xf = to_float(xv[k].values[e]);
+            const float wf = p.offset + to_float(wv.values[e]);
+            float o;
+            if (p.mode == kGemma) {
+              o = xf * rstd * wf;
+            } else if (p.mode == kLlama) {
+              o = round_to<T>(xf * rstd) * wf;
+            } else {
+              o = round_to<T>(xf * rstd) * round_to<T>(wf);
+            }
+            out.values[e] = from_float<T>(o);
+          }
+        }
+        store_vec<T, VEC>(y + v * VEC, out);
+      }
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// Backward helpers: the block's rows are summed through shared memory into one partial row.
+// smem: blockDim.x * blockDim.y * VEC floats. Called uniformly by the whole block.
+template <int NV, int VEC>
+__device__ __forceinline__ void store_partial_row(const float (&acc)[NV][VEC], float* out, int cols, float* smem) {
+  const int tx = blockDim.x, rpb = blockDim.y;
+  if (rpb == 1) {
+#pragma unroll
+    for (int k = 0; k < NV; ++k) {
+      const int v = k * tx + threadIdx.x;
+#pragma unroll
+      for (int e = 0; e < VEC; ++e)
+        if (v * VEC + e < cols) out[v * VEC + e] = acc[k][e];
+    }
+    return;
+  }
+  const int tid = threadIdx.y * tx + threadIdx.x, nthreads = tx * rpb;
+#pragma unroll
+  for (int k = 0; k < NV; ++k) {
+    __syncthreads();
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) smem[(threadIdx.y * tx + threadIdx.x) * VEC + e] = acc[k][e];
+    __syncthreads();
+    for (int i = tid; i < tx * VEC; i += nthreads) {
+      float total = 0.f;
+      for (int yy = 0; yy < rpb; ++yy) total += smem[yy * tx * VEC + i];
+      const int col = k * tx * VEC + i;
+      if (col < cols) out[col] = total;
+    }
+  }
+}
+
+template <Kind K, typename T, typename TW, int VEC, int NV>
+__global__ void norm_backward_kernel(BwdParams p) {
+  extern __shared__ float smem[];
+  const int tx = blockDim.x, rpb = blockDim.y;
+  const int nvec = p.cols / VEC;
+  const int chunk = NV * tx;
+  const int chunks = (nvec + chunk - 1) / chunk;
+  const int64_t tiles = (p.rows + rpb - 1) / rpb;
+  const float inv_cols = 1.f / static_cast<float>(p.cols);
+  const TW* w = static_cast<const TW*>(p.w);
+  const bool want_dw = p.dw_partial != nullptr;
+  const bool want_db = (K == Kind::kLayer) && p.db_partial != nullptr;
+  float* dw_row = want_dw ? p.dw_partial + static_cast<int64_t>(blockIdx.x) * p.cols : nullptr;
+  float* db_row = want_db ? p.db_partial + static_cast<int64_t>(blockIdx.x) * p.cols : nullptr;
+
+  float dw_acc[NV][VEC];
+  float db_acc[NV][VEC];
+#pragma unroll
+  for (int k = 0; k < NV; ++k)
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) dw_acc[k][e] = db_acc[k][e] = 0.f;
+
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int64_t row = tile * rpb + threadIdx.y;
+    const bool active = row < p.rows;
+    const T* x = static_cast<const T*>(p.x) + row * p.x_stride;
+    const T* dy = static_cast<const T*>(p.dy) + row * p.dy_stride;
+    T* dx = static_cast<T*>(p.dx) + row * p.dx_stride;
+    const float rstd = active ? p.rstd[row] : 0.f;
+    const float mean = (K == Kind::kLayer && active) ? p.mean[row] : 0.f;
+
+    Vec<T, VEC> xv[NV], dyv[NV];
+    auto load = [&](int c) {
+#pragma unroll
+      for (int k = 0; k < NV; ++k) {
+        const int v = c * chunk + k * tx + threadIdx.x;
+        if (active && v < nvec) {
+          xv[k] = load_vec<T, VEC>(x + v * VEC);
+          dyv[k] = load_vec<T, VEC>(dy + v * VEC);
+        } else {
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) xv[k].values[e] = dyv[k].values[e] = from_float<T>(0.f);
+        }
+      }
+    };
+
+    // Pass 1: the row sums. RMS: sum(m * x); LayerNorm: sum(xhat * g), sum(g).
+    float sums[2] = {0.f, 0.f};
+    for (int c = 0; c < chunks; ++c) {
+      load(c);
+#pragma unroll
+      for (int k = 0; k < NV; ++k) {
+        const int v = c * chunk + k * tx + threadIdx.x;
+        if (v >= nvec) continue;
+        const Vec<TW, VEC> wv = load_vec<TW, VEC>(w + v * VEC);
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+          const float xf = to_float(xv[k].values[e]), dyf = to_float(dyv[k].values[e]);
+          if constexpr (K == Kind::kLayer) {
+            const float g = to_float(wv.values[e]) * dyf;
+            sums[0] += (xf - mean) * rstd * g;
+            sums[1] += g;
+          } else {
+            sums[0] += dyf * (to_float(wv.values[e]) + p.offset) * xf;
+          }
+        }
+      }
+    }
+    row_sum<2>(sums, smem);
+    const float c1 = sums[0] * inv_cols, c2 = sums[1] * inv_cols;
+    const float rms_coef = rstd * rstd * rstd * sums[0] * inv_cols;
+
+    // Pass 2: dx and the weight-gradient contributions.
+    for (int c = 0; c < chunks; ++c) {
+      if (chunks > 1) load(c);
+#pragma unroll
+      for (int k = 0; k < NV; ++k) {
+        const int v = c * chunk + k * tx + threadIdx.x;
+        if (!active || v >= nvec) continue;
+        const Vec<TW, VEC> wv = load_vec<TW, VEC>(w + v * VEC);
+        Vec<T, VEC> dsv;
+        if constexpr (K == Kind::kAddRms) {
+          if (p.ds) dsv = load_vec<T, VEC>(static_cast<const T*>(p.ds) + row * p.ds_stride + v * VEC);
+        }
+        Vec<T, VEC> out;
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+          const float xf = to_float(xv[k].values[e]), dyf = to_float(dyv[k].values[e]);
+          float dxf, dwv, dbv = 0.f;
+          if constexpr (K == Kind::kLayer) {
+            const float xhat = (xf - mean) * rstd;
+            const float g = to_float(wv.values[e]) * dyf;
+            dxf = (g - (xhat * c1 + c2)) * rstd;
+            dwv = dyf * xhat;
+            dbv = dyf;
+          } else {
+            const float m = dyf * (to_float(wv.values[e]) + p.offset);
+            dxf = rstd * m - rms_coef * xf;
+            if constexpr (K == Kind::kAddRms) {
+              if (p.ds) dxf += to_float(dsv.values[e]);
+            }
+            const float n = p.mode == kLlama ? round_to<T>(xf * rstd) : xf * rstd;
+            dwv = dyf * n;
+          }
+          out.values[e] = from_float<T>(dxf);
+          if (chunks == 1) {
+            dw_acc[k][e] += dwv;
+            db_acc[k][e] += dbv;
+          } else {
+            const int col = v * VEC + e;
+            if (want_dw) atomicAdd(dw_row + col, dwv);
+            if (want_db) atomicAdd(db_row + col, dbv);
+          }
+        }
+        store_vec<T, VEC>(dx + v * VEC, out);
+      }
+    }
+  }
+
+  if (chunks == 1) {
+    if (want_dw) store_partial_row<NV, VEC>(dw_acc, dw_row, p.cols, smem);
+    if (want_db) store_partial_row<NV, VEC>(db_acc, db_row, p.cols, smem);
+  }
+}
+
+// Sums `blocks` partial rows [blocks, cols] into out[cols] (weight dtype). Block (32, 16).
+template <typename TW>
+__global__ void reduce_partials_kernel(const float* partial, int blocks, int cols, TW* out) {
+  __shared__ float sm[16][33];
+  const int col = blockIdx.x * 32 + threadIdx.x;
+  float total = 0.f;
+  if (col < cols)
+    for (int b = threadIdx.y; b < blocks; b += 16) total += partial[static_cast<int64_t>(b) * cols + col];
+  sm[threadIdx.y][threadIdx.x] = total;
+  __syncthreads();
+  if (threadIdx.y == 0) {
+    for (int yy = 1; yy < 16; ++yy) total += sm[yy][threadIdx.x];
+    if (col < cols) out[col] = from_float<TW>(total);
+  }
+}
+
+}  // namespace liger::kernels::norm
