@@ -1,0 +1,428 @@
+// autopatch: the Python tokenizer/parser, the 12 decisions on synthetic fixtures, the profile
+// YAML and input resolution.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "autopatch_expect.h"
+#include "liger/error.h"
+#include "workflows/autopatch/model_analysis.h"
+#include "workflows/autopatch/python_source.h"
+
+namespace fs = std::filesystem;
+using namespace liger::autopatch;
+
+namespace {
+
+fs::path fixtures() { return fs::path(LIGER_SOURCE_DIR) / "tests/workflows/fixtures/autopatch"; }
+
+ModelProfile fixture_profile(const std::string& name) {
+  return analyse_model((fixtures() / name / ("modeling_" + name + ".py")).string());
+}
+
+std::vector<TokKind> kinds(const LexResult& r) {
+  std::vector<TokKind> k;
+  for (const auto& t : r.tokens) k.push_back(t.kind);
+  return k;
+}
+
+}  // namespace
+
+// ---- tokenizer -------------------------------------------------------------------------------
+
+TEST(AutopatchTokenizer, IndentationProducesIndentAndDedent) {
+  auto r = tokenize("class A:\n    def f(self):\n        return 1\nx = 2\n");
+  int indents = 0, dedents = 0;
+  for (auto k : kinds(r)) {
+    indents += k == TokKind::Indent;
+    dedents += k == TokKind::Dedent;
+  }
+  EXPECT_EQ(indents, 2);
+  EXPECT_EQ(dedents, 2);
+  EXPECT_EQ(r.tokens.back().kind, TokKind::End);
+}
+
+TEST(AutopatchTokenizer, StringsOfEveryKindAreSingleTokens) {
+  std::string src =
+      "a = 'x#y'\n"
+      "b = \"\"\"line1\n# not a comment\nline3\"\"\"\n"
+      "c = f\"{d['k']} and {e:>10}\"\n"
+      "g = rb'\\d+'\n"
+      "h = '''it''s'''\n";
+  auto r = tokenize(src);
+  std::vector<std::string> strings;
+  for (const auto& t : r.tokens)
+    if (t.kind == TokKind::String) strings.push_back(t.text);
+  ASSERT_EQ(strings.size(), 5u);
+  EXPECT_EQ(strings[0], "'x#y'");
+  EXPECT_NE(strings[1].find("# not a comment"), std::string::npos);
+  EXPECT_EQ(strings[2], "f\"{d['k']} and {e:>10}\"");
+  EXPECT_EQ(strings[3], "rb'\\d+'");
+  EXPECT_TRUE(r.comments.empty()) << "a '#' inside a string is not a comment";
+  // The triple-quoted string spans 3 lines: c is on line 5.
+  for (const auto& t : r.tokens)
+    if (t.text == "c") EXPECT_EQ(t.line, 5);
+}
+
+TEST(AutopatchTokenizer, CommentsAndLineJoining) {
+  auto r = tokenize("x = (1 +\n     2)  # sum\ny = 3 + \\\n    4\n# Copied from transformers.models.llama\n");
+  int newlines = 0;
+  for (auto k : kinds(r)) newlines += k == TokKind::Newline;
+  EXPECT_EQ(newlines, 2) << "brackets and backslashes join physical lines";
+  ASSERT_EQ(r.comments.size(), 2u);
+  EXPECT_EQ(r.comments[0].text, "sum");
+  EXPECT_EQ(r.comments[1].line, 5);
+}
+
+TEST(AutopatchTokenizer, UnterminatedStringIsAnErrorNamingTheLine) {
+  try {
+    tokenize("x = 1\ny = 'abc\n", "m.py");
+    FAIL() << "expected an error";
+  } catch (const liger::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("m.py:2"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(tokenize("x = (1,\n", "m.py"), liger::Error);
+}
+
+TEST(AutopatchTokenizer, NumbersAndOperators) {
+  auto r = tokenize("x = 1e-6 + 0x1F ** 2 // 3\nx **= 2\n");
+  std::vector<std::string> texts;
+  for (const auto& t : r.tokens)
+    if (t.kind == TokKind::Number || t.kind == TokKind::Op) texts.push_back(t.text);
+  std::vector<std::string> want = {"=", "1e-6", "+", "0x1F", "**", "2", "//", "3", "**=", "2"};
+  EXPECT_EQ(texts, want);
+}
+
+// ---- structure -------------------------------------------------------------------------------
+
+TEST(AutopatchParser, ClassesMethodsDecoratorsAndMarkers) {
+  std::string src =
+      "from ...activations import ACT2FN\n"
+      "import torch\n"
+      "\n"
+      "# Copied from transformers.models.llama.modeling_llama.LlamaMLP with Llama->Foo\n"
+      "@use_kernel_forward_from_hub(\"MLP\")\n"
+      "class FooMLP(nn.Module, Mixin):\n"
+      "    flag = True\n"
+      "\n"
+      "    def __init__(self, config, intermediate_size=None):\n"
+      "        super().__init__()\n"
+      "        self.gate_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)\n"
+      "        if config.x:\n"
+      "            self.act_fn = ACT2FN[config.hidden_act]\n"
+      "\n"
+      "    @torch.no_grad()\n"
+      "    def forward(self, x):\n"
+      "        return self.gate_proj(x)\n"
+      "\n"
+      "def helper(a, *args, b=1, **kw):\n"
+      "    return a\n";
+  PythonModule m = parse_python(src, "modeling_foo.py");
+  ASSERT_EQ(m.classes.size(), 1u);
+  const ClassDef& c = m.classes[0];
+  EXPECT_EQ(c.name, "FooMLP");
+  EXPECT_EQ(c.bases, (std::vector<std::string>{"nn.Module", "Mixin"}));
+  ASSERT_EQ(c.decorators.size(), 1u);
+  EXPECT_EQ(c.decorators[0], "use_kernel_forward_from_hub(\"MLP\")");
+  ASSERT_TRUE(c.copied_from);
+  EXPECT_NE(c.copied_from->find("LlamaMLP"), std::string::npos);
+  EXPECT_EQ(c.line, 6);
+  EXPECT_EQ(c.end_line, 17);
+  ASSERT_EQ(c.methods.size(), 2u);
+  EXPECT_EQ(c.methods[1].decorators, (std::vector<std::string>{"torch.no_grad()"}));
+  EXPECT_EQ(c.method("__init__")->params, (std::vector<std::string>{"self", "config", "intermediate_size"}));
+  auto gp = c.init_assignments_to("gate_proj");
+  ASSERT_EQ(gp.size(), 1u);
+  ASSERT_TRUE(gp[0].call);
+  EXPECT_EQ(gp[0].call->callee, "nn.Linear");
+  EXPECT_EQ(gp[0].call->args.size(), 2u);
+  EXPECT_EQ(gp[0].call->kwargs.at("bias"), "False");
+  EXPECT_EQ(c.init_assignments_to("act_fn").size(), 1u) << "conditional assignments count";
+  ASSERT_EQ(m.functions.size(), 1u);
+  EXPECT_EQ(m.functions[0].params, (std::vector<std::string>{"helper"}).size() ? m.functions[0].params : m.functions[0].params);
+  EXPECT_EQ(m.functions[0].params, (std::vector<std::string>{"a", "args", "b", "kw"}));
+  EXPECT_TRUE(m.imports_name("ACT2FN"));
+  EXPECT_EQ(m.line_text(11), "self.gate_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)");
+}
+
+TEST(AutopatchParser, CallsAndExpressionHelpers) {
+  PythonModule m = parse_python("y = self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))\n", "m.py");
+  ASSERT_EQ(m.statements.size(), 1u);
+  auto calls = find_calls(m.statements[0]);
+  std::vector<std::string> callees;
+  for (auto& c : calls) callees.push_back(c.callee);
+  EXPECT_EQ(callees, (std::vector<std::string>{"self.down_proj", "self.act_fn", "self.gate_proj", "self.up_proj"}));
+  EXPECT_EQ(calls[0].args.size(), 1u);
+  EXPECT_EQ(calls[0].args[0], "self.act_fn(self.gate_proj(x))*self.up_proj(x)");
+  auto parts = split_top_level(calls[0].args[0], '*');
+  ASSERT_EQ(parts.size(), 2u);
+  EXPECT_EQ(parts[1], "self.up_proj(x)");
+  EXPECT_EQ(split_top_level("a**2*b", '*').size(), 2u);
+  EXPECT_EQ(split_top_level("1e-6+x", '+').size(), 1u);
+  EXPECT_EQ(strip_parens("((a*b))"), "a*b");
+  EXPECT_EQ(strip_parens("(a)*(b)"), "(a)*(b)");
+  // Chained call on a call result.
+  PythonModule m2 = parse_python("out = self._norm(x.float()).type_as(x)\n", "m.py");
+  auto c2 = find_calls(m2.statements[0]);
+  bool chained = false;
+  for (auto& c : c2) chained |= c.callee == ".type_as";
+  EXPECT_TRUE(chained);
+  auto a = as_assignment(m2.statements[0]);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->targets, (std::vector<std::string>{"out"}));
+  EXPECT_FALSE(a->call) << "the value is a chain, not exactly one call";
+  auto tuple = as_assignment(parse_python("q, (k) = f(x)\n", "m.py").statements[0]);
+  ASSERT_TRUE(tuple);
+  EXPECT_EQ(tuple->targets, (std::vector<std::string>{"q", "k"}));
+  ASSERT_TRUE(tuple->call);
+  EXPECT_EQ(edit_distance("qwen3", "qwen2"), 1u);
+}
+
+// ---- decisions on the synthetic fixtures -----------------------------------------------------
+
+class AutopatchFixture : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(AutopatchFixture, DecisionsMatchTheExpectationTable) {
+  YAML::Node table = YAML::LoadFile((fixtures() / "expected_fixtures.yaml").string());
+  const std::string name = GetParam();
+  ASSERT_TRUE(table[name]) << "no expectations for " << name;
+  for (const auto& key : decision_keys())
+    EXPECT_TRUE(table[name][key]) << name << ": the table must assert every decision; missing " << key;
+  ModelProfile p = fixture_profile(name);
+  auto problems = autopatch_test::check(p, table[name]);
+  EXPECT_TRUE(problems.empty()) << name << ":\n" << autopatch_test::join(problems) << "\nprofile:\n"
+                                << YAML::Dump(p.to_yaml());
+  // Every decided decision carries evidence pointing into the modeling file.
+  for (const auto& d : p.decisions) {
+    if (!d.decided()) {
+      EXPECT_FALSE(d.undecided.empty());
+      continue;
+    }
+    EXPECT_GT(d.confidence, 0.0) << d.key;
+    if (d.key == "vision" && !d.value.as<bool>()) continue;
+    if (d.key == "rms_norm_casting" && d.value_string() == "not_applicable") continue;
+    if (d.key == "rms_norm_offset" && d.value_string() == "not_applicable") continue;
+    ASSERT_FALSE(d.evidence.empty()) << name << ": " << d.key << " has no evidence";
+    for (const auto& e : d.evidence) {
+      EXPECT_GT(e.line, 0) << d.key;
+      EXPECT_FALSE(e.fragment.empty()) << d.key << " line " << e.line;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, AutopatchFixture,
+                         ::testing::Values("tinyllama", "tinygemma", "tinymoe", "tinyphi", "tinyrope",
+                                           "tinyvl", "tinycohere", "tinyds"));
+
+TEST(AutopatchDecisions, LlamaEvidencePointsAtTheCastAndTheWeightMultiply) {
+  ModelProfile p = fixture_profile("tinyllama");
+  const Decision& d = p.decision("rms_norm_casting");
+  bool weight_line = false;
+  for (const auto& e : d.evidence)
+    weight_line |= e.fragment == "return self.weight * hidden_states.to(input_dtype)";
+  EXPECT_TRUE(weight_line) << YAML::Dump(p.to_yaml()["decisions"]["rms_norm_casting"]);
+  const PatchItem* rms = p.applied("rms_norm");
+  ASSERT_NE(rms, nullptr);
+  EXPECT_EQ(rms->target, "TinyLlamaRMSNorm");
+  EXPECT_EQ(rms->params["casting_mode"].as<std::string>(), "llama");
+  EXPECT_EQ(rms->params["offset"].as<int>(), 0);
+  EXPECT_TRUE(rms->params["in_place"].as<bool>());
+  EXPECT_EQ(rms->attributes, (std::vector<std::string>{"input_layernorm", "post_attention_layernorm", "norm"}));
+}
+
+TEST(AutopatchDecisions, GemmaPatchUsesOffsetOneGemmaCastingAndNoInPlace) {
+  ModelProfile p = fixture_profile("tinygemma");
+  const PatchItem* rms = p.applied("rms_norm");
+  ASSERT_NE(rms, nullptr);
+  EXPECT_EQ(rms->params["offset"].as<int>(), 1);
+  EXPECT_EQ(rms->params["casting_mode"].as<std::string>(), "gemma");
+  EXPECT_FALSE(rms->params["in_place"].as<bool>());
+  EXPECT_EQ(rms->params["init_fn"].as<std::string>(), "zeros");
+  const PatchItem* flce = p.applied("fused_linear_cross_entropy");
+  ASSERT_NE(flce, nullptr);
+  EXPECT_EQ(flce->params["softcap"].as<std::string>(), "config.final_logit_softcapping");
+  // The offset's evidence includes the zeros initialisation.
+  bool zeros = false;
+  for (const auto& e : p.decision("rms_norm_offset").evidence) zeros |= e.fragment.find("torch.zeros") != std::string::npos;
+  EXPECT_TRUE(zeros);
+}
+
+TEST(AutopatchDecisions, DeclinedPartsSayWhy) {
+  ModelProfile p = fixture_profile("tinyrope");
+  const PatchItem* rope = p.declined_item("rope");
+  ASSERT_NE(rope, nullptr);
+  EXPECT_EQ(rope->target, "apply_bucketed_rope");
+  EXPECT_NE(rope->reason.find("rotate-half"), std::string::npos) << rope->reason;
+  const PatchItem* mlp = p.declined_item("swiglu");
+  ASSERT_NE(mlp, nullptr);
+  EXPECT_NE(mlp->reason.find("not gated"), std::string::npos) << mlp->reason;
+  const PatchItem* norm = p.declined_item("rms_norm");
+  ASSERT_NE(norm, nullptr);
+  EXPECT_FALSE(norm->reason.empty());
+  EXPECT_EQ(p.undecided(), (std::vector<std::string>{"rms_norm_casting", "rms_norm_offset"}));
+  // Undecided decisions are written as {undecided: reason}, never as a guessed value.
+  YAML::Node doc = p.to_yaml();
+  EXPECT_TRUE(doc["decisions"]["rms_norm_casting"]["value"]["undecided"]);
+  EXPECT_EQ(doc["undecided"].size(), 2u);
+
+  ModelProfile c = fixture_profile("tinycohere");
+  const PatchItem* ln = c.declined_item("layer_norm");
+  ASSERT_NE(ln, nullptr);
+  EXPECT_NE(ln->reason.find("bias"), std::string::npos);
+  EXPECT_NE(c.declined_item("fused_linear_cross_entropy")->reason.find("logit_scale"), std::string::npos);
+}
+
+TEST(AutopatchDecisions, MoeExpertLayoutsAndRouter) {
+  ModelProfile p = fixture_profile("tinymoe");
+  EXPECT_FALSE(p.decision("architecture").notes.empty()) << "dense alternative explained";
+  // q_norm/k_norm share the RMSNorm class, so the rms_norm patch covers them.
+  const PatchItem* rms = p.applied("rms_norm");
+  ASSERT_NE(rms, nullptr);
+  EXPECT_NE(std::find(rms->attributes.begin(), rms->attributes.end(), "q_norm"), rms->attributes.end());
+  ModelProfile ds = fixture_profile("tinyds");
+  const PatchItem* experts = ds.declined_item("swiglu");
+  ASSERT_NE(experts, nullptr);
+  EXPECT_EQ(experts->target, "TinyDsExperts");
+  EXPECT_NE(experts->reason.find("3-D"), std::string::npos);
+  EXPECT_EQ(ds.mini_config["attributes"]["num_hidden_layers"].as<int>(), 4) << "hybrid: dense and MoE layers both present";
+  EXPECT_EQ(ds.mini_config["attributes"]["n_routed_experts"].as<int>(), 4);
+  EXPECT_EQ(ds.mini_config["attributes"]["first_k_dense_replace"].as<int>(), 1);
+}
+
+TEST(AutopatchProfile, MiniModelUsesTheConfigClassAttributeNames) {
+  ModelProfile p = fixture_profile("tinyllama");
+  YAML::Node a = p.mini_config["attributes"];
+  EXPECT_EQ(p.mini_config["config_class"].as<std::string>(), "TinyLlamaConfig");
+  EXPECT_EQ(a["hidden_size"].as<int>(), 128);
+  EXPECT_EQ(a["num_key_value_heads"].as<int>(), 2);
+  EXPECT_TRUE(a["head_dim"]);
+  EXPECT_FALSE(a["num_experts"]) << "dense model: no expert attributes";
+  EXPECT_FALSE(a["sliding_window"]) << "only names the config class has";
+
+  ModelProfile vl = fixture_profile("tinyvl");
+  YAML::Node va = vl.mini_config["attributes"];
+  EXPECT_EQ(vl.mini_config["config_class"].as<std::string>(), "TinyVLConfig");
+  ASSERT_TRUE(va["text_config"]);
+  EXPECT_EQ(va["text_config"]["hidden_size"].as<int>(), 128);
+  ASSERT_TRUE(va["text_config"]["rope_scaling"]["mrope_section"]);
+  int sum = 0;
+  for (auto s : va["text_config"]["rope_scaling"]["mrope_section"]) sum += s.as<int>();
+  EXPECT_EQ(sum, 16) << "mrope sections add up to head_dim / 2 of the mini model";
+  ASSERT_TRUE(va["vision_config"]);
+  EXPECT_EQ(va["vision_config"]["config_class"].as<std::string>(), "TinyVLVisionConfig");
+  EXPECT_TRUE(va["vision_config"]["depth"]);
+  EXPECT_TRUE(va["vision_config"]["embed_dim"]);
+  EXPECT_FALSE(va["vision_config"]["num_hidden_layers"]) << "TinyVLVisionConfig calls it depth";
+
+  ModelProfile moe = fixture_profile("tinymoe");
+  EXPECT_EQ(moe.mini_config["attributes"]["num_experts"].as<int>(), 4);
+  EXPECT_EQ(moe.mini_config["attributes"]["num_experts_per_tok"].as<int>(), 2);
+  EXPECT_FALSE(moe.mini_config["attributes"]["n_routed_experts"]);
+}
+
+TEST(AutopatchProfile, YamlHasEveryDecisionPlanAndReference) {
+  ModelProfile p = fixture_profile("tinygemma");
+  YAML::Node doc = YAML::Load(YAML::Dump(p.to_yaml()));  // round trip through text
+  EXPECT_EQ(doc["model_type"].as<std::string>(), "tinygemma");
+  ASSERT_TRUE(doc["source"]["configuration"]);
+  int n = 1;
+  for (const auto& key : decision_keys()) {
+    ASSERT_TRUE(doc["decisions"][key]) << key;
+    EXPECT_EQ(doc["decisions"][key]["number"].as<int>(), n++);
+    EXPECT_TRUE(doc["decisions"][key]["confidence"]);
+    EXPECT_TRUE(doc["decisions"][key]["evidence"].IsSequence());
+  }
+  EXPECT_EQ(doc["decisions"]["rms_norm_offset"]["value"].as<int>(), 1);
+  EXPECT_EQ(doc["reference_integration"]["name"].as<std::string>(), "gemma");
+  EXPECT_GE(doc["patch_plan"]["apply"].size(), 4u);
+  EXPECT_EQ(doc["decisions"]["softcapping"]["evidence"][0]["file"].as<std::string>(), "modeling_tinygemma.py");
+}
+
+TEST(AutopatchProfile, ProfileValidatesAgainstTheSkillSchema) {
+  // The schema is data in skills/autopatch; the values the analysis produces must be allowed.
+  YAML::Node spec = YAML::LoadFile((fs::path(LIGER_SOURCE_DIR) / "skills/autopatch/decisions.yaml").string());
+  for (const char* name : {"tinyllama", "tinygemma", "tinymoe", "tinyphi", "tinyrope", "tinyvl", "tinycohere", "tinyds"}) {
+    ModelProfile p = fixture_profile(name);
+    for (const auto& d : p.decisions) {
+      YAML::Node dd = spec["decisions"][d.key];
+      ASSERT_TRUE(dd) << "decisions.yaml lacks " << d.key;
+      EXPECT_EQ(dd["number"].as<int>(), d.number);
+      if (!d.decided() || !d.value.IsScalar() || !dd["values"]) continue;
+      bool allowed = false;
+      for (auto v : dd["values"]) allowed |= v.as<std::string>() == d.value.as<std::string>();
+      EXPECT_TRUE(allowed) << name << ": " << d.key << " = " << d.value.as<std::string>()
+                           << " is not among the allowed values of skills/autopatch/decisions.yaml";
+    }
+  }
+}
+
+TEST(AutopatchProfile, NoConfigurationFileMakesActivationUndecided) {
+  // Copy only the modeling file: the activation default (config.hidden_act) is unknown.
+  fs::path dir = fs::temp_directory_path() / "autopatch_noconfig";
+  fs::create_directories(dir);
+  fs::copy_file(fixtures() / "tinyllama/modeling_tinyllama.py", dir / "modeling_tinyllama.py",
+                fs::copy_options::overwrite_existing);
+  ModelProfile p = analyse_model((dir / "modeling_tinyllama.py").string());
+  EXPECT_FALSE(p.decision("mlp_activation").decided());
+  EXPECT_NE(p.decision("mlp_activation").undecided.find("hidden_act"), std::string::npos);
+  EXPECT_FALSE(p.warnings.empty());
+  EXPECT_TRUE(p.decision("rms_norm_casting").decided());
+  fs::remove_all(dir);
+}
+
+// ---- input resolution ------------------------------------------------------------------------
+
+TEST(AutopatchResolve, PathAndDirectory) {
+  ModelSource s = resolve_model_input((fixtures() / "tinygemma/modeling_tinygemma.py").string());
+  EXPECT_EQ(s.model_type, "tinygemma");
+  ASSERT_TRUE(s.configuration);
+  EXPECT_EQ(s.configuration->filename(), "configuration_tinygemma.py");
+  ModelSource d = resolve_model_input((fixtures() / "tinyphi").string());
+  EXPECT_EQ(d.model_type, "tinyphi");
+  EXPECT_THROW(resolve_model_input((fixtures() / "expected_fixtures.yaml").string()), liger::Error);
+  EXPECT_THROW(resolve_model_input("no/such/modeling_x.py"), liger::Error);
+}
+
+TEST(AutopatchResolve, ModelTypeThroughATransformersTree) {
+  // A fake transformers package: models/<type>/modeling_<type>.py.
+  fs::path root = fs::temp_directory_path() / "autopatch_fake_transformers";
+  fs::remove_all(root);
+  for (const char* t : {"tinyllama", "tinygemma", "tinymoe"}) {
+    fs::create_directories(root / "models" / t);
+    for (const char* kind : {"modeling_", "configuration_"})
+      fs::copy_file(fixtures() / t / (std::string(kind) + t + ".py"), root / "models" / t / (std::string(kind) + t + ".py"));
+  }
+  ResolveOptions opt;
+  opt.transformers_dir = root;
+  ModelSource s = resolve_model_input("tinymoe", opt);
+  EXPECT_EQ(s.model_type, "tinymoe");
+  EXPECT_NE(s.resolved_from.find("transformers"), std::string::npos);
+  ModelProfile p = analyse_model("tinygemma", opt);
+  EXPECT_EQ(p.decision("rms_norm_offset").value.as<int>(), 1);
+  try {
+    resolve_model_input("tinygema", opt);
+    FAIL() << "expected unknown model type";
+  } catch (const liger::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown model type"), std::string::npos);
+    EXPECT_NE(e.hint().find("tinygemma"), std::string::npos) << e.hint();
+  }
+  EXPECT_EQ(close_model_types(root / "models", "tinymo").front(), "tinymoe");
+  fs::remove_all(root);
+}
+
+TEST(AutopatchResolve, MissingPythonOrTransformersIsAClearError) {
+  ResolveOptions opt;
+  opt.python = "/nonexistent/python3";
+  if (std::getenv("LIGER_TRANSFORMERS_DIR")) GTEST_SKIP() << "LIGER_TRANSFORMERS_DIR overrides the lookup";
+  try {
+    find_transformers_dir(opt);
+    FAIL() << "expected an error";
+  } catch (const liger::Error& e) {
+    EXPECT_EQ(e.kind(), liger::ErrorKind::Toolchain);
+    EXPECT_NE(e.hint().find("modeling_"), std::string::npos) << e.hint();
+  }
+  // A python that cannot import transformers: `false` exits 1 like a failed import.
+  opt.python = "false";
+  EXPECT_THROW(find_transformers_dir(opt), liger::Error);
+}
