@@ -1,0 +1,275 @@
+// RoPE (HF rotate-half) forward/backward: q and k in one launch, arbitrary batch/head/seq strides.
+//
+// Block = rows_per_block tokens side by side (threadIdx.y), each with `lanes` threads
+// (threadIdx.x). A token's lane owns one VEC-wide slot v of the half head dim and a head slot;
+// it loads its cos/sin vector once, then rotates head after head (q heads then k heads), two heads'
+// loads in flight before it computes. No division per access: lane -> (head slot, v) and
+// token -> (b, t) are computed once per thread.
+#include "liger_kernels/rope.h"
+
+#include <algorithm>
+
+#include "common/cuda_utils.cuh"
+#include "common/dtype.cuh"
+#include "common/status.h"
+#include "rope/tuning.h"
+
+namespace liger::kernels::rope {
+namespace {
+
+struct Params {
+  const void* x[2];
+  void* y[2];
+  int64_t x_strides[2][3];
+  int64_t y_strides[2][3];
+  int64_t heads[2];
+  const void* cos;
+  const void* sin;
+  int64_t cos_batch_stride, cos_seq_stride;
+  int cos_broadcast;
+  int64_t seq;
+  int64_t tokens;
+  int half;
+  int vpr;  // vectors per half head
+  float sign;
+};
+
+constexpr int kHeadUnroll = 2;
+
+template <typename T, int VEC>
+__global__ void rope_kernel(Params p) {
+  const int64_t token = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
+  const int heads_per_pass = static_cast<int>(blockDim.x) / p.vpr;
+  const int lane = static_cast<int>(threadIdx.x);
+  if (token >= p.tokens || lane >= heads_per_pass * p.vpr) return;
+  const int v = lane % p.vpr;
+  const int head_slot = lane / p.vpr;
+  const int64_t b = token / p.seq;
+  const int64_t t = token - b * p.seq;
+  const int64_t col = static_cast<int64_t>(v) * VEC;
+
+  using V = Vec<T, VEC>;
+  const int64_t cos_offset = (p.cos_broadcast ? 0 : b * p.cos_batch_stride) + t * p.cos_seq_stride + col;
+  const V cv = *reinterpret_cast<const V*>(static_cast<const T*>(p.cos) + cos_offset);
+  const V sv = *reinterpret_cast<const V*>(static_cast<const T*>(p.sin) + cos_offset);
+  float c[VEC], s[VEC];
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) {
+    c[e] = to_float(cv.values[e]);
+    s[e] = p.sign * to_float(sv.values[e]);
+  }
+
+  const int64_t total = p.heads[0] + p.heads[1];
+  for (int64_t h0 = head_slot; h0 < total; h0 += static_cast<int64_t>(heads_per_pass) * kHeadUnroll) {
+    V x1[kHeadUnroll], x2[kHeadUnroll];
+    T* out[kHeadUnroll];
+#pragma unroll
+    for (int u = 0; u < kHeadUnroll; ++u) {
+      const int64_t h = h0 + static_cast<int64_t>(u) * heads_per_pass;
+      out[u] = nullptr;
+      if (h < total) {
+        const int which = h < p.heads[0] ? 0 : 1;
+        const int64_t head = which ? h - p.heads[0] : h;
+        const int64_t* xs = p.x_strides[which];
+        const int64_t* ys = p.y_strides[which];
+        const T* in = static_cast<const T*>(p.x[which]) + b * xs[0] + head * xs[1] + t * xs[2] + col;
+        out[u] = static_cast<T*>(p.y[which]) + b * ys[0] + head * ys[1] + t * ys[2] + col;
+        x1[u] = *reinterpret_cast<const V*>(in);
+        x2[u] = *reinterpret_cast<const V*>(in + p.half);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kHeadUnroll; ++u) {
+      if (out[u] == nullptr) continue;
+      V y1, y2;
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) {
+        const float a = to_float(x1[u].values[e]);
+        const float d = to_float(x2[u].values[e]);
+        y1.values[e] = from_float<T>(a * c[e] - d * s[e]);
+        y2.values[e] = from_float<T>(d * c[e] + a * s[e]);
+      }
+      *reinterpret_cast<V*>(out[u]) = y1;
+      *reinterpret_cast<V*>(out[u] + p.half) = y2;
+    }
+  }
+}
+
+template <typename T, int VEC>
+liger_status launch(const Params& p, int lanes, int rows, cudaStream_t stream) {
+  const int64_t blocks = (p.tokens + rows - 1) / rows;
+  if (blocks > 0x7fffffff) return fail(LIGER_STATUS_UNSUPPORTED_SHAPE, "rope: %lld tokens is too many", static_cast<long long>(p.tokens));
+  rope_kernel<T, VEC><<<static_cast<unsigned>(blocks), dim3(lanes, rows), 0, stream>>>(p);
+  return check_launch("rope");
+}
+
+bool vector_fits(const Params& p, int vec, std::size_t elem) {
+  if (p.half % vec != 0) return false;
+  const std::size_t bytes = static_cast<std::size_t>(vec) * elem;
+  if (!is_aligned(p.cos, bytes) || !is_aligned(p.sin, bytes)) return false;
+  if (p.cos_batch_stride % vec != 0 || p.cos_seq_stride % vec != 0) return false;
+  for (int i = 0; i < 2; ++i) {
+    if (p.heads[i] == 0) continue;
+    if (!is_aligned(p.x[i], bytes) || !is_aligned(p.y[i], bytes)) return false;
+    for (int d = 0; d < 3; ++d)
+      if (p.x_strides[i][d] % vec != 0 || p.y_strides[i][d] % vec != 0) return false;
+  }
+  return true;
+}
+
+liger_status run(const void* q, const int64_t q_strides[3], void* q_out, const int64_t q_out_strides[3],
+                 int64_t num_q_heads, const void* k, const int64_t k_strides[3], void* k_out,
+                 const int64_t k_out_strides[3], int64_t num_kv_heads, const void* cos, const void* sin,
+                 int64_t cos_batch, int64_t cos_batch_stride, int64_t cos_seq_stride, int64_t batch, int64_t seq_len,
+                 int64_t head_dim, liger_dtype dtype, const liger_tunables* tunables, liger_stream_t stream,
+                 bool backward) {
+  if (!is_valid_dtype(dtype)) return fail(LIGER_STATUS_UNSUPPORTED_DTYPE, "rope: dtype %d", static_cast<int>(dtype));
+  if (batch < 0 || seq_len < 0 || num_q_heads < 0 || num_kv_heads < 0 || head_dim <= 0)
+    return fail(LIGER_STATUS_INVALID_ARGUMENT, "rope: negative size or head_dim <= 0");
+  if (head_dim % 2 != 0) return fail(LIGER_STATUS_UNSUPPORTED_SHAPE, "rope: head_dim %lld is odd", static_cast<long long>(head_dim));
+  const std::size_t elem = dtype_size(dtype);
+  int req_threads = 0, req_rows = 0, req_vector = 0;
+  if (tunables) {
+    req_threads = tunables->threads_per_block;
+    req_rows = tunables->rows_per_block;
+    req_vector = tunables->vector_bytes;
+    if (req_threads != 0 && (req_threads < 32 || req_threads > 1024 || req_threads % 32 != 0))
+      return fail(LIGER_STATUS_INVALID_ARGUMENT, "rope: threads_per_block=%d (want 32..1024, multiple of 32)", req_threads);
+    if (req_rows != 0 && (req_rows < 1 || req_rows > 32))
+      return fail(LIGER_STATUS_INVALID_ARGUMENT, "rope: rows_per_block=%d (want 1..32)", req_rows);
+    if (req_vector != 0 && ((req_vector != 16 && req_vector != 8 && req_vector != 4 && req_vector != static_cast<int>(elem)) ||
+                            req_vector < static_cast<int>(elem)))
+      return fail(LIGER_STATUS_INVALID_ARGUMENT, "rope: vector_bytes=%d (want 16, 8, 4 or the element size %zu)",
+                  req_vector, elem);
+  }
+  if (batch == 0 || seq_len == 0 || num_q_heads + num_kv_heads == 0) return LIGER_STATUS_SUCCESS;
+  if (!cos || !sin) return fail(LIGER_STATUS_INVALID_ARGUMENT, "rope: cos or sin is NULL");
+  if (cos_batch != 1 && cos_batch != batch)
+    return fail(LIGER_STATUS_INVALID_ARGUMENT, "rope: cos_batch=%lld (want 1 or batch=%lld)",
+                static_cast<long long>(cos_batch), static_cast<long long>(batch));
+  if (num_q_heads > 0 && (!q || !q_strides)) return fail(LIGER_STATUS_INVALID_ARGUMENT, "rope: q or q_strides is NULL");
+  if (num_kv_heads > 0 && (!k || !k_strides)) return fail(LIGER_STATUS_INVALID_ARGUMENT, "rope: k or k_strides is NULL");
+
+  Params p{};
+  p.heads[0] = num_q_heads;
+  p.heads[1] = num_kv_heads;
+  const void* inputs[2] = {q, k};
+  void* outputs[2] = {q_out, k_out};
+  const int64_t* in_strides[2] = {q_strides, k_strides};
+  const int64_t* out_strides[2] = {q_out_strides, k_out_strides};
+  for (int i = 0; i < 2; ++i) {
+    if (p.heads[i] == 0) continue;
+    p.x[i] = inputs[i];
+    p.y[i] = outputs[i] ? outputs[i] : const_cast<void*>(inputs[i]);
+    const int64_t* ys = outputs[i] && out_strides[i] ? out_strides[i] : in_strides[i];
+    for (int d = 0; d < 3; ++d) {
+      p.x_strides[i][d] = in_strides[i][d];
+      p.y_strides[i][d] = ys[d];
+    }
+  }
+  p.cos = cos;
+  p.sin = sin;
+  p.cos_batch_stride = cos_batch_stride;
+  p.cos_seq_stride = cos_seq_stride;
+  p.cos_broadcast = cos_batch == 1;
+  p.seq = seq_len;
+  p.tokens = batch * seq_len;
+  p.half = static_cast<int>(head_dim / 2);
+  p.sign = backward ? -1.0f : 1.0f;
+
+  DeviceGuard guard(num_q_heads > 0 ? q : k);
+  int vector_bytes = req_vector ? req_vector : 16;
+  if (req_vector) {
+    if (!vector_fits(p, vector_bytes / static_cast<int>(elem), elem))
+      return fail(LIGER_STATUS_INVALID_ARGUMENT,
+                  "rope: vector_bytes=%d not possible (pointer/stride alignment or head_dim/2 not a multiple)", req_vector);
+  } else {
+    while (vector_bytes > static_cast<int>(elem) && !vector_fits(p, vector_bytes / static_cast<int>(elem), elem))
+      vector_bytes /= 2;
+    if (vector_bytes < static_cast<int>(elem)) vector_bytes = static_cast<int>(elem);
+  }
+  const int vec = vector_bytes / static_cast<int>(elem);
+  p.vpr = p.half / vec;
+  if (p.vpr > 1024) return fail(LIGER_STATUS_UNSUPPORTED_SHAPE, "rope: head_dim %lld too large", static_cast<long long>(head_dim));
+  const int64_t lanes_needed = (num_q_heads + num_kv_heads) * p.vpr;
+  Config config = default_config(current_sm_arch(), lanes_needed, vector_bytes);
+  int rows = req_rows ? req_rows : (req_threads ? 1 : config.rows_per_block);
+  int threads = req_threads ? req_threads : (req_rows ? config.threads_per_block / config.rows_per_block * rows : config.threads_per_block);
+  if (!req_threads && !req_rows && threads / rows < p.vpr) {  // huge head_dim: one token per block, enough lanes
+    rows = 1;
+    threads = (p.vpr + 31) / 32 * 32;
+  }
+  if (threads > 1024 || threads % rows != 0 || threads / rows < p.vpr)
+    return fail(LIGER_STATUS_INVALID_ARGUMENT,
+                "rope: threads_per_block=%d with rows_per_block=%d gives %d lanes per token; need a divisor "
+                "giving >= %d lanes (head_dim/2 / vector elements) and <= 1024 threads",
+                threads, rows, threads / std::max(rows, 1), p.vpr);
+  const int lanes = threads / rows;
+  cudaStream_t s = to_cuda(stream);
+  liger_status status = LIGER_STATUS_INTERNAL;
+  dispatch_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const int v = vector_bytes / static_cast<int>(sizeof(T));
+    if constexpr (sizeof(T) == 4) {
+      switch (v) {
+        case 4: status = launch<T, 4>(p, lanes, rows, s); break;
+        case 2: status = launch<T, 2>(p, lanes, rows, s); break;
+        default: status = launch<T, 1>(p, lanes, rows, s); break;
+      }
+    } else {
+      switch (v) {
+        case 8: status = launch<T, 8>(p, lanes, rows, s); break;
+        case 4: status = launch<T, 4>(p, lanes, rows, s); break;
+        case 2: status = launch<T, 2>(p, lanes, rows, s); break;
+        default: status = launch<T, 1>(p, lanes, rows, s); break;
+      }
+    }
+  });
+  return status;
+}
+
+}  // namespace
+}  // namespace liger::kernels::rope
+
+using namespace liger::kernels;
+
+extern "C" {
+
+liger_status liger_rope_forward(const void* q, const int64_t q_strides[3], void* q_out, const int64_t q_out_strides[3],
+                                int64_t num_q_heads, const void* k, const int64_t k_strides[3], void* k_out,
+                                const int64_t k_out_strides[3], int64_t num_kv_heads, const void* cos, const void* sin,
+                                int64_t cos_batch, int64_t cos_batch_stride, int64_t cos_seq_stride, int64_t batch,
+                                int64_t seq_len, int64_t head_dim, liger_dtype dtype, const liger_tunables* tunables,
+                                liger_stream_t stream) {
+  return rope::run(q, q_strides, q_out, q_out_strides, num_q_heads, k, k_strides, k_out, k_out_strides, num_kv_heads,
+                   cos, sin, cos_batch, cos_batch_stride, cos_seq_stride, batch, seq_len, head_dim, dtype, tunables,
+                   stream, false);
+}
+
+liger_status liger_rope_backward(const void* dq, const int64_t dq_strides[3], void* dq_out,
+                                 const int64_t dq_out_strides[3], int64_t num_q_heads, const void* dk,
+                                 const int64_t dk_strides[3], void* dk_out, const int64_t dk_out_strides[3],
+                                 int64_t num_kv_heads, const void* cos, const void* sin, int64_t cos_batch,
+                                 int64_t cos_batch_stride, int64_t cos_seq_stride, int64_t batch, int64_t seq_len,
+                                 int64_t head_dim, liger_dtype dtype, const liger_tunables* tunables,
+                                 liger_stream_t stream) {
+  return rope::run(dq, dq_strides, dq_out, dq_out_strides, num_q_heads, dk, dk_strides, dk_out, dk_out_strides,
+                   num_kv_heads, cos, sin, cos_batch, cos_batch_stride, cos_seq_stride, batch, seq_len, head_dim, dtype,
+                   tunables, stream, true);
+}
+
+liger_status liger_rope_default_tunables(int sm_arch, int64_t rows, int64_t cols, liger_dtype dtype,
+                                         liger_tunables* out) {
+  if (!out) return fail(LIGER_STATUS_INVALID_ARGUMENT, "rope default tunables: out is NULL");
+  if (!is_valid_dtype(dtype)) return fail(LIGER_STATUS_UNSUPPORTED_DTYPE, "rope: dtype %d", static_cast<int>(dtype));
+  if (rows < 0 || cols < 0) return fail(LIGER_STATUS_INVALID_ARGUMENT, "rope default tunables: negative size");
+  const int vec = 16 / static_cast<int>(dtype_size(dtype));
+  rope::Config config = rope::default_config(sm_arch, cols / 2 / vec, 16);
+  *out = liger_tunables{};
+  out->threads_per_block = config.threads_per_block;
+  out->rows_per_block = config.rows_per_block;
+  out->vector_bytes = config.vector_bytes;
+  return LIGER_STATUS_SUCCESS;
+}
+
+}  // extern "C"

@@ -1,0 +1,281 @@
+// GPU tests of RoPE (q and k in one launch) against the fp64 reference: dtype x shape x layout x
+// cos batch x in/out of place, forward and backward, several seeds, poisoned outputs, bytes outside
+// the views untouched, inputs untouched when out of place.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "kernel_test_util.h"
+#include "liger_kernels/rope.h"
+#include "rope_ref.h"
+
+namespace {
+
+using namespace liger::test;
+
+enum class Layout { kContiguous, kHF, kPadded };
+const char* layout_name(Layout l) {
+  return l == Layout::kContiguous ? "bhtd" : l == Layout::kHF ? "hfbthd" : "padded";
+}
+
+struct Shape {
+  int64_t batch, q_heads, kv_heads, seq, dim;
+};
+
+// Strides {batch, head, seq} of a [B, H, T, D] view and the buffer size (+ offset) it needs.
+struct Strided {
+  std::array<int64_t, 3> strides;
+  std::size_t offset;
+  std::size_t size;
+};
+Strided layout_for(Layout l, int64_t B, int64_t H, int64_t T, int64_t D) {
+  switch (l) {
+    case Layout::kContiguous: return {{H * T * D, T * D, D}, 0, static_cast<std::size_t>(B * H * T * D)};
+    case Layout::kHF: return {{T * H * D, D, H * D}, 0, static_cast<std::size_t>(B * T * H * D)};
+    case Layout::kPadded: {
+      // [B, T, H, D+2] storage, offset by one element: odd alignment, padding between heads.
+      int64_t Dp = D + 2;
+      return {{T * H * Dp, Dp, H * Dp}, 1, static_cast<std::size_t>(1 + B * T * H * Dp)};
+    }
+  }
+  return {};
+}
+
+void place(std::vector<double>& image, const Strided& s, const std::vector<double>& dense, int64_t B, int64_t H,
+           int64_t T, int64_t D) {
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t d = 0; d < D; ++d)
+          image[s.offset + b * s.strides[0] + h * s.strides[1] + t * s.strides[2] + d] =
+              dense[((b * H + h) * T + t) * D + d];
+}
+std::vector<double> extract(const std::vector<double>& image, const Strided& s, int64_t B, int64_t H, int64_t T,
+                            int64_t D) {
+  std::vector<double> dense(static_cast<std::size_t>(B * H * T * D));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t d = 0; d < D; ++d)
+          dense[((b * H + h) * T + t) * D + d] =
+              image[s.offset + b * s.strides[0] + h * s.strides[1] + t * s.strides[2] + d];
+  return dense;
+}
+// Marks the view's elements in `mask`; everything unmarked must be bit-identical (NaN == NaN).
+bool outside_same(const std::vector<double>& before, const std::vector<double>& after, const Strided& s, int64_t B,
+                  int64_t H, int64_t T, int64_t D) {
+  std::vector<double> b2 = before;
+  std::vector<double> a2 = after;
+  std::vector<double> zeros(static_cast<std::size_t>(B * H * T * D), 0.0);
+  place(b2, s, zeros, B, H, T, D);
+  place(a2, s, zeros, B, H, T, D);
+  for (std::size_t i = 0; i < b2.size(); ++i) {
+    if (std::isnan(b2[i]) && std::isnan(a2[i])) continue;
+    if (b2[i] != a2[i]) return false;
+  }
+  return true;
+}
+
+using Param = std::tuple<liger_dtype, int, Layout, bool /*batch cos*/, bool /*in place*/>;
+const std::vector<Shape> kShapes = {
+    {1, 1, 1, 1, 2}, {2, 3, 1, 5, 6}, {2, 4, 2, 7, 64}, {1, 32, 8, 13, 128}, {3, 5, 0, 4, 16}, {2, 2, 2, 3, 130},
+};
+
+class Rope : public ::testing::TestWithParam<Param> {};
+
+TEST_P(Rope, ForwardAndBackwardMatchReference) {
+  LIGER_REQUIRE_GPU();
+  const auto [dtype, shape_index, layout, batch_cos, in_place] = GetParam();
+  const Shape sh = kShapes[shape_index];
+  const int64_t B = sh.batch, Hq = sh.q_heads, Hk = sh.kv_heads, T = sh.seq, D = sh.dim;
+  const int64_t cos_batch = batch_cos ? B : 1;
+  const Tolerance tolerance = base_tolerance(dtype);
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    // cos/sin rows of D (+2 padding in the padded layout); only the first D/2 are meaningful to
+    // the op: the second half holds junk, so reading it would fail the test.
+    const int64_t cos_row = layout == Layout::kPadded ? D + 2 : D;
+    std::vector<double> cos_image(static_cast<std::size_t>(cos_batch * T * cos_row));
+    std::vector<double> sin_image(cos_image.size());
+    std::vector<double> cos_dense(static_cast<std::size_t>(cos_batch * T * D)), sin_dense(cos_dense.size());
+    auto junk = random_values(cos_image.size(), dtype, seed * 31, 5.0, 9.0);
+    auto angles = random_values(cos_dense.size(), LIGER_DTYPE_FLOAT32, seed * 37, -3.2, 3.2);
+    for (int64_t r = 0; r < cos_batch * T; ++r)
+      for (int64_t d = 0; d < cos_row; ++d) {
+        std::size_t i = static_cast<std::size_t>(r * cos_row + d);
+        if (d < D / 2) {
+          double angle = angles[r * D + d];
+          cos_image[i] = quantize(std::cos(angle), dtype);
+          sin_image[i] = quantize(std::sin(angle), dtype);
+          cos_dense[r * D + d] = cos_dense[r * D + d + D / 2] = cos_image[i];
+          sin_dense[r * D + d] = sin_dense[r * D + d + D / 2] = sin_image[i];
+        } else {
+          cos_image[i] = junk[i];
+          sin_image[i] = -junk[i];
+        }
+      }
+    DeviceTensor cos_buf(cos_image, dtype), sin_buf(sin_image, dtype);
+
+    const Strided qs = layout_for(layout, B, Hq, T, D), ks = layout_for(layout, B, Hk, T, D);
+    auto q = random_normal(static_cast<std::size_t>(B * Hq * T * D), dtype, seed * 41);
+    auto k = random_normal(static_cast<std::size_t>(B * Hk * T * D), dtype, seed * 43);
+    auto q_image = random_values(qs.size, dtype, seed * 47);
+    auto k_image = random_values(ks.size, dtype, seed * 53);
+    place(q_image, qs, q, B, Hq, T, D);
+    place(k_image, ks, k, B, Hk, T, D);
+
+    for (bool backward : {false, true}) {
+      SCOPED_TRACE(backward ? "backward" : "forward");
+      DeviceTensor q_buf(q_image, dtype), k_buf(k_image, dtype);
+      DeviceTensor qo_buf(qs.size, dtype), ko_buf(ks.size, dtype);
+      qo_buf.poison();
+      ko_buf.poison();
+      auto qo_before = qo_buf.download();
+      auto ko_before = ko_buf.download();
+      auto ptr = [&](DeviceTensor& t, const Strided& s) -> void* {
+        return t.data() ? static_cast<uint8_t*>(t.data()) + s.offset * dtype_bytes(dtype) : nullptr;
+      };
+      void* qp = Hq ? ptr(q_buf, qs) : nullptr;
+      void* kp = Hk ? ptr(k_buf, ks) : nullptr;
+      void* qop = in_place || !Hq ? nullptr : ptr(qo_buf, qs);
+      void* kop = in_place || !Hk ? nullptr : ptr(ko_buf, ks);
+      auto fn = backward ? liger_rope_backward : liger_rope_forward;
+      LIGER_ASSERT_OK(fn(qp, qs.strides.data(), qop, qs.strides.data(), Hq, kp, ks.strides.data(), kop,
+                         ks.strides.data(), Hk, cos_buf.data(), sin_buf.data(), cos_batch,
+                         T * cos_row, cos_row, B, T, D, dtype, nullptr, nullptr));
+      LIGER_ASSERT_CUDA(cudaDeviceSynchronize());
+      auto q_ref = liger::ref::rope_apply(q, B, Hq, T, D, cos_dense, sin_dense, cos_batch, backward);
+      auto k_ref = liger::ref::rope_apply(k, B, Hk, T, D, cos_dense, sin_dense, cos_batch, backward);
+      if (in_place) {
+        auto qa = q_buf.download(), ka = k_buf.download();
+        if (Hq) EXPECT_TRUE(all_close("q in place", extract(qa, qs, B, Hq, T, D), q_ref, tolerance));
+        if (Hk) EXPECT_TRUE(all_close("k in place", extract(ka, ks, B, Hk, T, D), k_ref, tolerance));
+        EXPECT_TRUE(outside_same(q_image, qa, qs, B, Hq, T, D)) << "q padding written";
+        EXPECT_TRUE(outside_same(k_image, ka, ks, B, Hk, T, D)) << "k padding written";
+      } else {
+        auto qa = qo_buf.download(), ka = ko_buf.download();
+        if (Hq) EXPECT_TRUE(all_close("q out", extract(qa, qs, B, Hq, T, D), q_ref, tolerance));
+        if (Hk) EXPECT_TRUE(all_close("k out", extract(ka, ks, B, Hk, T, D), k_ref, tolerance));
+        EXPECT_TRUE(outside_same(qo_before, qa, qs, B, Hq, T, D)) << "q_out padding written";
+        EXPECT_TRUE(outside_same(ko_before, ka, ks, B, Hk, T, D)) << "k_out padding written";
+        EXPECT_EQ(q_buf.download(), q_image) << "q modified by an out-of-place call";
+        EXPECT_EQ(k_buf.download(), k_image) << "k modified by an out-of-place call";
+      }
+      EXPECT_EQ(cos_buf.download(), cos_image);
+    }
+  }
+}
+
+std::string param_name(const ::testing::TestParamInfo<Param>& info) {
+  const auto& [dtype, shape_index, layout, batch_cos, in_place] = info.param;
+  const Shape s = kShapes[shape_index];
+  return std::string(dtype_label(dtype)) + "_B" + std::to_string(s.batch) + "Hq" + std::to_string(s.q_heads) + "Hk" +
+         std::to_string(s.kv_heads) + "T" + std::to_string(s.seq) + "D" + std::to_string(s.dim) + "_" +
+         layout_name(layout) + (batch_cos ? "_cosB" : "_cos1") + (in_place ? "_inplace" : "_outofplace");
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, Rope,
+                         ::testing::Combine(::testing::Values(LIGER_DTYPE_FLOAT32, LIGER_DTYPE_FLOAT16,
+                                                              LIGER_DTYPE_BFLOAT16),
+                                            ::testing::Range(0, 6),
+                                            ::testing::Values(Layout::kContiguous, Layout::kHF, Layout::kPadded),
+                                            ::testing::Bool(), ::testing::Bool()),
+                         param_name);
+
+// Forward then backward returns the input (rotation then inverse rotation), every tunable combination.
+TEST(RopeTunables, SweepRoundTrip) {
+  LIGER_REQUIRE_GPU();
+  const int64_t B = 2, Hq = 6, Hk = 2, T = 9, D = 64;
+  const auto dtype = LIGER_DTYPE_FLOAT32;
+  auto q = random_normal(B * Hq * T * D, dtype, 3), k = random_normal(B * Hk * T * D, dtype, 4);
+  std::vector<double> cos(T * D), sin(T * D);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t d = 0; d < D; ++d) {
+      double angle = t * std::pow(10000.0, -2.0 * (d % (D / 2)) / D);
+      cos[t * D + d] = quantize(std::cos(angle), dtype);
+      sin[t * D + d] = quantize(std::sin(angle), dtype);
+    }
+  DeviceTensor cb(cos, dtype), sb(sin, dtype);
+  const Strided qs = layout_for(Layout::kHF, B, Hq, T, D), ks = layout_for(Layout::kHF, B, Hk, T, D);
+  std::vector<double> qi(qs.size), ki(ks.size);
+  place(qi, qs, q, B, Hq, T, D);
+  place(ki, ks, k, B, Hk, T, D);
+  auto q_ref = liger::ref::rope_forward(q, B, Hq, T, D, cos, sin, 1);
+  for (int threads : {32, 64, 128, 256, 512, 1024}) {
+    for (int rows : {1, 2, 4}) {
+      for (int vector : {16, 8, 4}) {
+        const int lanes_needed = D / 2 / (vector / 4);
+        if (threads % rows != 0 || threads / rows < lanes_needed) continue;
+        SCOPED_TRACE("threads " + std::to_string(threads) + " rows " + std::to_string(rows) + " vector " +
+                     std::to_string(vector));
+        liger_tunables t{};
+        t.threads_per_block = threads;
+        t.rows_per_block = rows;
+        t.vector_bytes = vector;
+        DeviceTensor qb(qi, dtype), kb(ki, dtype);
+        LIGER_ASSERT_OK(liger_rope_forward(qb.data(), qs.strides.data(), nullptr, nullptr, Hq, kb.data(),
+                                           ks.strides.data(), nullptr, nullptr, Hk, cb.data(), sb.data(), 1, T * D, D,
+                                           B, T, D, dtype, &t, nullptr));
+        LIGER_ASSERT_CUDA(cudaDeviceSynchronize());
+        EXPECT_TRUE(all_close("q fwd", extract(qb.download(), qs, B, Hq, T, D), q_ref, base_tolerance(dtype)));
+        LIGER_ASSERT_OK(liger_rope_backward(qb.data(), qs.strides.data(), nullptr, nullptr, Hq, kb.data(),
+                                            ks.strides.data(), nullptr, nullptr, Hk, cb.data(), sb.data(), 1, T * D, D,
+                                            B, T, D, dtype, &t, nullptr));
+        LIGER_ASSERT_CUDA(cudaDeviceSynchronize());
+        EXPECT_TRUE(all_close("q roundtrip", extract(qb.download(), qs, B, Hq, T, D), q, base_tolerance(dtype)));
+        EXPECT_TRUE(all_close("k roundtrip", extract(kb.download(), ks, B, Hk, T, D), k, base_tolerance(dtype)));
+      }
+    }
+  }
+}
+
+TEST(RopeArguments, InvalidReturnStatus) {
+  LIGER_REQUIRE_GPU();
+  const auto bf = LIGER_DTYPE_BFLOAT16;
+  DeviceTensor q(2 * 4 * 8, bf), k(2 * 4 * 8, bf), c(4 * 8, bf), s(4 * 8, bf);
+  const int64_t st[3] = {32, 32, 8};
+  auto call = [&](const void* qp, int64_t dim, liger_dtype dtype, const liger_tunables* t, int64_t cos_batch = 1,
+                  const void* cp = nullptr) {
+    return liger_rope_forward(qp, st, nullptr, nullptr, 1, k.data(), st, nullptr, nullptr, 1, cp ? cp : c.data(),
+                              s.data(), cos_batch, 32, dim, 2, 4, dim, dtype, t, nullptr);
+  };
+  EXPECT_EQ(call(q.data(), 8, bf, nullptr), LIGER_STATUS_SUCCESS);
+  EXPECT_EQ(call(q.data(), 7, bf, nullptr), LIGER_STATUS_UNSUPPORTED_SHAPE) << "odd head_dim";
+  EXPECT_EQ(call(nullptr, 8, bf, nullptr), LIGER_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(call(q.data(), 8, static_cast<liger_dtype>(9), nullptr), LIGER_STATUS_UNSUPPORTED_DTYPE);
+  EXPECT_EQ(call(q.data(), 8, bf, nullptr, 3), LIGER_STATUS_INVALID_ARGUMENT) << "cos_batch neither 1 nor batch";
+  liger_tunables t{};
+  t.threads_per_block = 48;
+  EXPECT_EQ(call(q.data(), 8, bf, &t), LIGER_STATUS_INVALID_ARGUMENT);
+  t = liger_tunables{};
+  t.rows_per_block = 64;
+  EXPECT_EQ(call(q.data(), 8, bf, &t), LIGER_STATUS_INVALID_ARGUMENT);
+  t = liger_tunables{};
+  t.vector_bytes = 16;  // head_dim/2 = 4 bf16 = 8 bytes: 16-byte vectors impossible, refused
+  EXPECT_EQ(call(q.data(), 8, bf, &t), LIGER_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(liger_last_error()), "");
+  t.vector_bytes = 8;
+  EXPECT_EQ(call(q.data(), 8, bf, &t), LIGER_STATUS_SUCCESS);
+  LIGER_ASSERT_CUDA(cudaDeviceSynchronize());
+  liger_tunables out{};
+  EXPECT_EQ(liger_rope_default_tunables(90, 16384, 40 * 128, bf, &out), LIGER_STATUS_SUCCESS);
+  EXPECT_GT(out.threads_per_block, 0);
+  EXPECT_EQ(liger_rope_default_tunables(90, 1, 1, bf, nullptr), LIGER_STATUS_INVALID_ARGUMENT);
+}
+
+TEST(RopeArguments, ChecksRejectWrongOutputs) {
+  LIGER_REQUIRE_GPU();
+  const int64_t B = 1, H = 2, T = 3, D = 8;
+  auto x = random_normal(B * H * T * D, LIGER_DTYPE_BFLOAT16, 9);
+  std::vector<double> cos(T * D, std::cos(0.7)), sin(T * D, std::sin(0.7));
+  auto ref = liger::ref::rope_forward(x, B, H, T, D, cos, sin, 1);
+  auto wrong_sign = liger::ref::rope_backward(x, B, H, T, D, cos, sin, 1);
+  EXPECT_FALSE(all_close("backward instead of forward", wrong_sign, ref, base_tolerance(LIGER_DTYPE_BFLOAT16)));
+  EXPECT_FALSE(all_close("unrotated", x, ref, base_tolerance(LIGER_DTYPE_BFLOAT16)));
+  EXPECT_FALSE(all_close("zeros", std::vector<double>(ref.size(), 0.0), ref, base_tolerance(LIGER_DTYPE_BFLOAT16)));
+}
+
+}  // namespace
