@@ -159,7 +159,8 @@ TEST(AutopatchParser, CallsAndExpressionHelpers) {
   ASSERT_EQ(parts.size(), 2u);
   EXPECT_EQ(parts[1], "self.up_proj(x)");
   EXPECT_EQ(split_top_level("a**2*b", '*').size(), 2u);
-  EXPECT_EQ(split_top_level("1e-6+x", '+').size(), 1u);
+  EXPECT_EQ(split_top_level("1e+6", '+').size(), 1u);
+  EXPECT_EQ(split_top_level("1e-6+x", '+').size(), 2u);
   EXPECT_EQ(strip_parens("((a*b))"), "a*b");
   EXPECT_EQ(strip_parens("(a)*(b)"), "(a)*(b)");
   // Chained call on a call result.

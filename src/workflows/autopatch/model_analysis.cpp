@@ -314,6 +314,10 @@ struct Analyzer {
         expr = mm[1].str();
       }
     }
+    if (split_top_level(expr, '+').size() > 1 || split_top_level(expr, '-').size() > 1) {
+      r.why = "the weight product has extra terms ('" + expr + "'): not y = x * rstd * (offset + w)";
+      return r;
+    }
     auto factors = split_top_level(expr, '*');
     std::string weight_factor, other;
     for (auto& f : factors) {
@@ -1169,6 +1173,7 @@ struct Analyzer {
         }
     } else {
       decide(d11, false, 0.9);
+      d11.evidence.push_back(ev(lm_line ? lm_line : fwd->line));
       d11.notes.push_back("no soft-capping applied to the logits in " + output_cls->name + ".forward");
     }
     // Attention soft-capping is informative only (it is not a loss-kernel option).
@@ -1699,7 +1704,7 @@ YAML::Node item_yaml(const PatchItem& it) {
     n["attributes"] = YAML::Node(YAML::NodeType::Sequence);
     for (const auto& a : it.attributes) n["attributes"].push_back(a);
   }
-  if (it.params && it.params.size() > 0) n["params"] = it.params;
+  if (it.params && it.params.size() > 0) n["params"] = YAML::Clone(it.params);
   if (!it.reason.empty()) n["reason"] = it.reason;
   return n;
 }
@@ -1718,7 +1723,7 @@ YAML::Node ModelProfile::to_yaml() const {
     YAML::Node n;
     n["number"] = x.number;
     if (x.decided()) {
-      n["value"] = x.value;
+      n["value"] = YAML::Clone(x.value);
     } else {
       n["value"]["undecided"] = x.undecided;
     }
@@ -1734,7 +1739,7 @@ YAML::Node ModelProfile::to_yaml() const {
       evs.push_back(en);
     }
     n["evidence"] = evs;
-    if (x.details && x.details.size() > 0) n["details"] = x.details;
+    if (x.details && x.details.size() > 0) n["details"] = YAML::Clone(x.details);
     if (!x.notes.empty()) {
       for (const auto& note : x.notes) n["notes"].push_back(note);
     }
@@ -1751,7 +1756,7 @@ YAML::Node ModelProfile::to_yaml() const {
   ref["name"] = reference_integration;
   ref["reason"] = reference_reason;
   doc["reference_integration"] = ref;
-  doc["mini_model"] = mini_config;
+  doc["mini_model"] = YAML::Clone(mini_config);
   doc["undecided"] = YAML::Node(YAML::NodeType::Sequence);
   for (const auto& k : undecided()) doc["undecided"].push_back(k);
   doc["warnings"] = YAML::Node(YAML::NodeType::Sequence);

@@ -63,6 +63,7 @@ LexResult tokenize(std::string_view src, const std::string& origin) {
   };
 
   while (i < n) {
+    if (at_line_start && !brackets.empty()) at_line_start = false;  // continuation line
     if (at_line_start && brackets.empty()) {
       // Measure indentation of this physical line.
       int width = 0;
@@ -677,7 +678,7 @@ PythonModule parse_python(std::string_view source, const std::string& origin) {
       c.name = st.tokens.size() > 1 ? st.tokens[1].text : "";
       c.decorators = std::move(pending_decorators);
       c.line = st.line;
-      c.end_line = st.end_line;
+      c.end_line = std::max(st.end_line, sts[e - 1].end_line);
       int first_line = c.decorators.empty() ? st.line : pending_first_line;
       pending_decorators.clear();
       if (st.tokens.size() > 2 && st.tokens[2].text == "(") {
