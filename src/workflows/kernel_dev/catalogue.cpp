@@ -1,0 +1,272 @@
+#include "workflows/kernel_dev/catalogue.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+namespace liger::kernel_dev {
+
+namespace {
+
+std::vector<std::string> split_words(const std::string& text) {
+  std::vector<std::string> words;
+  std::istringstream in(text);
+  std::string word;
+  while (in >> word) words.push_back(word);
+  return words;
+}
+
+std::string join(const std::vector<std::string>& words, std::size_t begin, std::size_t end, const char* sep) {
+  std::string out;
+  for (std::size_t i = begin; i < end; ++i) {
+    if (i > begin) out += sep;
+    out += words[i];
+  }
+  return out;
+}
+
+std::string compact(const std::string& text) {
+  std::string out;
+  for (char c : normalise_description(text))
+    if (c != ' ') out += c;
+  return out;
+}
+
+void replace_all(std::string& text, const std::string& from, const std::string& to) {
+  for (std::size_t pos = text.find(from); pos != std::string::npos; pos = text.find(from, pos + to.size()))
+    text.replace(pos, from.size(), to);
+}
+
+std::vector<std::string> string_list(const YAML::Node& node) {
+  std::vector<std::string> out;
+  if (node && node.IsSequence())
+    for (const auto& item : node) out.push_back(item.as<std::string>());
+  return out;
+}
+
+}  // namespace
+
+std::string normalise_description(const std::string& input) {
+  std::string text = input;
+  replace_all(text, "\xC2\xB2", " squared ");  // ²
+  replace_all(text, "\xCE\xB2", " beta ");     // β
+  replace_all(text, "\xCE\xB3", " gamma ");    // γ
+  replace_all(text, "\xCE\xB1", " alpha ");    // α
+  replace_all(text, "**2", " squared ");
+  replace_all(text, "^2", " squared ");
+  std::string lowered;
+  for (char c : text) {
+    unsigned char u = static_cast<unsigned char>(c);
+    if (std::isalnum(u)) {
+      lowered += static_cast<char>(std::tolower(u));
+    } else {
+      lowered += ' ';
+    }
+  }
+  static const std::set<std::string> filler = {
+      "activation", "activations", "function", "functions", "kernel", "kernels", "op", "ops", "operator",
+      "operation", "layer", "please", "implement", "write", "create", "make", "generate", "add", "build", "new",
+      "cuda", "triton", "fused", "fast", "a", "an", "the", "for", "with", "in", "me", "i", "we", "want", "need",
+      "element", "wise", "elementwise", "pointwise", "nonlinearity", "forward", "backward", "pass", "and", "of",
+      "to", "that", "computes", "compute", "called", "module", "torch", "pytorch", "gpu"};
+  std::vector<std::string> kept;
+  for (const auto& word : split_words(lowered))
+    if (!filler.count(word)) kept.push_back(word);
+  return join(kept, 0, kept.size(), " ");
+}
+
+Program Activation::program() const {
+  Program p;
+  p.output = output;
+  p.expression = expression;
+  p.inputs = inputs;
+  std::set<std::string> used = free_symbols(expression);
+  for (const auto& h : hyperparameters)
+    if (used.count(h.name)) p.params.push_back(ParamDecl{h.name, ParamShape::Scalar, h.default_value, false});
+  for (const auto& l : learnable)
+    if (used.count(l.name)) p.params.push_back(ParamDecl{l.name, l.shape, l.init, true});
+  return p;
+}
+
+Catalogue Catalogue::load_file(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read the activation catalogue " + path.string());
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return parse(buffer.str(), path.string());
+}
+
+Catalogue Catalogue::parse(const std::string& yaml_text, const std::string& origin) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& error) {
+    throw std::runtime_error(origin + ": " + error.what());
+  }
+  if (!root["activations"] || !root["activations"].IsSequence())
+    throw std::runtime_error(origin + ": expected a list under 'activations'");
+  Catalogue catalogue;
+  catalogue.entries_.reserve(root["activations"].size());
+  for (const auto& node : root["activations"]) {
+    Activation a;
+    try {
+      a.name = node["name"].as<std::string>();
+      a.display = node["display"] ? node["display"].as<std::string>() : a.name;
+      a.expression_text = node["expression"].as<std::string>();
+      a.torch = node["torch"] ? node["torch"].as<std::string>() : "";
+      a.reference = node["reference"] ? node["reference"].as<std::string>() : "";
+      a.gradient_note = node["gradient_note"] ? node["gradient_note"].as<std::string>() : "";
+      a.aliases = string_list(node["aliases"]);
+      a.phrases = string_list(node["phrases"]);
+      if (node["hyperparameters"])
+        for (const auto& h : node["hyperparameters"])
+          a.hyperparameters.push_back({h["name"].as<std::string>(), h["default"].as<double>(),
+                                       h["description"] ? h["description"].as<std::string>() : ""});
+      if (node["learnable"])
+        for (const auto& l : node["learnable"]) {
+          LearnableParameter p;
+          p.name = l["name"].as<std::string>();
+          std::string shape = l["shape"] ? l["shape"].as<std::string>() : "scalar";
+          if (shape != "scalar" && shape != "channel")
+            throw std::runtime_error("learnable parameter '" + p.name + "': shape must be scalar or channel");
+          p.shape = shape == "scalar" ? ParamShape::Scalar : ParamShape::Channel;
+          p.init = l["init"] ? l["init"].as<double>() : 1.0;
+          p.description = l["description"] ? l["description"].as<std::string>() : "";
+          a.learnable.push_back(p);
+        }
+    } catch (const YAML::Exception& error) {
+      throw std::runtime_error(origin + ": entry '" + a.name + "': " + error.what());
+    }
+    // Entries may call entries defined above them.
+    Program program;
+    try {
+      program = parse_program(a.expression_text, catalogue.resolver());
+    } catch (const ParseError& error) {
+      throw std::runtime_error(origin + ": entry '" + a.name + "': expression: " + error.what());
+    }
+    std::set<std::string> parameter_names;
+    for (const auto& h : a.hyperparameters) parameter_names.insert(h.name);
+    for (const auto& l : a.learnable) parameter_names.insert(l.name);
+    a.output = program.output;
+    a.expression = program.expression;
+    std::vector<std::string> names = program.inputs;
+    for (const auto& p : program.params) names.push_back(p.name);
+    // Inputs: free names that are not parameters, in order of appearance in the program.
+    for (const auto& n : program.inputs)
+      if (!parameter_names.count(n)) a.inputs.push_back(n);
+    for (const auto& p : program.params)
+      if (!parameter_names.count(p.name)) a.inputs.push_back(p.name);
+    if (a.inputs.empty()) throw std::runtime_error(origin + ": entry '" + a.name + "' has no input");
+    catalogue.entries_.push_back(std::move(a));
+  }
+  return catalogue;
+}
+
+const Activation* Catalogue::find(const std::string& name) const {
+  std::string key = compact(name);
+  for (const auto& a : entries_) {
+    if (compact(a.name) == key) return &a;
+  }
+  for (const auto& a : entries_)
+    for (const auto& alias : a.aliases)
+      if (compact(alias) == key) return &a;
+  return nullptr;
+}
+
+Resolution Catalogue::resolve(const std::string& text) const {
+  Resolution r;
+  r.normalised = normalise_description(text);
+  std::vector<std::string> words = split_words(r.normalised);
+  if (words.empty()) {
+    r.undecided = "the description is empty once filler words are removed ('" + text + "')";
+    return r;
+  }
+  std::string whole = join(words, 0, words.size(), "");
+  struct Match {
+    const Activation* activation;
+    std::string key;
+    std::size_t score;
+  };
+  std::vector<Match> matches;
+  for (const auto& a : entries_) {
+    std::vector<std::string> keys = {a.name, a.display};
+    keys.insert(keys.end(), a.aliases.begin(), a.aliases.end());
+    keys.insert(keys.end(), a.phrases.begin(), a.phrases.end());
+    std::size_t best = 0;
+    std::string best_key;
+    for (const auto& key : keys) {
+      std::string k = compact(key);
+      if (k.empty()) continue;
+      std::size_t score = 0;
+      if (k == whole) {
+        score = 100000 + k.size();
+      } else {
+        for (std::size_t i = 0; i < words.size() && score == 0; ++i)
+          for (std::size_t j = i + 1; j <= words.size(); ++j)
+            if (join(words, i, j, "") == k) {
+              score = k.size();
+              break;
+            }
+      }
+      if (score > best) {
+        best = score;
+        best_key = key;
+      }
+    }
+    if (best > 0) matches.push_back({&a, best_key, best});
+  }
+  if (matches.empty()) {
+    r.undecided = "no catalogue activation matches '" + r.normalised +
+                  "' (after normalising the description); known activations: ";
+    for (std::size_t i = 0; i < entries_.size(); ++i) r.undecided += (i ? ", " : "") + entries_[i].name;
+    return r;
+  }
+  std::sort(matches.begin(), matches.end(), [](const Match& x, const Match& y) { return x.score > y.score; });
+  for (const auto& m : matches) r.candidates.push_back(m.activation->name);
+  if (matches.size() > 1 && matches[0].score == matches[1].score) {
+    r.undecided = "the description '" + r.normalised + "' matches more than one activation equally well: " +
+                  matches[0].activation->name + " ('" + matches[0].key + "') and " + matches[1].activation->name +
+                  " ('" + matches[1].key + "')";
+    return r;
+  }
+  // Words the match did not explain are reported (not fatal): "leaky relu with slope 0.2".
+  r.activation = matches[0].activation;
+  r.matched = matches[0].key;
+  return r;
+}
+
+FunctionResolver Catalogue::resolver() const {
+  return [this](const std::string& name, const std::vector<CallArgument>& args) -> std::optional<Expr> {
+    const Activation* a = find(name);
+    if (!a) return std::nullopt;
+    std::map<std::string, Expr> bindings;
+    std::size_t positional = 0;
+    std::vector<std::string> order = a->inputs;
+    for (const auto& h : a->hyperparameters) order.push_back(h.name);
+    for (const auto& arg : args) {
+      std::string target;
+      if (!arg.keyword.empty()) {
+        if (std::find(order.begin(), order.end(), arg.keyword) == order.end())
+          throw std::invalid_argument(name + "() has no parameter '" + arg.keyword + "'");
+        target = arg.keyword;
+      } else {
+        if (positional >= order.size())
+          throw std::invalid_argument(name + "() takes at most " + std::to_string(order.size()) + " argument(s)");
+        target = order[positional++];
+      }
+      bindings[target] = arg.value;
+    }
+    for (const auto& input : a->inputs)
+      if (!bindings.count(input))
+        throw std::invalid_argument(name + "() is missing input '" + input + "'");
+    for (const auto& h : a->hyperparameters)
+      if (!bindings.count(h.name)) bindings[h.name] = num(h.default_value);
+    return substitute(a->expression, bindings);
+  };
+}
+
+}  // namespace liger::kernel_dev

@@ -1,0 +1,78 @@
+// The catalogue of named element-wise activations (skills/kernel_dev/activations.yaml) and the
+// natural-language resolution of a request ("ReLU squared activation function") to one of them.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "workflows/kernel_dev/expr.h"
+
+namespace liger::kernel_dev {
+
+struct HyperParameter {
+  std::string name;
+  double default_value = 0.0;
+  std::string description;
+};
+
+struct LearnableParameter {
+  std::string name;
+  ParamShape shape = ParamShape::Scalar;
+  double init = 1.0;
+  std::string description;
+};
+
+struct Activation {
+  std::string name;
+  std::string display;
+  std::string expression_text;
+  std::string torch;  // PyTorch eager forward
+  std::string reference;
+  std::string gradient_note;
+  std::vector<std::string> aliases;
+  std::vector<std::string> phrases;
+  std::vector<HyperParameter> hyperparameters;
+  std::vector<LearnableParameter> learnable;
+  // Parsed from expression_text.
+  std::string output;
+  std::vector<std::string> inputs;
+  Expr expression;
+
+  // The expression program with hyperparameters as fixed params and learnable ones as params.
+  Program program() const;
+};
+
+struct Resolution {
+  const Activation* activation = nullptr;
+  std::string matched;                 // the catalogue key the text matched
+  std::string normalised;              // the text after normalisation
+  std::string undecided;               // why nothing was chosen ("" when resolved)
+  std::vector<std::string> candidates; // the entries in a tie, or near misses
+  bool ok() const { return activation != nullptr; }
+};
+
+class Catalogue {
+ public:
+  // Throws std::runtime_error naming the file and entry on malformed data.
+  static Catalogue load_file(const std::filesystem::path& path);
+  static Catalogue parse(const std::string& yaml_text, const std::string& origin);
+
+  const std::vector<Activation>& entries() const { return entries_; }
+  // By canonical name or alias, normalised ("Leaky-ReLU" finds leaky_relu).
+  const Activation* find(const std::string& name) const;
+  // Natural-language resolution.
+  Resolution resolve(const std::string& text) const;
+  // Catalogue entries usable as functions in expressions: gelu(a), leaky_relu(x, 0.2),
+  // softplus(x, beta=2); missing hyperparameters take their defaults.
+  FunctionResolver resolver() const;
+
+ private:
+  std::vector<Activation> entries_;
+};
+
+// Lower case, '²'/'^2'/'**2' -> "squared", punctuation to spaces, filler words ("activation",
+// "function", "kernel", "op", "please", "implement", ...) dropped, spaces collapsed.
+std::string normalise_description(const std::string& text);
+
+}  // namespace liger::kernel_dev

@@ -1,0 +1,914 @@
+#include "workflows/kernel_dev/expr.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <sstream>
+
+namespace liger::kernel_dev {
+
+// ============================================================================================
+// Construction and inspection
+
+namespace {
+Expr make(Kind kind, std::vector<Expr> args, std::string name = {}, double value = 0.0) {
+  auto node = std::make_shared<Node>();
+  node->kind = kind;
+  node->args = std::move(args);
+  node->name = std::move(name);
+  node->value = value;
+  return node;
+}
+}  // namespace
+
+Expr num(double value) { return make(Kind::Number, {}, {}, value); }
+Expr sym(const std::string& name) { return make(Kind::Symbol, {}, name); }
+Expr add(Expr a, Expr b) { return make(Kind::Add, {std::move(a), std::move(b)}); }
+Expr sub(Expr a, Expr b) { return make(Kind::Sub, {std::move(a), std::move(b)}); }
+Expr mul(Expr a, Expr b) { return make(Kind::Mul, {std::move(a), std::move(b)}); }
+Expr div(Expr a, Expr b) { return make(Kind::Div, {std::move(a), std::move(b)}); }
+Expr pow(Expr a, Expr b) { return make(Kind::Pow, {std::move(a), std::move(b)}); }
+Expr neg(Expr a) { return make(Kind::Neg, {std::move(a)}); }
+Expr call(const std::string& function, std::vector<Expr> args) { return make(Kind::Call, std::move(args), function); }
+Expr compare(const std::string& op, Expr a, Expr b) { return make(Kind::Compare, {std::move(a), std::move(b)}, op); }
+
+bool is_number(const Expr& e) { return e->kind == Kind::Number; }
+bool is_number(const Expr& e, double value) { return e->kind == Kind::Number && e->value == value; }
+
+bool equal(const Expr& a, const Expr& b) {
+  if (a == b) return true;
+  if (a->kind != b->kind || a->args.size() != b->args.size()) return false;
+  if (a->kind == Kind::Number) return a->value == b->value;
+  if (a->name != b->name) return false;
+  for (std::size_t i = 0; i < a->args.size(); ++i)
+    if (!equal(a->args[i], b->args[i])) return false;
+  return true;
+}
+
+namespace {
+std::string format_number(double value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  char buffer[64];
+  auto result = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  return std::string(buffer, result.ptr);
+}
+
+int precedence(const Expr& e) {
+  switch (e->kind) {
+    case Kind::Compare: return 0;
+    case Kind::Add:
+    case Kind::Sub: return 1;
+    case Kind::Mul:
+    case Kind::Div: return 2;
+    case Kind::Neg: return 3;
+    case Kind::Pow: return 4;
+    case Kind::Number: return e->value < 0 || std::signbit(e->value) ? 3 : 5;
+    default: return 5;
+  }
+}
+
+std::string print(const Expr& e);
+
+std::string wrap(const Expr& e, bool parens) { return parens ? "(" + print(e) + ")" : print(e); }
+
+std::string print(const Expr& e) {
+  switch (e->kind) {
+    case Kind::Number: return format_number(e->value);
+    case Kind::Symbol: return e->name;
+    case Kind::Call: {
+      std::string out = e->name + "(";
+      for (std::size_t i = 0; i < e->args.size(); ++i) {
+        if (i) out += ", ";
+        out += print(e->args[i]);
+      }
+      return out + ")";
+    }
+    case Kind::Neg: return "-" + wrap(e->args[0], precedence(e->args[0]) < 3 || e->args[0]->kind == Kind::Number);
+    case Kind::Pow:
+      return wrap(e->args[0], precedence(e->args[0]) <= 4) + "^" + wrap(e->args[1], precedence(e->args[1]) < 5);
+    case Kind::Compare:
+      return wrap(e->args[0], precedence(e->args[0]) <= 0) + " " + e->name + " " +
+             wrap(e->args[1], precedence(e->args[1]) <= 0);
+    default: {
+      int p = precedence(e);
+      const char* op = e->kind == Kind::Add ? " + " : e->kind == Kind::Sub ? " - " : e->kind == Kind::Mul ? " * " : " / ";
+      bool right_strict = e->kind == Kind::Sub || e->kind == Kind::Div;
+      int pr = precedence(e->args[1]);
+      // A leading minus on the right operand of a binary operator would not re-parse as the
+      // same tree for * and / ("a * -b" parses, but keep it readable): parenthesise it.
+      bool right_parens = pr < p || (right_strict && pr == p) || pr == 3;
+      return wrap(e->args[0], precedence(e->args[0]) < p) + op + wrap(e->args[1], right_parens);
+    }
+  }
+}
+}  // namespace
+
+std::string to_string(const Expr& e) { return print(e); }
+
+namespace {
+void collect_symbols(const Expr& e, std::set<std::string>& out) {
+  if (e->kind == Kind::Symbol) out.insert(e->name);
+  for (const auto& a : e->args) collect_symbols(a, out);
+}
+}  // namespace
+
+std::set<std::string> free_symbols(const Expr& e) {
+  std::set<std::string> out;
+  collect_symbols(e, out);
+  return out;
+}
+
+Expr substitute(const Expr& e, const std::map<std::string, Expr>& bindings) {
+  if (e->kind == Kind::Symbol) {
+    auto it = bindings.find(e->name);
+    return it == bindings.end() ? e : it->second;
+  }
+  if (e->args.empty()) return e;
+  std::vector<Expr> args;
+  bool changed = false;
+  for (const auto& a : e->args) {
+    args.push_back(substitute(a, bindings));
+    changed = changed || args.back() != a;
+  }
+  if (!changed) return e;
+  return make(e->kind, std::move(args), e->name, e->value);
+}
+
+bool contains_function(const Expr& e, const std::string& function) {
+  if (e->kind == Kind::Call && e->name == function) return true;
+  for (const auto& a : e->args)
+    if (contains_function(a, function)) return true;
+  return false;
+}
+
+std::size_t node_count(const Expr& e) {
+  std::size_t n = 1;
+  for (const auto& a : e->args) n += node_count(a);
+  return n;
+}
+
+const std::vector<PrimitiveFunction>& primitive_functions() {
+  static const std::vector<PrimitiveFunction> table = {
+      {"exp", {"x"}, "e^x (fp32 expf)"},
+      {"log", {"x"}, "natural logarithm (fp32 logf)"},
+      {"log1p", {"x"}, "log(1 + x), accurate near 0"},
+      {"expm1", {"x"}, "e^x - 1, accurate near 0"},
+      {"sqrt", {"x"}, "square root"},
+      {"rsqrt", {"x"}, "1 / sqrt(x) (fp32 rsqrtf)"},
+      {"tanh", {"x"}, "hyperbolic tangent (fp32 tanhf)"},
+      {"sigmoid", {"x"}, "1 / (1 + e^-x), evaluated by the sign-split stable formula in fp32"},
+      {"erf", {"x"}, "error function (fp32 erff)"},
+      {"abs", {"x"}, "absolute value; derivative sign(x), 0 at 0 as PyTorch"},
+      {"relu", {"x"}, "max(x, 0); derivative step(x), 0 at 0 as PyTorch"},
+      {"softplus", {"x"}, "log(1 + e^x) as log1p(e^-|x|) + max(x, 0)"},
+      {"step", {"x"}, "Heaviside step: 1 for x > 0, else 0"},
+      {"sign", {"x"}, "-1, 0 or 1"},
+      {"sin", {"x"}, "sine"},
+      {"cos", {"x"}, "cosine"},
+      {"max", {"a", "b"}, "element-wise maximum; a tie splits the gradient as torch.maximum"},
+      {"min", {"a", "b"}, "element-wise minimum; a tie splits the gradient as torch.minimum"},
+      {"clamp", {"x", "min", "max"}, "min(max(x, min), max); gradient 1 on [min, max] as torch.clamp"},
+      {"where", {"condition", "a", "b"}, "a where condition holds, else b"},
+      {"pow", {"x", "y"}, "x^y"},
+      {"square", {"x"}, "x^2"},
+  };
+  return table;
+}
+
+const PrimitiveFunction* find_primitive(const std::string& name) {
+  for (const auto& f : primitive_functions())
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+// ============================================================================================
+// Lexer and parser
+
+ParseError::ParseError(const std::string& message, int line, int column, std::string expected)
+    : std::runtime_error(message), line_(line), column_(column), expected_(std::move(expected)) {}
+
+namespace {
+
+enum class Tok { Number, Ident, Op, Newline, End };
+
+struct Token {
+  Tok type = Tok::End;
+  std::string text;
+  double number = 0.0;
+  int line = 1;
+  int column = 1;
+};
+
+std::string describe(const Token& t) {
+  switch (t.type) {
+    case Tok::Number: return "number '" + t.text + "'";
+    case Tok::Ident: return "name '" + t.text + "'";
+    case Tok::Op: return "'" + t.text + "'";
+    case Tok::Newline: return t.text == ";" ? "';'" : "end of line";
+    case Tok::End: return "end of input";
+  }
+  return "?";
+}
+
+[[noreturn]] void fail_at(const Token& t, const std::string& expected) {
+  std::ostringstream message;
+  message << "line " << t.line << ", column " << t.column << ": expected " << expected << ", found "
+          << describe(t);
+  throw ParseError(message.str(), t.line, t.column, expected);
+}
+
+std::vector<Token> lex(const std::string& text) {
+  std::vector<Token> tokens;
+  int line = 1, column = 1;
+  std::size_t i = 0;
+  int depth = 0;  // newlines inside parentheses are whitespace
+  auto advance = [&](std::size_t n) {
+    for (std::size_t k = 0; k < n; ++k) {
+      if (text[i] == '\n') {
+        ++line;
+        column = 1;
+      } else {
+        ++column;
+      }
+      ++i;
+    }
+  };
+  while (i < text.size()) {
+    char c = text[i];
+    if (c == '#') {  // comment to end of line
+      while (i < text.size() && text[i] != '\n') advance(1);
+      continue;
+    }
+    if (c == '\n' || c == ';') {
+      if (depth == 0) tokens.push_back({Tok::Newline, std::string(1, c), 0.0, line, column});
+      advance(1);
+      continue;
+    }
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      advance(1);
+      continue;
+    }
+    Token t;
+    t.line = line;
+    t.column = column;
+    if (std::isdigit(static_cast<unsigned char>(c)) ||
+        (c == '.' && i + 1 < text.size() && std::isdigit(static_cast<unsigned char>(text[i + 1])))) {
+      std::size_t j = i;
+      while (j < text.size() && (std::isdigit(static_cast<unsigned char>(text[j])) || text[j] == '.')) ++j;
+      if (j < text.size() && (text[j] == 'e' || text[j] == 'E')) {
+        std::size_t k = j + 1;
+        if (k < text.size() && (text[k] == '+' || text[k] == '-')) ++k;
+        if (k < text.size() && std::isdigit(static_cast<unsigned char>(text[k]))) {
+          j = k;
+          while (j < text.size() && std::isdigit(static_cast<unsigned char>(text[j]))) ++j;
+        }
+      }
+      t.type = Tok::Number;
+      t.text = text.substr(i, j - i);
+      if (std::count(t.text.begin(), t.text.end(), '.') > 1) {
+        Token bad = t;
+        bad.type = Tok::Op;
+        fail_at(bad, "a number");
+      }
+      t.number = std::strtod(t.text.c_str(), nullptr);
+      advance(j - i);
+      tokens.push_back(t);
+      continue;
+    }
+    if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
+      std::size_t j = i;
+      while (j < text.size() && (std::isalnum(static_cast<unsigned char>(text[j])) || text[j] == '_')) ++j;
+      t.type = Tok::Ident;
+      t.text = text.substr(i, j - i);
+      advance(j - i);
+      tokens.push_back(t);
+      continue;
+    }
+    static const char* two_char[] = {"**", "<=", ">=", "==", "!="};
+    std::string op;
+    for (const char* candidate : two_char)
+      if (text.compare(i, 2, candidate) == 0) op = candidate;
+    if (op.empty()) {
+      if (std::string("+-*/^()<>=,:").find(c) == std::string::npos) {
+        t.type = Tok::Op;
+        t.text = std::string(1, c);
+        fail_at(t, "a number, a name, an operator (+ - * / ^) or a parenthesis");
+      }
+      op = std::string(1, c);
+    }
+    if (op == "(") ++depth;
+    if (op == ")") depth = std::max(0, depth - 1);
+    t.type = Tok::Op;
+    t.text = op;
+    advance(op.size());
+    tokens.push_back(t);
+  }
+  Token end;
+  end.type = Tok::End;
+  end.line = line;
+  end.column = column;
+  tokens.push_back(end);
+  return tokens;
+}
+
+class Parser {
+ public:
+  Parser(std::vector<Token> tokens, const FunctionResolver& resolver, const std::map<std::string, Expr>& locals)
+      : tokens_(std::move(tokens)), resolver_(resolver), locals_(locals) {}
+
+  const Token& peek(std::size_t ahead = 0) const { return tokens_[std::min(pos_ + ahead, tokens_.size() - 1)]; }
+  const Token& next() { return tokens_[std::min(pos_++, tokens_.size() - 1)]; }
+  bool at_op(const char* op) const { return peek().type == Tok::Op && peek().text == op; }
+  bool accept(const char* op) {
+    if (!at_op(op)) return false;
+    ++pos_;
+    return true;
+  }
+  void expect(const char* op, const std::string& expected) {
+    if (!accept(op)) fail_at(peek(), expected);
+  }
+
+  Expr expression() {
+    Expr left = additive();
+    static const char* ops[] = {"<", "<=", ">", ">=", "==", "!="};
+    for (const char* op : ops) {
+      if (at_op(op)) {
+        ++pos_;
+        Expr right = additive();
+        return compare(op, left, right);
+      }
+    }
+    return left;
+  }
+
+  std::map<std::string, Expr>& locals() { return locals_; }
+  std::size_t pos() const { return pos_; }
+
+ private:
+  Expr additive() {
+    Expr left = term();
+    while (true) {
+      if (accept("+")) {
+        left = add(left, term());
+      } else if (accept("-")) {
+        left = sub(left, term());
+      } else {
+        return left;
+      }
+    }
+  }
+  Expr term() {
+    Expr left = unary();
+    while (true) {
+      if (accept("*")) {
+        left = mul(left, unary());
+      } else if (accept("/")) {
+        left = div(left, unary());
+      } else {
+        return left;
+      }
+    }
+  }
+  Expr unary() {
+    if (accept("-")) {
+      Expr operand = unary();
+      if (operand->kind == Kind::Number) return num(-operand->value);
+      return neg(operand);
+    }
+    if (accept("+")) return unary();
+    return power();
+  }
+  Expr power() {
+    Expr base = primary();
+    if (accept("^") || accept("**")) return pow(base, unary());
+    return base;
+  }
+  Expr primary() {
+    const Token& t = peek();
+    if (t.type == Tok::Number) {
+      ++pos_;
+      return num(t.number);
+    }
+    if (t.type == Tok::Op && t.text == "(") {
+      ++pos_;
+      Expr inner = expression();
+      expect(")", "')' to close the '(' at column " + std::to_string(t.column));
+      return inner;
+    }
+    if (t.type == Tok::Ident) {
+      Token name = next();
+      if (at_op("(")) return call_of(name);
+      if (name.text == "pi") return num(M_PI);
+      if (name.text == "e") return num(M_E);
+      auto local = locals_.find(name.text);
+      if (local != locals_.end()) return local->second;
+      return sym(name.text);
+    }
+    fail_at(t, "a number, a name, a function call or '('");
+  }
+
+  Expr call_of(const Token& name) {
+    expect("(", "'('");
+    std::vector<CallArgument> args;
+    if (!at_op(")")) {
+      while (true) {
+        CallArgument arg;
+        if (peek().type == Tok::Ident && peek(1).type == Tok::Op && peek(1).text == "=") {
+          arg.keyword = next().text;
+          ++pos_;
+        }
+        arg.value = expression();
+        args.push_back(arg);
+        if (accept(",")) continue;
+        if (at_op(")")) break;
+        fail_at(peek(), "',' or ')' in the arguments of " + name.text + "()");
+      }
+    }
+    expect(")", "')'");
+    if (const PrimitiveFunction* primitive = find_primitive(name.text)) {
+      std::vector<Expr> ordered(primitive->parameters.size());
+      std::size_t positional = 0;
+      for (const auto& arg : args) {
+        std::size_t index = positional;
+        if (!arg.keyword.empty()) {
+          auto it = std::find(primitive->parameters.begin(), primitive->parameters.end(), arg.keyword);
+          if (it == primitive->parameters.end()) {
+            Token at = name;
+            throw ParseError("line " + std::to_string(at.line) + ", column " + std::to_string(at.column) + ": " +
+                                 name.text + "() has no parameter '" + arg.keyword + "'",
+                             at.line, at.column, "one of the parameters of " + name.text);
+          }
+          index = static_cast<std::size_t>(it - primitive->parameters.begin());
+        } else {
+          ++positional;
+        }
+        if (index >= ordered.size()) {
+          throw ParseError("line " + std::to_string(name.line) + ", column " + std::to_string(name.column) + ": " +
+                               name.text + "() takes " + std::to_string(ordered.size()) + " argument(s), got " +
+                               std::to_string(args.size()),
+                           name.line, name.column, std::to_string(ordered.size()) + " argument(s)");
+        }
+        ordered[index] = arg.value;
+      }
+      for (std::size_t k = 0; k < ordered.size(); ++k) {
+        if (!ordered[k]) {
+          // clamp(x, min=0) style: a missing clamp bound means unbounded on that side.
+          if (name.text == "clamp" && k > 0) {
+            ordered[k] = num(k == 1 ? -INFINITY : INFINITY);
+            continue;
+          }
+          throw ParseError("line " + std::to_string(name.line) + ", column " + std::to_string(name.column) + ": " +
+                               name.text + "() is missing argument '" + primitive->parameters[k] + "'",
+                           name.line, name.column, std::to_string(ordered.size()) + " argument(s)");
+        }
+      }
+      if (name.text == "pow") return pow(ordered[0], ordered[1]);
+      if (name.text == "square") return pow(ordered[0], num(2));
+      if (name.text == "clamp") {
+        // One-sided clamps become relu-like max/min forms.
+        bool no_low = is_number(ordered[1]) && std::isinf(ordered[1]->value);
+        bool no_high = is_number(ordered[2]) && std::isinf(ordered[2]->value);
+        if (no_low && no_high) return ordered[0];
+      }
+      return call(name.text, ordered);
+    }
+    if (resolver_) {
+      try {
+        if (auto expanded = resolver_(name.text, args)) return *expanded;
+      } catch (const std::invalid_argument& error) {
+        throw ParseError("line " + std::to_string(name.line) + ", column " + std::to_string(name.column) + ": " +
+                             error.what(),
+                         name.line, name.column, "valid arguments for " + name.text);
+      }
+    }
+    std::string known;
+    for (const auto& f : primitive_functions()) known += (known.empty() ? "" : ", ") + f.name;
+    throw ParseError("line " + std::to_string(name.line) + ", column " + std::to_string(name.column) +
+                         ": unknown function '" + name.text + "'; expected a known function (" + known +
+                         ") or a catalogue activation (gelu, silu, mish, ...)",
+                     name.line, name.column, "a known function");
+  }
+
+  std::vector<Token> tokens_;
+  std::size_t pos_ = 0;
+  const FunctionResolver& resolver_;
+  std::map<std::string, Expr> locals_;
+};
+
+// Collects symbols in order of first appearance.
+void ordered_symbols(const Expr& e, std::vector<std::string>& out) {
+  if (e->kind == Kind::Symbol && std::find(out.begin(), out.end(), e->name) == out.end()) out.push_back(e->name);
+  for (const auto& a : e->args) ordered_symbols(a, out);
+}
+
+}  // namespace
+
+std::optional<ParamDecl> default_param_for_name(const std::string& name) {
+  static const std::set<std::string> channel_one = {"gamma", "weight", "scale", "w"};
+  static const std::set<std::string> channel_zero = {"beta", "bias", "shift"};
+  static const std::set<std::string> scalar = {"alpha", "theta", "lambda_", "tau", "kappa"};
+  if (channel_one.count(name)) return ParamDecl{name, ParamShape::Channel, 1.0, true};
+  if (channel_zero.count(name)) return ParamDecl{name, ParamShape::Channel, 0.0, true};
+  if (scalar.count(name)) return ParamDecl{name, ParamShape::Scalar, 1.0, true};
+  return std::nullopt;
+}
+
+Program parse_program(const std::string& text, const FunctionResolver& resolver) {
+  std::vector<Token> tokens = lex(text);
+  Parser parser(tokens, resolver, {});
+  Program program;
+  std::vector<ParamDecl> declared;
+  Expr last;
+  std::string last_name = "y";
+  // Statement boundaries are found on the token stream: IDENT '=' starts an assignment.
+  std::size_t index = 0;
+  auto skip_newlines = [&] {
+    while (parser.peek().type == Tok::Newline) parser.next();
+  };
+  (void)index;
+  skip_newlines();
+  if (parser.peek().type == Tok::End) fail_at(parser.peek(), "an expression such as 'y = relu(x)^2'");
+  while (parser.peek().type != Tok::End) {
+    const Token& first = parser.peek();
+    if (first.type == Tok::Ident && first.text == "param" && parser.peek(1).type == Tok::Ident) {
+      parser.next();
+      ParamDecl decl;
+      decl.name = parser.next().text;
+      if (auto guess = default_param_for_name(decl.name)) decl = *guess;
+      if (parser.accept(":")) {
+        const Token& shape = parser.next();
+        if (shape.type != Tok::Ident || (shape.text != "scalar" && shape.text != "channel"))
+          fail_at(shape, "'scalar' or 'channel'");
+        decl.shape = shape.text == "scalar" ? ParamShape::Scalar : ParamShape::Channel;
+      }
+      if (parser.accept("=")) {
+        bool negative = parser.accept("-");
+        const Token& value = parser.next();
+        if (value.type != Tok::Number) fail_at(value, "a number (the parameter's initial value)");
+        decl.init = negative ? -value.number : value.number;
+      }
+      if (parser.peek().type == Tok::Ident && parser.peek().text == "fixed") {
+        parser.next();
+        decl.learnable = false;
+      }
+      declared.push_back(decl);
+    } else {
+      std::string target;
+      if (first.type == Tok::Ident && parser.peek(1).type == Tok::Op && parser.peek(1).text == "=") {
+        target = parser.next().text;
+        parser.next();
+      }
+      Expr value = parser.expression();
+      if (target.empty()) target = "y";
+      parser.locals()[target] = value;
+      last = value;
+      last_name = target;
+    }
+    const Token& after = parser.peek();
+    if (after.type == Tok::End) break;
+    if (after.type != Tok::Newline) fail_at(after, "an operator, ';' or the end of the line");
+    skip_newlines();
+  }
+  if (!last) fail_at(parser.peek(), "an assignment such as 'y = relu(x)^2'");
+  program.output = last_name;
+  program.expression = last;
+  std::vector<std::string> names;
+  ordered_symbols(last, names);
+  for (const auto& name : names) {
+    auto it = std::find_if(declared.begin(), declared.end(), [&](const ParamDecl& d) { return d.name == name; });
+    if (it != declared.end()) {
+      program.params.push_back(*it);
+    } else if (auto guess = default_param_for_name(name)) {
+      program.params.push_back(*guess);
+    } else {
+      program.inputs.push_back(name);
+    }
+  }
+  return program;
+}
+
+Expr parse_expression(const std::string& text, const FunctionResolver& resolver) {
+  return parse_program(text, resolver).expression;
+}
+
+// ============================================================================================
+// Evaluation
+
+namespace {
+template <typename T>
+T stable_sigmoid(T x) {
+  if (x >= T(0)) return T(1) / (T(1) + std::exp(-x));
+  T z = std::exp(x);
+  return z / (T(1) + z);
+}
+template <typename T>
+T stable_softplus(T x) {
+  return std::log1p(std::exp(-std::fabs(x))) + std::max(x, T(0));
+}
+
+template <typename T>
+T evaluate(const Expr& e, const Environment& env) {
+  switch (e->kind) {
+    case Kind::Number: return static_cast<T>(e->value);
+    case Kind::Symbol: {
+      auto it = env.find(e->name);
+      if (it == env.end()) throw std::invalid_argument("no value for symbol '" + e->name + "'");
+      return static_cast<T>(it->second);
+    }
+    case Kind::Add: return evaluate<T>(e->args[0], env) + evaluate<T>(e->args[1], env);
+    case Kind::Sub: return evaluate<T>(e->args[0], env) - evaluate<T>(e->args[1], env);
+    case Kind::Mul: return evaluate<T>(e->args[0], env) * evaluate<T>(e->args[1], env);
+    case Kind::Div: return evaluate<T>(e->args[0], env) / evaluate<T>(e->args[1], env);
+    case Kind::Neg: return -evaluate<T>(e->args[0], env);
+    case Kind::Pow: {
+      T base = evaluate<T>(e->args[0], env);
+      if (is_number(e->args[1])) {
+        double n = e->args[1]->value;
+        if (n == std::floor(n) && std::fabs(n) <= 16) {  // integer powers as products, as the codegen
+          T result = T(1);
+          for (int k = 0; k < static_cast<int>(std::fabs(n)); ++k) result *= base;
+          return n < 0 ? T(1) / result : result;
+        }
+      }
+      return std::pow(base, evaluate<T>(e->args[1], env));
+    }
+    case Kind::Compare: {
+      T a = evaluate<T>(e->args[0], env), b = evaluate<T>(e->args[1], env);
+      const std::string& op = e->name;
+      bool r = op == "<" ? a < b : op == "<=" ? a <= b : op == ">" ? a > b : op == ">=" ? a >= b : op == "==" ? a == b : a != b;
+      return r ? T(1) : T(0);
+    }
+    case Kind::Call: break;
+  }
+  const std::string& f = e->name;
+  if (f == "where") return evaluate<T>(e->args[0], env) != T(0) ? evaluate<T>(e->args[1], env) : evaluate<T>(e->args[2], env);
+  T x = evaluate<T>(e->args[0], env);
+  if (f == "exp") return std::exp(x);
+  if (f == "log") return std::log(x);
+  if (f == "log1p") return std::log1p(x);
+  if (f == "expm1") return std::expm1(x);
+  if (f == "sqrt") return std::sqrt(x);
+  if (f == "rsqrt") return T(1) / std::sqrt(x);
+  if (f == "tanh") return std::tanh(x);
+  if (f == "sigmoid") return stable_sigmoid(x);
+  if (f == "erf") return std::erf(x);
+  if (f == "abs") return std::fabs(x);
+  if (f == "relu") return x > T(0) ? x : T(0);
+  if (f == "softplus") return stable_softplus(x);
+  if (f == "step") return x > T(0) ? T(1) : T(0);
+  if (f == "sign") return x > T(0) ? T(1) : x < T(0) ? T(-1) : T(0);
+  if (f == "sin") return std::sin(x);
+  if (f == "cos") return std::cos(x);
+  if (f == "max") return std::max(x, evaluate<T>(e->args[1], env));
+  if (f == "min") return std::min(x, evaluate<T>(e->args[1], env));
+  if (f == "clamp") return std::min(std::max(x, evaluate<T>(e->args[1], env)), evaluate<T>(e->args[2], env));
+  throw std::invalid_argument("cannot evaluate function '" + f + "'");
+}
+}  // namespace
+
+double eval_f64(const Expr& e, const Environment& env) { return evaluate<double>(e, env); }
+float eval_f32(const Expr& e, const Environment& env) { return evaluate<float>(e, env); }
+
+// ============================================================================================
+// Differentiation
+
+Expr differentiate(const Expr& e, const std::string& v) {
+  if (!free_symbols(e).count(v)) return num(0);
+  const auto& a = e->args;
+  switch (e->kind) {
+    case Kind::Number: return num(0);
+    case Kind::Symbol: return num(e->name == v ? 1 : 0);
+    case Kind::Add: return add(differentiate(a[0], v), differentiate(a[1], v));
+    case Kind::Sub: return sub(differentiate(a[0], v), differentiate(a[1], v));
+    case Kind::Neg: return neg(differentiate(a[0], v));
+    case Kind::Mul: return add(mul(differentiate(a[0], v), a[1]), mul(a[0], differentiate(a[1], v)));
+    case Kind::Div: {
+      Expr da = differentiate(a[0], v);
+      if (!free_symbols(a[1]).count(v)) return div(da, a[1]);
+      return sub(div(da, a[1]), div(mul(a[0], differentiate(a[1], v)), pow(a[1], num(2))));
+    }
+    case Kind::Pow: {
+      Expr da = differentiate(a[0], v);
+      if (!free_symbols(a[1]).count(v)) return mul(mul(a[1], pow(a[0], sub(a[1], num(1)))), da);
+      // a^b (b' log a + b a'/a)
+      return mul(e, add(mul(differentiate(a[1], v), call("log", {a[0]})), div(mul(a[1], da), a[0])));
+    }
+    case Kind::Compare: return num(0);
+    case Kind::Call: break;
+  }
+  const std::string& f = e->name;
+  if (f == "where") return call("where", {a[0], differentiate(a[1], v), differentiate(a[2], v)});
+  if (f == "step" || f == "sign") return num(0);
+  if (f == "max" || f == "min") {
+    Expr da = differentiate(a[0], v), db = differentiate(a[1], v);
+    const char* wins = f == "max" ? ">" : "<";
+    const char* loses = f == "max" ? "<" : ">";
+    return call("where", {compare(wins, a[0], a[1]), da,
+                          call("where", {compare(loses, a[0], a[1]), db, mul(num(0.5), add(da, db))})});
+  }
+  if (f == "clamp") {
+    Expr dx = differentiate(a[0], v);
+    return call("where", {compare("<", a[0], a[1]), differentiate(a[1], v),
+                          call("where", {compare(">", a[0], a[2]), differentiate(a[2], v), dx})});
+  }
+  Expr u = a[0];
+  Expr du = differentiate(u, v);
+  Expr outer;
+  if (f == "exp") outer = e;
+  else if (f == "log") return div(du, u);
+  else if (f == "log1p") return div(du, add(num(1), u));
+  else if (f == "expm1") outer = call("exp", {u});
+  else if (f == "sqrt") return div(mul(num(0.5), du), e);
+  else if (f == "rsqrt") outer = mul(num(-0.5), pow(e, num(3)));
+  else if (f == "tanh") outer = sub(num(1), pow(e, num(2)));
+  else if (f == "sigmoid") outer = mul(e, sub(num(1), e));
+  else if (f == "erf") outer = mul(num(2.0 / std::sqrt(M_PI)), call("exp", {neg(pow(u, num(2)))}));
+  else if (f == "abs") outer = call("sign", {u});
+  else if (f == "relu") outer = call("step", {u});
+  else if (f == "softplus") outer = call("sigmoid", {u});
+  else if (f == "sin") outer = call("cos", {u});
+  else if (f == "cos") outer = neg(call("sin", {u}));
+  else throw std::invalid_argument("cannot differentiate function '" + f + "'");
+  return mul(outer, du);
+}
+
+// ============================================================================================
+// Simplification
+
+namespace {
+
+bool is_int(double v) { return v == std::floor(v) && std::fabs(v) < 1e15; }
+
+bool is_call(const Expr& e, const char* f) { return e->kind == Kind::Call && e->name == f; }
+
+// 1 + u or u + 1 -> u (else nullptr)
+Expr one_plus(const Expr& e) {
+  if (e->kind != Kind::Add) return nullptr;
+  if (is_number(e->args[0], 1)) return e->args[1];
+  if (is_number(e->args[1], 1)) return e->args[0];
+  return nullptr;
+}
+
+Expr rule(const Expr& e) {
+  const auto& a = e->args;
+  switch (e->kind) {
+    case Kind::Number:
+    case Kind::Symbol: return e;
+    case Kind::Add: {
+      if (is_number(a[0]) && is_number(a[1])) return num(a[0]->value + a[1]->value);
+      if (is_number(a[0], 0)) return a[1];
+      if (is_number(a[1], 0)) return a[0];
+      if (is_number(a[0]) && !is_number(a[1])) return add(a[1], a[0]);
+      if (a[1]->kind == Kind::Neg) return sub(a[0], a[1]->args[0]);
+      if (a[0]->kind == Kind::Neg) return sub(a[1], a[0]->args[0]);
+      if (is_number(a[1]) && a[1]->value < 0) return sub(a[0], num(-a[1]->value));
+      if (equal(a[0], a[1])) return mul(num(2), a[0]);
+      // (u + c1) + c2
+      if (is_number(a[1]) && a[0]->kind == Kind::Add && is_number(a[0]->args[1]))
+        return add(a[0]->args[0], num(a[0]->args[1]->value + a[1]->value));
+      return e;
+    }
+    case Kind::Sub: {
+      if (is_number(a[0]) && is_number(a[1])) return num(a[0]->value - a[1]->value);
+      if (is_number(a[1], 0)) return a[0];
+      if (is_number(a[0], 0)) return neg(a[1]);
+      if (equal(a[0], a[1])) return num(0);
+      if (a[1]->kind == Kind::Neg) return add(a[0], a[1]->args[0]);
+      if (is_number(a[1]) && a[1]->value < 0) return add(a[0], num(-a[1]->value));
+      if (is_call(a[0], "exp") && is_number(a[1], 1)) return call("expm1", {a[0]->args[0]});
+      return e;
+    }
+    case Kind::Mul: {
+      if (is_number(a[0]) && is_number(a[1])) return num(a[0]->value * a[1]->value);
+      if (is_number(a[0], 0) || is_number(a[1], 0)) return num(0);
+      if (is_number(a[0], 1)) return a[1];
+      if (is_number(a[1], 1)) return a[0];
+      if (is_number(a[0], -1)) return neg(a[1]);
+      if (is_number(a[1], -1)) return neg(a[0]);
+      if (is_number(a[1])) return mul(a[1], a[0]);  // constants to the left
+      if (is_number(a[0]) && a[1]->kind == Kind::Mul && is_number(a[1]->args[0]))
+        return mul(num(a[0]->value * a[1]->args[0]->value), a[1]->args[1]);
+      if (is_number(a[0]) && a[1]->kind == Kind::Neg) return mul(num(-a[0]->value), a[1]->args[0]);
+      if (a[0]->kind == Kind::Neg) return neg(mul(a[0]->args[0], a[1]));
+      if (a[1]->kind == Kind::Neg) return neg(mul(a[0], a[1]->args[0]));
+      if (equal(a[0], a[1])) return pow(a[0], num(2));
+      if (a[1]->kind == Kind::Div && is_number(a[1]->args[0], 1)) return div(a[0], a[1]->args[1]);
+      if (a[0]->kind == Kind::Div && is_number(a[0]->args[0], 1)) return div(a[1], a[0]->args[1]);
+      // x^n * x -> x^(n+1), x * x^n -> x^(n+1)
+      if (a[0]->kind == Kind::Pow && is_number(a[0]->args[1]) && equal(a[0]->args[0], a[1]))
+        return pow(a[1], num(a[0]->args[1]->value + 1));
+      if (a[1]->kind == Kind::Pow && is_number(a[1]->args[1]) && equal(a[1]->args[0], a[0]))
+        return pow(a[0], num(a[1]->args[1]->value + 1));
+      // (c * u) * v -> c * (u * v): constants float to the front
+      if (a[0]->kind == Kind::Mul && is_number(a[0]->args[0]) && !is_number(a[1]))
+        return mul(a[0]->args[0], mul(a[0]->args[1], a[1]));
+      if (a[1]->kind == Kind::Mul && is_number(a[1]->args[0]) && !is_number(a[0]))
+        return mul(a[1]->args[0], mul(a[0], a[1]->args[1]));
+      return e;
+    }
+    case Kind::Div: {
+      if (is_number(a[0]) && is_number(a[1]) && a[1]->value != 0) return num(a[0]->value / a[1]->value);
+      if (is_number(a[0], 0)) return num(0);
+      if (is_number(a[1], 1)) return a[0];
+      if (is_number(a[1], -1)) return neg(a[0]);
+      if (equal(a[0], a[1])) return num(1);
+      if (a[0]->kind == Kind::Neg) return neg(div(a[0]->args[0], a[1]));
+      // Safe forms: 1 / (1 + exp(-u)) -> sigmoid(u); exp(u) / (1 + exp(u)) -> sigmoid(u)
+      if (Expr inner = one_plus(a[1])) {
+        if (is_number(a[0], 1) && is_call(inner, "exp")) {
+          const Expr& z = inner->args[0];
+          return call("sigmoid", {z->kind == Kind::Neg ? z->args[0] : neg(z)});
+        }
+        if (is_call(a[0], "exp") && is_call(inner, "exp") && equal(a[0]->args[0], inner->args[0]))
+          return call("sigmoid", {a[0]->args[0]});
+      }
+      return e;
+    }
+    case Kind::Pow: {
+      if (is_number(a[0]) && is_number(a[1])) return num(std::pow(a[0]->value, a[1]->value));
+      if (is_number(a[1], 0)) return num(1);
+      if (is_number(a[1], 1)) return a[0];
+      if (is_number(a[0], 1)) return num(1);
+      if (is_number(a[0], 0) && is_number(a[1]) && a[1]->value > 0) return num(0);
+      if (a[0]->kind == Kind::Pow && is_number(a[0]->args[1]) && is_number(a[1]) && is_int(a[0]->args[1]->value) &&
+          is_int(a[1]->value))
+        return pow(a[0]->args[0], num(a[0]->args[1]->value * a[1]->value));
+      if (is_number(a[1], 0.5)) return call("sqrt", {a[0]});
+      if (is_number(a[1], -0.5)) return call("rsqrt", {a[0]});
+      // (-u)^n for even integer n -> u^n
+      if (a[0]->kind == Kind::Neg && is_number(a[1]) && is_int(a[1]->value) &&
+          static_cast<long long>(a[1]->value) % 2 == 0)
+        return pow(a[0]->args[0], a[1]);
+      return e;
+    }
+    case Kind::Neg: {
+      if (is_number(a[0])) return num(-a[0]->value);
+      if (a[0]->kind == Kind::Neg) return a[0]->args[0];
+      if (a[0]->kind == Kind::Sub) return sub(a[0]->args[1], a[0]->args[0]);
+      if (a[0]->kind == Kind::Mul && is_number(a[0]->args[0])) return mul(num(-a[0]->args[0]->value), a[0]->args[1]);
+      return e;
+    }
+    case Kind::Compare: {
+      if (is_number(a[0]) && is_number(a[1])) return num(eval_f64(e, {}));
+      return e;
+    }
+    case Kind::Call: {
+      const std::string& f = e->name;
+      if (f == "where") {
+        if (is_number(a[0])) return a[0]->value != 0 ? a[1] : a[2];
+        if (equal(a[1], a[2])) return a[1];
+        return e;
+      }
+      bool all_numbers = std::all_of(a.begin(), a.end(), [](const Expr& x) { return is_number(x); });
+      if (all_numbers) {
+        double value = eval_f64(e, {});
+        if (std::isfinite(value)) return num(value);
+      }
+      // Safe forms.
+      if (f == "log") {
+        if (Expr inner = one_plus(a[0])) {
+          if (is_call(inner, "exp")) return call("softplus", {inner->args[0]});
+          return call("log1p", {inner});
+        }
+        if (is_call(a[0], "exp")) return a[0]->args[0];
+      }
+      if (f == "log1p" && is_call(a[0], "exp")) return call("softplus", {a[0]->args[0]});
+      if (f == "exp" && is_call(a[0], "log")) return a[0]->args[0];
+      if (f == "max" && is_number(a[1], 0)) return call("relu", {a[0]});
+      if (f == "max" && is_number(a[0], 0)) return call("relu", {a[1]});
+      if (f == "sqrt" && a[0]->kind == Kind::Pow && is_number(a[0]->args[1], 2)) return call("abs", {a[0]->args[0]});
+      if (f == "abs" && a[0]->kind == Kind::Neg) return call("abs", {a[0]->args[0]});
+      return e;
+    }
+  }
+  return e;
+}
+
+Expr simplify_once(const Expr& e) {
+  if (e->args.empty()) return e;
+  std::vector<Expr> args;
+  bool changed = false;
+  for (const auto& a : e->args) {
+    args.push_back(simplify_once(a));
+    changed = changed || args.back() != a;
+  }
+  Expr rebuilt = changed ? make(e->kind, std::move(args), e->name, e->value) : e;
+  return rule(rebuilt);
+}
+
+}  // namespace
+
+Expr simplify(const Expr& e) {
+  Expr current = e;
+  for (int pass = 0; pass < 32; ++pass) {
+    Expr next = simplify_once(current);
+    if (equal(next, current)) return next;
+    current = next;
+  }
+  return current;
+}
+
+Expr derivative(const Expr& e, const std::string& variable) { return simplify(differentiate(e, variable)); }
+
+}  // namespace liger::kernel_dev

@@ -1,0 +1,143 @@
+// kernel-dev's expression language: an immutable expression IR, a lexer and recursive-descent
+// parser, an fp64/fp32 evaluator with the numerically safe forms the generated CUDA uses,
+// symbolic differentiation and simplification.
+//
+// Grammar (statements separated by ';' or newlines; the last assignment is the output):
+//   program    := statement { (';' | NEWLINE) statement }
+//   statement  := IDENT '=' expr
+//               | 'param' IDENT [ ':' ('scalar' | 'channel') ] [ '=' NUMBER ] [ 'fixed' ]
+//   expr       := comparison
+//   comparison := additive [ ('<' | '<=' | '>' | '>=' | '==' | '!=') additive ]
+//   additive   := term { ('+' | '-') term }
+//   term       := unary { ('*' | '/') unary }
+//   unary      := ('-' | '+') unary | power
+//   power      := postfix [ ('^' | '**') unary ]          (right-associative, binds tighter than unary minus on its left: -x^2 = -(x^2))
+//   postfix    := primary
+//   primary    := NUMBER | IDENT | IDENT '(' [ arg { ',' arg } ] ')' | '(' expr ')'
+//   arg        := [ IDENT '=' ] expr
+// Named constants: pi, e. Functions: see primitive_functions(); other names resolve through a
+// FunctionResolver (the activation catalogue: gelu(a), silu(x), leaky_relu(x, 0.2)...).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace liger::kernel_dev {
+
+enum class Kind { Number, Symbol, Add, Sub, Mul, Div, Pow, Neg, Call, Compare };
+
+struct Node;
+using Expr = std::shared_ptr<const Node>;
+
+struct Node {
+  Kind kind = Kind::Number;
+  double value = 0.0;      // Number
+  std::string name;        // Symbol name, Call function name, Compare operator ("<", ">=", ...)
+  std::vector<Expr> args;  // operands
+};
+
+// Constructors (no simplification; see simplify()).
+Expr num(double value);
+Expr sym(const std::string& name);
+Expr add(Expr a, Expr b);
+Expr sub(Expr a, Expr b);
+Expr mul(Expr a, Expr b);
+Expr div(Expr a, Expr b);
+Expr pow(Expr a, Expr b);
+Expr neg(Expr a);
+Expr call(const std::string& function, std::vector<Expr> args);
+Expr compare(const std::string& op, Expr a, Expr b);
+
+bool is_number(const Expr& e, double value);
+bool is_number(const Expr& e);
+// Structural equality.
+bool equal(const Expr& a, const Expr& b);
+// Infix text with minimal parentheses; parses back to an equal expression.
+std::string to_string(const Expr& e);
+std::set<std::string> free_symbols(const Expr& e);
+Expr substitute(const Expr& e, const std::map<std::string, Expr>& bindings);
+bool contains_function(const Expr& e, const std::string& function);
+// Number of nodes (used to report how much simplification removed).
+std::size_t node_count(const Expr& e);
+
+// --------------------------------------------------------------------------------------------
+// Functions the IR knows natively (evaluation, differentiation, CUDA emission).
+struct PrimitiveFunction {
+  std::string name;
+  std::vector<std::string> parameters;  // positional names (keyword arguments use them)
+  std::string description;
+};
+const std::vector<PrimitiveFunction>& primitive_functions();
+const PrimitiveFunction* find_primitive(const std::string& name);
+
+// --------------------------------------------------------------------------------------------
+// Parsing.
+class ParseError : public std::runtime_error {
+ public:
+  ParseError(const std::string& message, int line, int column, std::string expected);
+  int line() const { return line_; }
+  int column() const { return column_; }
+  const std::string& expected() const { return expected_; }
+
+ private:
+  int line_;
+  int column_;
+  std::string expected_;
+};
+
+struct CallArgument {
+  std::string keyword;  // "" when positional
+  Expr value;
+};
+
+// Expands a call to a non-primitive function (catalogue activations used as functions).
+// Returns nullopt when the name is unknown; throws std::invalid_argument for bad arguments.
+using FunctionResolver =
+    std::function<std::optional<Expr>(const std::string& name, const std::vector<CallArgument>& args)>;
+
+enum class ParamShape { Scalar, Channel };
+
+struct ParamDecl {
+  std::string name;
+  ParamShape shape = ParamShape::Scalar;
+  double init = 1.0;
+  bool learnable = true;
+};
+
+struct Program {
+  std::string output = "y";
+  Expr expression;                 // the output with every intermediate assignment substituted
+  std::vector<std::string> inputs; // tensor inputs, in order of first appearance
+  std::vector<ParamDecl> params;   // learnable parameters and fixed (module) parameters
+};
+
+// Parses `text`. Names that are neither assigned, declared params, constants, nor recognised
+// learnable-parameter names (alpha, beta, gamma, weight, bias, scale, shift...) are inputs.
+// Throws ParseError naming line, column and what was expected.
+Program parse_program(const std::string& text, const FunctionResolver& resolver = {});
+Expr parse_expression(const std::string& text, const FunctionResolver& resolver = {});
+
+// Heuristic shape/initial value for a parameter named in an expression without a declaration.
+std::optional<ParamDecl> default_param_for_name(const std::string& name);
+
+// --------------------------------------------------------------------------------------------
+// Evaluation with the same numerically safe forms the generated code uses (sigmoid by the
+// sign-split formula, softplus as log1p(exp(-|x|)) + max(x, 0), relu'(0) = 0).
+using Environment = std::map<std::string, double>;
+double eval_f64(const Expr& e, const Environment& env);
+float eval_f32(const Expr& e, const Environment& env);
+
+// --------------------------------------------------------------------------------------------
+// Calculus and rewriting.
+Expr differentiate(const Expr& e, const std::string& variable);  // raw, unsimplified
+Expr simplify(const Expr& e);
+// d e / d variable, simplified.
+Expr derivative(const Expr& e, const std::string& variable);
+
+}  // namespace liger::kernel_dev

@@ -1,0 +1,1008 @@
+#include "workflows/kernel_dev/pytorch.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace liger::kernel_dev {
+
+namespace {
+
+// A rejection travelling up from wherever the problem was found.
+struct Reject {
+  std::string message;
+  int tier = 0;
+};
+
+// --------------------------------------------------------------------------------------------
+// Logical lines: physical lines joined while brackets are open or a line ends in '\'.
+struct LogicalLine {
+  int number = 0;   // first physical line, 1-based
+  int indent = 0;
+  std::string text; // comment stripped, joined
+  std::string raw;  // the first physical line as written
+};
+
+std::string strip_comment(const std::string& line) {
+  char quote = 0;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    char c = line[i];
+    if (quote) {
+      if (c == '\\') ++i;
+      else if (c == quote) quote = 0;
+    } else if (c == '"' || c == '\'') {
+      quote = c;
+    } else if (c == '#') {
+      return line.substr(0, i);
+    }
+  }
+  return line;
+}
+
+std::vector<LogicalLine> logical_lines(const std::string& source) {
+  std::vector<std::string> physical;
+  std::istringstream in(source);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    physical.push_back(line);
+  }
+  std::vector<LogicalLine> out;
+  bool in_docstring = false;
+  std::string docstring_quote;
+  for (std::size_t i = 0; i < physical.size(); ++i) {
+    std::string text = physical[i];
+    std::string trimmed = text.substr(std::min(text.find_first_not_of(" \t"), text.size()));
+    if (in_docstring) {
+      if (trimmed.find(docstring_quote) != std::string::npos) in_docstring = false;
+      continue;
+    }
+    if (trimmed.rfind("\"\"\"", 0) == 0 || trimmed.rfind("'''", 0) == 0) {
+      docstring_quote = trimmed.substr(0, 3);
+      if (trimmed.size() < 6 || trimmed.find(docstring_quote, 3) == std::string::npos) in_docstring = true;
+      continue;
+    }
+    LogicalLine logical;
+    logical.number = static_cast<int>(i) + 1;
+    logical.raw = text;
+    logical.indent = static_cast<int>(text.find_first_not_of(" \t"));
+    std::string joined = strip_comment(text);
+    auto depth_of = [](const std::string& s) {
+      int depth = 0;
+      char quote = 0;
+      for (std::size_t k = 0; k < s.size(); ++k) {
+        char c = s[k];
+        if (quote) {
+          if (c == '\\') ++k;
+          else if (c == quote) quote = 0;
+        } else if (c == '"' || c == '\'') quote = c;
+        else if (c == '(' || c == '[' || c == '{') ++depth;
+        else if (c == ')' || c == ']' || c == '}') --depth;
+      }
+      return depth;
+    };
+    while (i + 1 < physical.size() &&
+           (depth_of(joined) > 0 || (!joined.empty() && joined.find_last_not_of(" \t") != std::string::npos &&
+                                     joined[joined.find_last_not_of(" \t")] == '\\'))) {
+      std::size_t last = joined.find_last_not_of(" \t");
+      if (last != std::string::npos && joined[last] == '\\') joined = joined.substr(0, last);
+      joined += " " + strip_comment(physical[++i]);
+    }
+    std::size_t first = joined.find_first_not_of(" \t");
+    if (first == std::string::npos) continue;
+    logical.text = joined.substr(first);
+    while (!logical.text.empty() && std::isspace(static_cast<unsigned char>(logical.text.back()))) logical.text.pop_back();
+    out.push_back(logical);
+  }
+  return out;
+}
+
+// --------------------------------------------------------------------------------------------
+// Python expression tokens.
+enum class PyTok { Number, Name, String, Op, End };
+struct PyToken {
+  PyTok type = PyTok::End;
+  std::string text;
+  double number = 0.0;
+};
+
+std::vector<PyToken> py_lex(const std::string& text) {
+  std::vector<PyToken> out;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    char c = text[i];
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      ++i;
+      continue;
+    }
+    PyToken t;
+    if (std::isdigit(static_cast<unsigned char>(c)) ||
+        (c == '.' && i + 1 < text.size() && std::isdigit(static_cast<unsigned char>(text[i + 1])))) {
+      std::size_t j = i;
+      while (j < text.size() && (std::isdigit(static_cast<unsigned char>(text[j])) || text[j] == '.' || text[j] == '_')) ++j;
+      if (j < text.size() && (text[j] == 'e' || text[j] == 'E')) {
+        std::size_t k = j + 1;
+        if (k < text.size() && (text[k] == '+' || text[k] == '-')) ++k;
+        while (k < text.size() && std::isdigit(static_cast<unsigned char>(text[k]))) ++k;
+        j = k;
+      }
+      t.type = PyTok::Number;
+      t.text = text.substr(i, j - i);
+      std::string digits;
+      for (char d : t.text)
+        if (d != '_') digits += d;
+      t.number = std::strtod(digits.c_str(), nullptr);
+      i = j;
+    } else if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
+      std::size_t j = i;
+      while (j < text.size() && (std::isalnum(static_cast<unsigned char>(text[j])) || text[j] == '_')) ++j;
+      t.type = PyTok::Name;
+      t.text = text.substr(i, j - i);
+      i = j;
+    } else if (c == '"' || c == '\'') {
+      std::size_t j = i + 1;
+      while (j < text.size() && text[j] != c) j += text[j] == '\\' ? 2 : 1;
+      t.type = PyTok::String;
+      t.text = text.substr(i + 1, j - i - 1);
+      i = std::min(j + 1, text.size());
+    } else {
+      static const char* ops[] = {"**", "<=", ">=", "==", "!=", "//", "->"};
+      t.type = PyTok::Op;
+      t.text = std::string(1, c);
+      for (const char* op : ops)
+        if (text.compare(i, 2, op) == 0) t.text = op;
+      i += t.text.size();
+    }
+    out.push_back(t);
+  }
+  out.push_back(PyToken{});
+  return out;
+}
+
+// --------------------------------------------------------------------------------------------
+// Values during translation.
+struct Value {
+  enum Type { Tensor, String, Path, Method, Module, None, Tuple } type = None;
+  Expr expr;                 // Tensor
+  std::string text;          // String literal / dotted path / module functional name
+  Expr receiver;             // Method
+  std::vector<std::pair<std::string, Value>> module_args;  // Module: constructor arguments
+  std::vector<Value> items;  // Tuple
+};
+
+Value tensor(Expr e) {
+  Value v;
+  v.type = Value::Tensor;
+  v.expr = std::move(e);
+  return v;
+}
+
+struct Arg {
+  std::string keyword;
+  Value value;
+};
+
+// Functions (torch., F., nn.functional.) that are reductions or GEMMs: not Tier 1.
+const std::map<std::string, std::pair<int, std::string>>& non_elementwise() {
+  static const std::map<std::string, std::pair<int, std::string>> table = {
+      {"sum", {2, "a reduction over a dimension"}},
+      {"mean", {2, "a reduction over a dimension"}},
+      {"var", {2, "a reduction (variance) over a dimension"}},
+      {"std", {2, "a reduction (standard deviation) over a dimension"}},
+      {"norm", {2, "a norm over a dimension"}},
+      {"prod", {2, "a reduction over a dimension"}},
+      {"amax", {2, "a reduction over a dimension"}},
+      {"amin", {2, "a reduction over a dimension"}},
+      {"argmax", {2, "a reduction over a dimension"}},
+      {"argmin", {2, "a reduction over a dimension"}},
+      {"logsumexp", {2, "a reduction (log-sum-exp) over a dimension"}},
+      {"cumsum", {2, "a scan over a dimension"}},
+      {"cumprod", {2, "a scan over a dimension"}},
+      {"softmax", {2, "softmax, a row-wise reduction"}},
+      {"log_softmax", {2, "log-softmax, a row-wise reduction"}},
+      {"softmin", {2, "softmin, a row-wise reduction"}},
+      {"layer_norm", {2, "layer normalisation, a row-wise reduction"}},
+      {"rms_norm", {2, "RMS normalisation, a row-wise reduction"}},
+      {"group_norm", {2, "group normalisation, a reduction over groups"}},
+      {"batch_norm", {2, "batch normalisation, a reduction over the batch"}},
+      {"instance_norm", {2, "instance normalisation, a reduction"}},
+      {"normalize", {2, "L-p normalisation, a row-wise reduction"}},
+      {"glu", {1, "glu splits a dimension in halves (use the gated form c = sigmoid(a) * b on separate inputs)"}},
+      {"topk", {2, "top-k selection over a dimension"}},
+      {"sort", {2, "sorting over a dimension"}},
+      {"matmul", {3, "a matrix multiplication (GEMM)"}},
+      {"mm", {3, "a matrix multiplication (GEMM)"}},
+      {"bmm", {3, "a batched matrix multiplication (GEMM)"}},
+      {"linear", {3, "a linear layer (GEMM)"}},
+      {"einsum", {3, "an einsum contraction"}},
+      {"conv1d", {3, "a convolution"}},
+      {"conv2d", {3, "a convolution"}},
+      {"cross_entropy", {3, "cross-entropy, a fused softmax + loss"}},
+      {"nll_loss", {3, "a loss with a reduction"}},
+      {"kl_div", {2, "KL divergence with a reduction"}},
+      {"mse_loss", {2, "a loss with a reduction"}},
+      {"scaled_dot_product_attention", {3, "attention (GEMMs + softmax)"}},
+      {"dropout", {0, "dropout is random (needs an RNG state), not a deterministic element-wise op"}},
+      {"embedding", {3, "an embedding lookup (indexing)"}},
+  };
+  return table;
+}
+
+// nn.<Class> modules -> functional name.
+const std::map<std::string, std::string>& module_functionals() {
+  static const std::map<std::string, std::string> table = {
+      {"ReLU", "relu"},           {"GELU", "gelu"},           {"SiLU", "silu"},         {"Tanh", "tanh"},
+      {"Sigmoid", "sigmoid"},     {"LeakyReLU", "leaky_relu"}, {"ELU", "elu"},          {"CELU", "celu"},
+      {"SELU", "selu"},           {"Softplus", "softplus"},   {"Mish", "mish"},         {"Hardswish", "hardswish"},
+      {"Hardsigmoid", "hardsigmoid"}, {"Hardtanh", "hardtanh"}, {"ReLU6", "relu6"},     {"Softsign", "softsign"},
+      {"Tanhshrink", "tanhshrink"}, {"LogSigmoid", "logsigmoid"}, {"Identity", "identity"},
+      {"Linear", "linear"},       {"LayerNorm", "layer_norm"}, {"RMSNorm", "rms_norm"}, {"GroupNorm", "group_norm"},
+      {"Softmax", "softmax"},     {"LogSoftmax", "log_softmax"}, {"Dropout", "dropout"}, {"BatchNorm1d", "batch_norm"},
+      {"Conv1d", "conv1d"},       {"Conv2d", "conv2d"},       {"Embedding", "embedding"},
+  };
+  return table;
+}
+
+// Catalogue functionals and the names of their hyperparameters in PyTorch's signature order.
+const std::map<std::string, std::vector<std::string>>& catalogue_functionals() {
+  static const std::map<std::string, std::vector<std::string>> table = {
+      {"silu", {}},         {"mish", {}},        {"selu", {}},          {"hardswish", {}},     {"hardsigmoid", {}},
+      {"relu6", {}},        {"softsign", {}},    {"tanhshrink", {}},    {"logsigmoid", {}},    {"elu", {"alpha"}},
+      {"celu", {"alpha"}},  {"leaky_relu", {"negative_slope"}},       {"softplus", {"beta", "threshold"}},
+      {"hardtanh", {"min_val", "max_val"}},
+  };
+  return table;
+}
+
+class Translator {
+ public:
+  Translator(const Catalogue& catalogue, std::vector<std::string>& notes) : catalogue_(catalogue), notes_(notes) {}
+
+  std::map<std::string, Value> locals;
+  std::set<std::string> inputs;                 // function parameters (tensors)
+  std::map<std::string, Value> self_attributes; // self.<name>
+  struct Helper {
+    std::vector<std::string> params;
+    std::vector<LogicalLine> body;
+  };
+  std::map<std::string, Helper> helpers;  // top-level defs usable as functions
+  std::function<Value(const std::string&, const std::vector<Arg>&)> call_helper;
+
+  Value evaluate(const std::string& text) {
+    tokens_ = py_lex(text);
+    pos_ = 0;
+    Value v = expression();
+    if (peek().type != PyTok::End) {
+      if (peek().text == ",") {  // a tuple
+        Value tuple;
+        tuple.type = Value::Tuple;
+        tuple.items.push_back(v);
+        while (accept(",")) {
+          if (peek().type == PyTok::End) break;
+          tuple.items.push_back(expression());
+        }
+        if (peek().type == PyTok::End) return tuple;
+      }
+      throw Reject{"cannot translate the expression near '" + peek().text + "'", 0};
+    }
+    return v;
+  }
+
+  Expr as_tensor(const Value& v, const std::string& what) {
+    if (v.type == Value::Tensor) return v.expr;
+    if (v.type == Value::Tuple) throw Reject{"a tuple is used where " + what + " is expected", 0};
+    throw Reject{"'" + v.text + "' is used where " + what + " is expected", 0};
+  }
+
+ private:
+  const PyToken& peek(std::size_t ahead = 0) const { return tokens_[std::min(pos_ + ahead, tokens_.size() - 1)]; }
+  bool accept(const char* op) {
+    if (peek().type == PyTok::Op && peek().text == op) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+  void expect(const char* op) {
+    if (!accept(op)) throw Reject{std::string("expected '") + op + "' near '" + peek().text + "'", 0};
+  }
+
+  Value expression() {
+    if (peek().type == PyTok::Name && peek().text == "lambda") throw Reject{"lambda expressions are not supported", 0};
+    Value left = additive();
+    static const char* ops[] = {"<", "<=", ">", ">=", "==", "!="};
+    for (const char* op : ops)
+      if (accept(op)) {
+        Value right = additive();
+        return tensor(compare(op, as_tensor(left, "a tensor"), as_tensor(right, "a tensor")));
+      }
+    if (peek().type == PyTok::Name && peek().text == "if")
+      throw Reject{"conditional expressions (a if c else b) are not supported; use torch.where", 0};
+    return left;
+  }
+  Value additive() {
+    Value left = term();
+    while (true) {
+      if (accept("+")) left = tensor(add(as_tensor(left, "a tensor"), as_tensor(term(), "a tensor")));
+      else if (accept("-")) left = tensor(sub(as_tensor(left, "a tensor"), as_tensor(term(), "a tensor")));
+      else return left;
+    }
+  }
+  Value term() {
+    Value left = unary();
+    while (true) {
+      if (accept("*")) left = tensor(mul(as_tensor(left, "a tensor"), as_tensor(unary(), "a tensor")));
+      else if (accept("/")) left = tensor(div(as_tensor(left, "a tensor"), as_tensor(unary(), "a tensor")));
+      else if (accept("@")) throw Reject{"'@' is a matrix multiplication (GEMM)", 3};
+      else if (accept("//") || accept("%")) throw Reject{"integer division / modulo is not a floating-point element-wise op", 0};
+      else return left;
+    }
+  }
+  Value unary() {
+    if (accept("-")) {
+      Expr e = as_tensor(unary(), "a tensor");
+      return tensor(is_number(e) ? num(-e->value) : neg(e));
+    }
+    if (accept("+")) return unary();
+    return power();
+  }
+  Value power() {
+    Value base = postfix();
+    if (accept("**")) return tensor(pow(as_tensor(base, "a tensor"), as_tensor(unary(), "an exponent")));
+    return base;
+  }
+  std::vector<Arg> arguments() {
+    std::vector<Arg> args;
+    if (accept(")")) return args;
+    while (true) {
+      Arg arg;
+      if (peek().type == PyTok::Name && peek(1).type == PyTok::Op && peek(1).text == "=") {
+        arg.keyword = peek().text;
+        pos_ += 2;
+      }
+      arg.value = expression();
+      args.push_back(arg);
+      if (accept(",")) {
+        if (accept(")")) return args;
+        continue;
+      }
+      expect(")");
+      return args;
+    }
+  }
+  Value postfix() {
+    Value v = atom();
+    while (true) {
+      if (accept(".")) {
+        if (peek().type != PyTok::Name) throw Reject{"expected an attribute name after '.'", 0};
+        std::string attribute = peek().text;
+        ++pos_;
+        if (v.type == Value::Path) {
+          std::string path = v.text + "." + attribute;
+          if (v.text == "self") {
+            auto it = self_attributes.find(attribute);
+            if (it == self_attributes.end())
+              throw Reject{"self." + attribute + " is not set in __init__ (unknown attribute)", 0};
+            v = it->second;
+          } else if (path == "math.pi" || path == "torch.pi" || path == "np.pi") {
+            v = tensor(num(M_PI));
+          } else if (path == "math.e") {
+            v = tensor(num(M_E));
+          } else {
+            v.text = path;
+          }
+        } else if (v.type == Value::Tensor) {
+          Value method;
+          method.type = Value::Method;
+          method.receiver = v.expr;
+          method.text = attribute;
+          v = method;
+        } else {
+          throw Reject{"attribute '" + attribute + "' of a non-tensor value", 0};
+        }
+      } else if (accept("(")) {
+        std::vector<Arg> args = arguments();
+        v = apply(v, args);
+      } else if (accept("[")) {
+        throw Reject{"indexing / slicing a tensor is not element-wise", 0};
+      } else {
+        return v;
+      }
+    }
+  }
+  Value atom() {
+    const PyToken t = peek();
+    ++pos_;
+    if (t.type == PyTok::Number) return tensor(num(t.number));
+    if (t.type == PyTok::String) {
+      Value v;
+      v.type = Value::String;
+      v.text = t.text;
+      return v;
+    }
+    if (t.type == PyTok::Op && t.text == "(") {
+      Value inner = expression();
+      if (accept(",")) throw Reject{"tuples are not supported inside expressions", 0};
+      expect(")");
+      return inner;
+    }
+    if (t.type == PyTok::Name) {
+      if (t.text == "None" || t.text == "True" || t.text == "False") {
+        if (t.text == "None") return Value{};
+        return tensor(num(t.text == "True" ? 1 : 0));
+      }
+      auto local = locals.find(t.text);
+      if (local != locals.end()) return local->second;
+      if (inputs.count(t.text)) return tensor(sym(t.text));
+      Value path;
+      path.type = Value::Path;
+      path.text = t.text;
+      return path;
+    }
+    throw Reject{"unexpected '" + t.text + "'", 0};
+  }
+
+  // The function name with torch./F./nn.functional. prefixes removed, or "" when not torch's.
+  static std::string torch_function(const std::string& path) {
+    static const char* prefixes[] = {"torch.nn.functional.", "nn.functional.", "F.", "torch.special.", "torch."};
+    for (const char* prefix : prefixes)
+      if (path.rfind(prefix, 0) == 0) return path.substr(std::string(prefix).size());
+    return "";
+  }
+
+  Expr catalogue_call(const std::string& name, Expr x, const std::vector<std::pair<std::string, Expr>>& named) {
+    std::vector<CallArgument> args = {{"", x}};
+    for (const auto& [k, v] : named) args.push_back({k, v});
+    auto resolved = catalogue_.resolver()(name, args);
+    if (!resolved) throw Reject{"the catalogue has no '" + name + "'", 0};
+    return *resolved;
+  }
+
+  // Binds positional/keyword arguments after the first tensor to `names`.
+  std::vector<std::pair<std::string, Expr>> bind(const std::string& fn, const std::vector<Arg>& args, std::size_t skip,
+                                                 const std::vector<std::string>& names) {
+    std::vector<std::pair<std::string, Expr>> out;
+    std::size_t positional = 0;
+    for (std::size_t i = skip; i < args.size(); ++i) {
+      const Arg& a = args[i];
+      if (a.keyword == "inplace") continue;
+      std::string name = a.keyword;
+      if (name.empty()) {
+        if (positional >= names.size()) throw Reject{fn + "(): too many arguments", 0};
+        name = names[positional++];
+      } else if (std::find(names.begin(), names.end(), name) == names.end()) {
+        throw Reject{fn + "(): unsupported argument '" + name + "'", 0};
+      }
+      out.push_back({name, as_tensor(a.value, "a number")});
+    }
+    return out;
+  }
+
+  Value elementwise(const std::string& fn, const std::vector<Arg>& args, Expr receiver = nullptr) {
+    std::vector<Arg> all = args;
+    if (receiver) all.insert(all.begin(), Arg{"", tensor(receiver)});
+    auto arg_tensor = [&](std::size_t i, const char* keyword = nullptr) -> Expr {
+      if (keyword)
+        for (const auto& a : all)
+          if (a.keyword == keyword) return as_tensor(a.value, std::string("argument ") + keyword);
+      std::size_t positional = 0;
+      for (const auto& a : all) {
+        if (!a.keyword.empty()) continue;
+        if (positional++ == i) return as_tensor(a.value, "argument " + std::to_string(i + 1) + " of " + fn);
+      }
+      return nullptr;
+    };
+    auto has_keyword = [&](const char* k) {
+      return std::any_of(all.begin(), all.end(), [&](const Arg& a) { return a.keyword == k; });
+    };
+    static const std::set<std::string> unary = {"relu", "sigmoid", "tanh", "exp", "log", "log1p", "expm1", "sqrt",
+                                                "rsqrt", "abs", "erf", "sin", "cos", "sign"};
+    std::string f = fn;
+    if (f.size() > 1 && f.back() == '_' && f != "relu_") f.pop_back();  // in-place variants
+    if (f == "relu_") f = "relu";
+    if (f == "expit") f = "sigmoid";
+    if (f == "absolute") f = "abs";
+    if (f == "sgn") f = "sign";
+    Expr x = arg_tensor(0, "input");
+    if (!x && f != "tensor") throw Reject{fn + "() needs a tensor argument", 0};
+    if (unary.count(f)) return tensor(call(f, {x}));
+    if (f == "square") return tensor(pow(x, num(2)));
+    if (f == "pow" || f == "float_power") {
+      Expr e = arg_tensor(1, "exponent");
+      if (!e) throw Reject{"pow() needs an exponent", 0};
+      return tensor(pow(x, e));
+    }
+    if (f == "neg" || f == "negative") return tensor(neg(x));
+    if (f == "reciprocal") return tensor(div(num(1), x));
+    if (f == "mul" || f == "multiply") return tensor(mul(x, arg_tensor(1, "other")));
+    if (f == "add") return tensor(add(x, arg_tensor(1, "other")));
+    if (f == "sub" || f == "subtract") return tensor(sub(x, arg_tensor(1, "other")));
+    if (f == "div" || f == "divide" || f == "true_divide") return tensor(div(x, arg_tensor(1, "other")));
+    if (f == "where") {
+      Expr a = arg_tensor(1, "input"), b = arg_tensor(2, "other");
+      if (!a || !b) throw Reject{"where() needs a condition and two values", 0};
+      return tensor(call("where", {x, a, b}));
+    }
+    if (f == "clamp" || f == "clip" || f == "clamp_min" || f == "clamp_max") {
+      Expr lo = f == "clamp_max" ? nullptr : arg_tensor(1, "min");
+      Expr hi = f == "clamp_min" ? nullptr : (f == "clamp_max" ? arg_tensor(1, "max") : arg_tensor(2, "max"));
+      if (lo && hi) return tensor(call("clamp", {x, lo, hi}));
+      if (lo) return tensor(is_number(lo, 0) ? call("relu", {x}) : call("max", {x, lo}));
+      if (hi) return tensor(call("min", {x, hi}));
+      return tensor(x);
+    }
+    if (f == "maximum" || f == "fmax" || f == "minimum" || f == "fmin" || f == "max" || f == "min") {
+      Expr other = arg_tensor(1, "other");
+      if (!other || has_keyword("dim"))
+        throw Reject{fn + "() over a dimension is a reduction", 2};
+      bool is_max = f == "maximum" || f == "fmax" || f == "max";
+      return tensor(call(is_max ? "max" : "min", {x, other}));
+    }
+    if (f == "gelu") {
+      std::string approximate = "none";
+      for (const auto& a : all)
+        if (a.keyword == "approximate") {
+          if (a.value.type != Value::String) throw Reject{"gelu(): approximate must be a string literal", 0};
+          approximate = a.value.text;
+        }
+      if (approximate != "none" && approximate != "tanh")
+        throw Reject{"gelu(): approximate must be 'none' or 'tanh', got '" + approximate + "'", 0};
+      notes_.push_back(approximate == "tanh" ? "F.gelu(approximate='tanh') -> gelu_tanh" : "F.gelu -> gelu (erf)");
+      return tensor(catalogue_call(approximate == "tanh" ? "gelu_tanh" : "gelu", x, {}));
+    }
+    auto cat = catalogue_functionals().find(f);
+    if (cat != catalogue_functionals().end()) {
+      std::vector<Arg> rest;
+      bool first = true;
+      for (const auto& a : all) {
+        if (first && a.keyword.empty()) {
+          first = false;
+          continue;
+        }
+        if (a.keyword == "input") continue;
+        rest.push_back(a);
+      }
+      return tensor(catalogue_call(f, x, bind(fn, rest, 0, cat->second)));
+    }
+    if (f == "float" || f == "half" || f == "bfloat16" || f == "to" || f == "type_as" || f == "contiguous" ||
+        f == "type" || f == "clone" || f == "detach") {
+      notes_.push_back("." + f + "() dropped: the kernel loads its storage type and computes in fp32");
+      return tensor(x);
+    }
+    if (f == "zeros_like") return tensor(num(0));
+    if (f == "ones_like") return tensor(num(1));
+    auto ne = non_elementwise().find(f);
+    if (ne != non_elementwise().end()) throw Reject{fn + "() is " + ne->second.second, ne->second.first};
+    if (f == "view" || f == "reshape" || f == "transpose" || f == "permute" || f == "chunk" || f == "split" ||
+        f == "cat" || f == "stack" || f == "flatten" || f == "unsqueeze" || f == "squeeze" || f == "expand")
+      throw Reject{fn + "() changes the tensor layout; the built-in analyser handles element-wise ops on same-shape inputs only", 0};
+    throw Reject{fn + "() is not in the element-wise subset the built-in analyser translates", 0};
+  }
+
+  Value apply(const Value& callee, const std::vector<Arg>& args) {
+    if (callee.type == Value::Method) return elementwise(callee.text, args, callee.receiver);
+    if (callee.type == Value::Module) {
+      // A module: its constructor arguments follow the input.
+      std::vector<Arg> all = args;
+      for (const auto& [k, v] : callee.module_args) all.push_back(Arg{k, v});
+      if (callee.text == "identity") return args.at(0).value;
+      return elementwise(callee.text, all);
+    }
+    if (callee.type != Value::Path) throw Reject{"calling a value that is not a function", 0};
+    const std::string& path = callee.text;
+    if (path.rfind("nn.", 0) == 0 || path.rfind("torch.nn.", 0) == 0) {
+      std::string cls = path.substr(path.rfind('.') + 1);
+      auto it = module_functionals().find(cls);
+      if (it == module_functionals().end()) throw Reject{path + " is not a module the built-in analyser knows", 0};
+      Value module;
+      module.type = Value::Module;
+      module.text = it->second;
+      static const std::map<std::string, std::vector<std::string>> ctor = {
+          {"leaky_relu", {"negative_slope"}}, {"elu", {"alpha"}}, {"celu", {"alpha"}},
+          {"softplus", {"beta", "threshold"}}, {"hardtanh", {"min_val", "max_val"}}, {"gelu", {"approximate"}}};
+      auto names = ctor.find(module.text);
+      std::size_t positional = 0;
+      for (const auto& a : args) {
+        if (a.keyword == "inplace") continue;
+        std::string k = a.keyword;
+        if (k.empty()) {
+          if (names == ctor.end() || positional >= names->second.size()) continue;  // dims of Linear etc.
+          k = names->second[positional++];
+        }
+        module.module_args.push_back({k, a.value});
+      }
+      return module;
+    }
+    if (path == "math.sqrt" || path == "math.exp" || path == "math.log" || path == "math.tanh") {
+      Expr x = as_tensor(args.at(0).value, "a number");
+      return tensor(simplify(call(path.substr(5), {x})));
+    }
+    if (path == "float" || path == "torch.tensor" || path == "torch.as_tensor") return args.at(0).value;
+    if (helpers.count(path)) return call_helper(path, args);
+    std::string fn = torch_function(path);
+    if (fn.empty()) throw Reject{"unknown function '" + path + "'", 0};
+    return elementwise(fn, args);
+  }
+
+  const Catalogue& catalogue_;
+  std::vector<std::string>& notes_;
+  std::vector<PyToken> tokens_;
+  std::size_t pos_ = 0;
+};
+
+struct Def {
+  std::string name;
+  std::vector<std::string> params;
+  std::map<std::string, std::string> defaults;
+  int line = 0;
+  int indent = 0;
+  std::vector<LogicalLine> body;
+};
+
+// "def name(a, b=1.0, *, c: float = 2) -> T:" -> Def (without body).
+bool parse_def(const LogicalLine& l, Def& d) {
+  if (l.text.rfind("def ", 0) != 0) return false;
+  std::size_t open = l.text.find('('), close = l.text.rfind(')');
+  if (open == std::string::npos || close == std::string::npos) return false;
+  d.name = l.text.substr(4, open - 4);
+  d.name.erase(std::remove_if(d.name.begin(), d.name.end(), ::isspace), d.name.end());
+  d.line = l.number;
+  d.indent = l.indent;
+  std::string params = l.text.substr(open + 1, close - open - 1);
+  int depth = 0;
+  std::string current;
+  auto flush = [&] {
+    std::string p = current;
+    current.clear();
+    std::size_t b = p.find_first_not_of(" \t");
+    if (b == std::string::npos) return;
+    p = p.substr(b);
+    if (p == "*" || p[0] == '*') return;
+    std::string name = p, def;
+    std::size_t eq = p.find('=');
+    if (eq != std::string::npos) {
+      name = p.substr(0, eq);
+      def = p.substr(eq + 1);
+    }
+    std::size_t colon = name.find(':');
+    if (colon != std::string::npos) name = name.substr(0, colon);
+    name.erase(std::remove_if(name.begin(), name.end(), ::isspace), name.end());
+    def.erase(std::remove_if(def.begin(), def.end(), ::isspace), def.end());
+    d.params.push_back(name);
+    if (!def.empty()) d.defaults[name] = def;
+  };
+  for (char c : params) {
+    if (c == '(' || c == '[') ++depth;
+    if (c == ')' || c == ']') --depth;
+    if (c == ',' && depth == 0) flush();
+    else current += c;
+  }
+  flush();
+  return true;
+}
+
+struct ClassDef {
+  std::string name;
+  std::string bases;
+  int line = 0;
+  int indent = 0;
+  std::vector<Def> methods;
+};
+
+}  // namespace
+
+bool looks_like_pytorch(const std::string& text) {
+  static const char* markers[] = {"import torch", "def ", "nn.Module", "torch.", "F.", "return ", "class "};
+  for (const char* m : markers)
+    if (text.find(m) != std::string::npos) return true;
+  return false;
+}
+
+TorchTranslation translate_pytorch(const std::string& source, const Catalogue& catalogue) {
+  TorchTranslation result;
+  std::vector<LogicalLine> lines = logical_lines(source);
+  // Structure: top-level defs and classes with their methods.
+  std::vector<Def> functions;
+  std::vector<ClassDef> classes;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const LogicalLine& l = lines[i];
+    auto body_of = [&](int indent, std::size_t& k) {
+      std::vector<LogicalLine> body;
+      while (k + 1 < lines.size() && lines[k + 1].indent > indent) body.push_back(lines[++k]);
+      return body;
+    };
+    if (l.indent == 0 && l.text.rfind("class ", 0) == 0) {
+      ClassDef c;
+      c.line = l.number;
+      std::size_t open = l.text.find('(');
+      std::size_t end = l.text.find_first_of("(:");
+      c.name = l.text.substr(6, end - 6);
+      if (open != std::string::npos) c.bases = l.text.substr(open + 1, l.text.rfind(')') - open - 1);
+      std::size_t k = i;
+      std::vector<LogicalLine> body = body_of(0, k);
+      for (std::size_t j = 0; j < body.size(); ++j) {
+        Def d;
+        if (parse_def(body[j], d)) {
+          while (j + 1 < body.size() && body[j + 1].indent > d.indent) d.body.push_back(body[++j]);
+          c.methods.push_back(d);
+        }
+      }
+      classes.push_back(c);
+      i = k;
+    } else if (l.indent == 0) {
+      Def d;
+      if (parse_def(l, d)) {
+        std::size_t k = i;
+        d.body = body_of(0, k);
+        functions.push_back(d);
+        i = k;
+      }
+    }
+  }
+
+  Translator translator(catalogue, result.notes);
+  const LogicalLine* current = nullptr;
+  auto reject = [&](const Reject& r) {
+    result.elementwise = false;
+    result.rejection = r.message;
+    result.tier_guess = r.tier;
+    if (current) {
+      result.line = current->number;
+      result.offending_line = current->raw.substr(std::min(current->raw.find_first_not_of(" \t"), current->raw.size()));
+    }
+    return result;
+  };
+
+  // Runs a body; returns the value of its `return`.
+  std::function<Value(const std::vector<LogicalLine>&)> run_body = [&](const std::vector<LogicalLine>& body) -> Value {
+    for (const auto& l : body) {
+      current = &l;
+      const std::string& t = l.text;
+      if (t == "pass" || t.rfind("super(", 0) == 0 || t.rfind("assert ", 0) == 0) continue;
+      if (t.rfind("return", 0) == 0) {
+        std::string rest = t.substr(6);
+        Value v = translator.evaluate(rest);
+        if (v.type == Value::Tuple) throw Reject{"the function returns several outputs; the built-in analyser handles one", 0};
+        return v;
+      }
+      static const char* control[] = {"if ", "for ", "while ", "with ", "try:", "elif ", "else:"};
+      for (const char* c : control)
+        if (t.rfind(c, 0) == 0)
+          throw Reject{std::string("control flow ('") + c + "...') is not supported by the built-in analyser", 0};
+      // Assignment (possibly augmented).
+      std::size_t eq = std::string::npos;
+      int depth = 0;
+      for (std::size_t k = 0; k < t.size(); ++k) {
+        char c = t[k];
+        if (c == '(' || c == '[') ++depth;
+        if (c == ')' || c == ']') --depth;
+        if (c == '=' && depth == 0 && (k + 1 >= t.size() || t[k + 1] != '=') &&
+            (k == 0 || std::string("=!<>").find(t[k - 1]) == std::string::npos)) {
+          eq = k;
+          break;
+        }
+      }
+      if (eq == std::string::npos) throw Reject{"statement not understood", 0};
+      std::string target = t.substr(0, eq);
+      std::string value = t.substr(eq + 1);
+      std::string augmented;
+      if (!target.empty() && std::string("+-*/").find(target.back()) != std::string::npos) {
+        augmented = std::string(1, target.back());
+        target.pop_back();
+      }
+      std::size_t colon = target.find(':');  // annotated assignment
+      if (colon != std::string::npos) target = target.substr(0, colon);
+      target.erase(std::remove_if(target.begin(), target.end(), ::isspace), target.end());
+      if (target.find(',') != std::string::npos)
+        throw Reject{"tuple unpacking ('" + target + " = ...') splits a tensor; not element-wise on one shape", 0};
+      if (target.rfind("self.", 0) == 0 || target.find('[') != std::string::npos)
+        throw Reject{"assigning to '" + target + "' in forward (state or indexing) is not element-wise", 0};
+      if (!augmented.empty()) value = target + " " + augmented + " (" + value + ")";
+      translator.locals[target] = translator.evaluate(value);
+    }
+    throw Reject{"no return statement", 0};
+  };
+
+  translator.call_helper = [&](const std::string& name, const std::vector<Arg>& args) -> Value {
+    const Def* def = nullptr;
+    for (const auto& f : functions)
+      if (f.name == name) def = &f;
+    auto saved_locals = translator.locals;
+    auto saved_inputs = translator.inputs;
+    const LogicalLine* saved_current = current;
+    translator.locals.clear();
+    std::size_t positional = 0;
+    for (const auto& a : args) {
+      std::string p = a.keyword.empty() ? (positional < def->params.size() ? def->params[positional++] : "") : a.keyword;
+      if (p.empty()) throw Reject{name + "(): too many arguments", 0};
+      translator.locals[p] = a.value;
+    }
+    for (const auto& p : def->params)
+      if (!translator.locals.count(p)) {
+        auto d = def->defaults.find(p);
+        if (d == def->defaults.end()) throw Reject{name + "(): missing argument '" + p + "'", 0};
+        translator.locals[p] = translator.evaluate(d->second);
+      }
+    Value v = run_body(def->body);
+    translator.locals = saved_locals;
+    translator.inputs = saved_inputs;
+    current = saved_current;
+    return v;
+  };
+
+  try {
+    const Def* entry = nullptr;
+    const ClassDef* module = nullptr;
+    for (const auto& c : classes)
+      for (const auto& m : c.methods)
+        if (m.name == "forward") {
+          module = &c;
+          entry = &m;
+        }
+    for (const auto& f : functions) translator.helpers[f.name] = {};
+    if (!entry) {
+      // The last top-level function that is not called by another one is the entry point.
+      for (const auto& f : functions) entry = &f;
+      if (!entry) {
+        // A bare snippet: statements and a final expression or assignment.
+        if (lines.empty()) throw Reject{"empty source", 0};
+        Def snippet;
+        snippet.name = "<snippet>";
+        snippet.body = lines;
+        LogicalLine& last = snippet.body.back();
+        if (last.text.rfind("return", 0) != 0) {
+          std::size_t eq = last.text.find('=');
+          bool assignment = eq != std::string::npos && eq + 1 < last.text.size() && last.text[eq + 1] != '=' &&
+                            (eq == 0 || std::string("=!<>").find(last.text[eq - 1]) == std::string::npos);
+          last.text = "return " + (assignment ? last.text.substr(eq + 1) : last.text);
+        }
+        // Free names of the snippet are its inputs: collect them by a first pass.
+        std::set<std::string> assigned;
+        for (const auto& l : snippet.body) {
+          std::size_t eq = l.text.find('=');
+          if (eq != std::string::npos && l.text.rfind("return", 0) != 0) {
+            std::string target = l.text.substr(0, eq);
+            target.erase(std::remove_if(target.begin(), target.end(), ::isspace), target.end());
+            assigned.insert(target);
+          }
+        }
+        for (const auto& l : snippet.body)
+          for (const auto& tok : py_lex(l.text))
+            if (tok.type == PyTok::Name && !assigned.count(tok.text) && tok.text != "return" && tok.text != "torch" &&
+                tok.text != "F" && tok.text != "nn" && tok.text != "math" && tok.text != "self" &&
+                tok.text != "None" && tok.text != "True" && tok.text != "False" && !translator.helpers.count(tok.text))
+              translator.inputs.insert(tok.text);
+        // Attribute names (after '.') are not inputs.
+        for (const auto& l : snippet.body) {
+          auto toks = py_lex(l.text);
+          for (std::size_t k = 1; k < toks.size(); ++k)
+            if (toks[k].type == PyTok::Name && toks[k - 1].type == PyTok::Op && toks[k - 1].text == ".")
+              translator.inputs.erase(toks[k].text);
+          for (std::size_t k = 0; k + 1 < toks.size(); ++k)
+            if (toks[k].type == PyTok::Name && toks[k + 1].type == PyTok::Op && toks[k + 1].text == "=" &&
+                (k + 2 < toks.size()))
+              translator.inputs.erase(toks[k].text);  // keyword arguments
+        }
+        functions.push_back(snippet);
+        entry = &functions.back();
+      }
+    }
+    result.entry = module ? module->name + ".forward" : entry->name;
+    std::vector<ParamDecl> params;
+    if (module) {
+      result.module_class = module->name;
+      if (module->bases.find("Module") == std::string::npos)
+        result.notes.push_back("class " + module->name + " does not name nn.Module as its base; treated as one");
+      for (const auto& m : module->methods) {
+        if (m.name != "__init__") continue;
+        // Constructor defaults give hyperparameter values.
+        std::map<std::string, double> defaults;
+        for (const auto& [k, v] : m.defaults) {
+          char* end = nullptr;
+          double d = std::strtod(v.c_str(), &end);
+          if (end && *end == 0 && !v.empty()) defaults[k] = d;
+        }
+        for (const auto& l : m.body) {
+          current = &l;
+          if (l.text.rfind("self.", 0) != 0) continue;
+          std::size_t eq = l.text.find('=');
+          if (eq == std::string::npos) continue;
+          std::string attr = l.text.substr(5, eq - 5);
+          attr.erase(std::remove_if(attr.begin(), attr.end(), ::isspace), attr.end());
+          std::string rhs = l.text.substr(eq + 1);
+          rhs = rhs.substr(std::min(rhs.find_first_not_of(" \t"), rhs.size()));
+          if (rhs.find("Parameter(") != std::string::npos) {
+            ParamDecl p;
+            p.name = attr;
+            p.learnable = true;
+            std::string inner = rhs.substr(rhs.find("Parameter(") + 10);
+            // shape: scalar when built from one element
+            bool scalar = inner.find("(1)") != std::string::npos || inner.find("((1,))") != std::string::npos ||
+                          inner.find("(1,)") != std::string::npos || inner.find("tensor(") != std::string::npos ||
+                          inner.find("([1])") != std::string::npos;
+            p.shape = scalar ? ParamShape::Scalar : ParamShape::Channel;
+            p.init = inner.find("zeros") != std::string::npos ? 0.0 : 1.0;
+            std::size_t tensor_at = inner.find("tensor(");
+            if (tensor_at != std::string::npos) {
+              std::string value = inner.substr(tensor_at + 7);
+              char* end = nullptr;
+              double d = std::strtod(value.c_str(), &end);
+              if (end != value.c_str()) p.init = d;
+              else {
+                std::string name = value.substr(0, value.find_first_of(",)"));
+                name.erase(std::remove_if(name.begin(), name.end(), ::isspace), name.end());
+                if (defaults.count(name)) p.init = defaults[name];
+              }
+            }
+            std::size_t times = inner.find('*');
+            if (times != std::string::npos) {
+              std::string factor = inner.substr(times + 1);
+              factor = factor.substr(0, factor.find(')'));
+              factor.erase(std::remove_if(factor.begin(), factor.end(), ::isspace), factor.end());
+              char* end = nullptr;
+              double d = std::strtod(factor.c_str(), &end);
+              if (end && *end == 0 && !factor.empty()) p.init *= d;
+              else if (defaults.count(factor)) p.init *= defaults[factor];
+            }
+            params.push_back(p);
+            translator.self_attributes[attr] = tensor(sym(attr));
+          } else if (rhs.rfind("nn.", 0) == 0 || rhs.rfind("torch.nn.", 0) == 0) {
+            translator.self_attributes[attr] = translator.evaluate(rhs);
+          } else {
+            // A plain attribute: a fixed module parameter when numeric.
+            char* end = nullptr;
+            std::string value = rhs;
+            value.erase(std::remove_if(value.begin(), value.end(), ::isspace), value.end());
+            if (value.rfind("float(", 0) == 0) value = value.substr(6, value.size() - 7);
+            double d = std::strtod(value.c_str(), &end);
+            bool numeric = end && *end == 0 && !value.empty();
+            if (!numeric && defaults.count(value)) {
+              d = defaults[value];
+              numeric = true;
+            }
+            if (numeric) {
+              params.push_back(ParamDecl{attr, ParamShape::Scalar, d, false});
+              translator.self_attributes[attr] = tensor(sym(attr));
+            } else if (m.defaults.count(value)) {
+              Value s;
+              s.type = Value::String;
+              s.text = m.defaults.at(value);
+              if (s.text.size() >= 2 && (s.text[0] == '"' || s.text[0] == '\'')) s.text = s.text.substr(1, s.text.size() - 2);
+              translator.self_attributes[attr] = s;
+            }
+          }
+        }
+      }
+    }
+    for (const auto& p : entry->params)
+      if (p != "self") translator.inputs.insert(p);
+    current = nullptr;
+    Value out = run_body(entry->body);
+    Expr expression = translator.as_tensor(out, "a tensor result");
+    result.elementwise = true;
+    result.program.output = "y";
+    result.program.expression = expression;
+    std::set<std::string> used = free_symbols(expression);
+    std::vector<std::string> order = entry->params;
+    if (entry->name == "<snippet>") order.assign(translator.inputs.begin(), translator.inputs.end());
+    for (const auto& p : order)
+      if (p != "self" && used.count(p) && translator.inputs.count(p)) result.program.inputs.push_back(p);
+    for (const auto& p : params)
+      if (used.count(p.name)) result.program.params.push_back(p);
+    for (const auto& name : used) {
+      bool known = std::find(result.program.inputs.begin(), result.program.inputs.end(), name) != result.program.inputs.end() ||
+                   std::any_of(params.begin(), params.end(), [&](const ParamDecl& p) { return p.name == name; });
+      if (!known) throw Reject{"name '" + name + "' is neither an input nor a parameter", 0};
+    }
+    if (result.program.inputs.empty()) throw Reject{"the result does not depend on any tensor input", 0};
+    return result;
+  } catch (const Reject& r) {
+    return reject(r);
+  } catch (const std::exception& e) {
+    return reject(Reject{e.what(), 0});
+  }
+}
+
+}  // namespace liger::kernel_dev

@@ -1,0 +1,32 @@
+// Translation of element-wise PyTorch code (an nn.Module's forward, or a function) into the
+// expression IR. Anything outside the element-wise subset (matmul, reductions over a dim,
+// softmax/norms, indexing, control flow) is classified as not Tier 1, with the offending line.
+#pragma once
+
+#include <string>
+
+#include "workflows/kernel_dev/catalogue.h"
+#include "workflows/kernel_dev/expr.h"
+
+namespace liger::kernel_dev {
+
+struct TorchTranslation {
+  bool elementwise = false;
+  Program program;           // valid when elementwise
+  std::string entry;         // "Module.forward" or the function's name
+  std::string module_class;  // the nn.Module subclass, "" for a function
+  // When not element-wise (or not understood):
+  std::string rejection;     // why, in one sentence
+  int line = 0;              // 1-based line of the offending code (0 if none)
+  std::string offending_line;
+  int tier_guess = 0;        // 2 (reduction) or 3 (GEMM / fused / loss) when recognised, else 0
+  std::vector<std::string> notes;  // translation remarks (casts dropped, modules inlined...)
+};
+
+// Never throws on bad input: a parse problem is a rejection with its line.
+TorchTranslation translate_pytorch(const std::string& source, const Catalogue& catalogue);
+
+// True when `text` looks like Python/PyTorch code rather than an expression or words.
+bool looks_like_pytorch(const std::string& text);
+
+}  // namespace liger::kernel_dev
