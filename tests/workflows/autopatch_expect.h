@@ -3,6 +3,7 @@
 //
 // An entry maps decision keys to the expected value:
 //   scalar           -> the decision's value (bool/int compared as text)
+//   list             -> for a scalar decision: any one of the listed values
 //   undecided        -> the decision must be undecided
 //   map              -> each listed key compared against the decision's value map (lists compare
 //                       as ordered lists), e.g. norm_names: {decoder: [...], final: norm}
@@ -109,6 +110,12 @@ inline std::vector<std::string> check(const ModelProfile& p, const YAML::Node& e
     }
     if (!d->decided()) {
       out.push_back(key + ": want " + dump(want) + ", got undecided (" + d->undecided + ")");
+      continue;
+    }
+    if (want.IsSequence() && d->value.IsScalar()) {  // one of several acceptable values
+      bool any = false;
+      for (const auto& w : want) any |= same(w, d->value);
+      if (!any) out.push_back(key + ": want one of " + dump(want) + ", got " + dump(d->value));
       continue;
     }
     if (!same(want, d->value)) out.push_back(key + ": want " + dump(want) + ", got " + dump(d->value));

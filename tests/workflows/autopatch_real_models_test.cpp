@@ -1,0 +1,95 @@
+// autopatch against the REAL modeling files of an installed transformers. Skips (visibly) when
+// `python3 -c 'import transformers'` fails; LIGER_TRANSFORMERS_DIR may point at a transformers
+// package (or a source checkout's src/transformers) instead.
+#include <gtest/gtest.h>
+
+#include <iostream>
+
+#include "autopatch_expect.h"
+#include "liger/error.h"
+#include "workflows/autopatch/model_analysis.h"
+
+namespace fs = std::filesystem;
+using namespace liger::autopatch;
+
+namespace {
+
+std::optional<fs::path> transformers_or_skip_reason(std::string& reason) {
+  try {
+    return find_transformers_dir();
+  } catch (const liger::Error& e) {
+    reason = std::string(e.what()) + " (" + e.hint() + ")";
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
+TEST(AutopatchRealModels, ExpectedDecisionsOnInstalledTransformers) {
+  std::string why;
+  auto dir = transformers_or_skip_reason(why);
+  if (!dir) GTEST_SKIP() << "transformers not available: " << why;
+  YAML::Node table = YAML::LoadFile(
+      (fs::path(LIGER_SOURCE_DIR) / "tests/workflows/fixtures/autopatch/expected_decisions.yaml").string());
+  ResolveOptions opt;
+  opt.transformers_dir = *dir;
+  int checked = 0;
+  std::vector<std::string> missing;
+  for (auto it = table.begin(); it != table.end(); ++it) {
+    const std::string type = it->first.as<std::string>();
+    if (!fs::exists(*dir / "models" / type / ("modeling_" + type + ".py"))) {
+      missing.push_back(type);
+      continue;
+    }
+    SCOPED_TRACE(type);
+    ModelProfile p;
+    try {
+      p = analyse_model(type, opt);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << type << ": analysis threw: " << e.what();
+      continue;
+    }
+    ++checked;
+    auto problems = autopatch_test::check(p, it->second);
+    EXPECT_TRUE(problems.empty()) << type << ":\n" << autopatch_test::join(problems)
+                                  << "(run liger-agent autopatch " << type << " to see the profile)";
+  }
+  std::cout << "[ autopatch ] checked " << checked << " real models in " << dir->string();
+  if (!missing.empty()) {
+    std::cout << "; not in this transformers:";
+    for (auto& m : missing) std::cout << " " << m;
+  }
+  std::cout << "\n";
+  EXPECT_GT(checked, 10) << "too few of the expected model types were found";
+}
+
+// Every modeling file of the installed transformers must parse and analyse without throwing;
+// prints how many decisions stay undecided per model, as a coverage report.
+TEST(AutopatchRealModels, EveryModelingFileAnalysesWithoutError) {
+  std::string why;
+  auto dir = transformers_or_skip_reason(why);
+  if (!dir) GTEST_SKIP() << "transformers not available: " << why;
+  int total = 0, failed = 0, fully_decided = 0;
+  std::map<std::string, int> undecided_by_key;
+  for (const auto& e : fs::directory_iterator(*dir / "models")) {
+    if (!e.is_directory()) continue;
+    std::string type = e.path().filename().string();
+    fs::path f = e.path() / ("modeling_" + type + ".py");
+    if (!fs::exists(f)) continue;
+    ++total;
+    try {
+      ModelProfile p = analyse_model(f.string());
+      auto u = p.undecided();
+      if (u.empty()) ++fully_decided;
+      for (auto& k : u) ++undecided_by_key[k];
+    } catch (const std::exception& ex) {
+      ++failed;
+      ADD_FAILURE() << type << ": " << ex.what();
+    }
+  }
+  std::cout << "[ autopatch ] " << total << " modeling files, " << fully_decided
+            << " with all 12 decisions made, " << failed << " failed; undecided counts:";
+  for (auto& [k, n] : undecided_by_key) std::cout << " " << k << "=" << n;
+  std::cout << "\n";
+  EXPECT_GT(total, 0);
+}
