@@ -254,7 +254,8 @@ def write_markdown(path, meta, results):
     lines = [
         f"# liger_kernels vs PyTorch ({meta['dtype']})",
         "",
-        f"- device: {meta['device']}; date: {meta['date']}; commit: {meta['commit']}",
+        f"- device: {meta['device']}; date: {meta['date']}; commit: {meta['commit']}"
+        + ("" if meta.get("complete") else " (run cut short: the ops below are those measured)"),
         f"- torch {meta['torch']}, triton {meta['triton']}, library {meta['library_version']}",
         f"- device-to-device copy bandwidth measured in this run: {meta['copy_bandwidth_gbps']:.0f} GB/s (read + write)",
         f"- Liger-Kernel: {meta['liger_kernel']}",
@@ -316,11 +317,22 @@ def main():
         "reps": reps,
         "warmup": warmup,
         "liger_kernel": LIGER_KERNEL or f"not importable, skipped ({LIGER_KERNEL_WHY})",
+        "complete": False,
     }
     meta["copy_bandwidth_gbps"] = copy_bandwidth(timer)
     print(f"# {meta['device']}  copy {meta['copy_bandwidth_gbps']:.0f} GB/s  Liger-Kernel: {meta['liger_kernel']}", flush=True)
     specs = op_specs(a.quick)
-    ops = [o for o in (a.ops.split(",") if a.ops else specs)]
+    order = ["cross_entropy", "fused_linear_cross_entropy", "rms_norm", "swiglu", "rope", "layer_norm", "geglu",
+             "fused_add_rms_norm"]  # the headline ops first: partial runs still cover them
+    ops = a.ops.split(",") if a.ops else [o for o in order if o in specs] + [o for o in specs if o not in order]
+    out_dir = os.path.dirname(os.path.abspath(a.out))
+    os.makedirs(out_dir, exist_ok=True)
+
+    def save():  # after every op, so a run cut short keeps what it measured
+        with open(a.out + ".json", "w") as f:
+            json.dump({"meta": meta, "results": results}, f, indent=1)
+        write_markdown(a.out + ".md", meta, results)
+
     providers = a.providers.split(",")
     modes = a.modes.split(",")
     results = []
@@ -343,11 +355,9 @@ def main():
                     traceback.print_exc(limit=3)
                 results.append(rec)
                 torch.cuda.empty_cache()
-    out_dir = os.path.dirname(os.path.abspath(a.out))
-    os.makedirs(out_dir, exist_ok=True)
-    with open(a.out + ".json", "w") as f:
-        json.dump({"meta": meta, "results": results}, f, indent=1)
-    write_markdown(a.out + ".md", meta, results)
+        save()
+    meta["complete"] = True
+    save()
     print(f"wrote {a.out}.json and {a.out}.md")
     return 0
 

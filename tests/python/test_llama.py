@@ -2,10 +2,11 @@
 
 Convergence: a mini Llama (random weights, fixed seed, no downloads) is trained 30 AdamW steps
 with and without the patch from the same initial state on the same batches; per-step losses,
-the last-step logits and the final parameters are compared with per-dtype tolerances:
+the last-step logits and the final parameters are compared with per-dtype tolerances (tokens are
+drawn from a 128-token sub-vocabulary, so both runs learn: the loss must fall by > 0.1):
 | dtype | loss atol/rtol | logits atol/rtol (+ rel. norm) | params atol/rtol | why |
 | fp32  | 1e-4 / 1e-4 | 5e-3 / 1e-4 (1e-4) | 5e-3 / 1e-4 | fp32 kernels differ from torch only in summation order; AdamW amplifies it a little over 30 steps |
-| bf16  | 5e-2 / 2e-2 | 1e-1 / 5e-2 (3e-2) | 2e-2 / 2e-2 | bf16 activations and weights: every op rounds to 8 bits of mantissa, and the two paths round in different places |
+| bf16  | 5e-2 / 2e-2 | 2e-1 / 5e-2 (5e-2) | 2e-2 / 2e-2 | bf16 activations and weights: every op rounds to 8 bits of mantissa, and the two paths round in different places |
 If LIGER_TEST_REPORT_DIR is set, the measured differences are written there as JSON.
 """
 import json
@@ -52,9 +53,11 @@ def mini_config(**over):
     return cfg
 
 
-def batch(cfg, seed, B=4, T=64):
+def batch(cfg, seed, B=4, T=64, sub_vocab=None):
+    """Random tokens; with sub_vocab, drawn from the first sub_vocab ids only (a distribution the
+    model can learn in a few dozen steps, so the runs compared actually train)."""
     g = torch.Generator(device="cpu").manual_seed(seed)
-    ids = torch.randint(0, cfg.vocab_size, (B, T), generator=g)
+    ids = torch.randint(0, sub_vocab or cfg.vocab_size, (B, T), generator=g)
     labels = ids.clone()
     labels[0, -9:] = -100  # some ignored positions, as padding would give
     mask = torch.ones(B, T, dtype=torch.long)
@@ -153,7 +156,7 @@ def _train(cfg, dtype, init_state, patched, steps=30):
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
         losses = []
         for step in range(steps):
-            ids, labels, mask = batch(cfg, 100 + step)
+            ids, labels, mask = batch(cfg, 100 + step, sub_vocab=SUB_VOCAB)
             out = model(input_ids=ids, attention_mask=mask, labels=labels)
             if patched:
                 assert out.logits is None  # the fused path ran
@@ -161,9 +164,9 @@ def _train(cfg, dtype, init_state, patched, steps=30):
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             opt.zero_grad(set_to_none=True)
-            losses.append(float(out.loss))
+            losses.append(float(out.loss.detach()))
         model.eval()
-        ids, labels, mask = batch(cfg, 100 + steps - 1)
+        ids, labels, mask = batch(cfg, 100 + steps - 1, sub_vocab=SUB_VOCAB)
         with torch.no_grad():
             logits = model(input_ids=ids, attention_mask=mask).logits.float()
         params = {n: p.detach().float().clone() for n, p in model.named_parameters()}
@@ -172,9 +175,10 @@ def _train(cfg, dtype, init_state, patched, steps=30):
         revert_liger_kernel_to_llama()
 
 
+SUB_VOCAB = 128
 CONV_TOL = {
     torch.float32: dict(loss=(1e-4, 1e-4), logits=(5e-3, 1e-4, 1e-4), params=(5e-3, 1e-4)),
-    torch.bfloat16: dict(loss=(5e-2, 2e-2), logits=(1e-1, 5e-2, 3e-2), params=(2e-2, 2e-2)),
+    torch.bfloat16: dict(loss=(5e-2, 2e-2), logits=(2e-1, 5e-2, 5e-2), params=(2e-2, 2e-2)),
 }
 
 

@@ -217,10 +217,10 @@ def _flce_launch(
     dtype = T.dtype_enum(x, op)
     loss = torch.empty(_loss_shape(opts.reduction, tokens), dtype=torch.float32, device=device)
     z_loss = torch.empty_like(loss)
-    empty = x.new_empty((0,))
-    gx = torch.empty_like(x) if need_gx else empty
-    gw = torch.empty((vocab, hidden), dtype=torch.float32 if gw_fp32 else x.dtype, device=device) if need_gw else empty
-    gb = torch.empty((vocab,), dtype=torch.float32, device=device) if need_gb else empty
+    # Distinct empty tensors: a custom op's outputs may not alias each other.
+    gx = torch.empty_like(x) if need_gx else x.new_empty((0,))
+    gw = torch.empty((vocab, hidden), dtype=torch.float32 if gw_fp32 else x.dtype, device=device) if need_gw else x.new_empty((0,))
+    gb = torch.empty((vocab,), dtype=torch.float32, device=device) if need_gb else x.new_empty((0,))
     tun = _lib.op_tunables(op)
     with T.on_device(device):
         ws_bytes = _lib.call_size(
@@ -286,10 +286,9 @@ def _(input, weight, target, bias, class_weight, ignore_index, label_smoothing, 
     tokens = input.shape[0]
     loss = input.new_empty(_loss_shape(reduction, tokens), dtype=torch.float32)
     none = reduction == REDUCTIONS["none"]
-    empty = input.new_empty((0,))
-    gx = input.new_empty(input.shape) if need_grad_input and not none else empty
-    gw = weight.new_empty(weight.shape) if need_grad_weight and not none else empty
-    gb = bias.new_empty(bias.shape) if (bias is not None and need_grad_bias and not none) else empty
+    gx = input.new_empty(input.shape) if need_grad_input and not none else input.new_empty((0,))
+    gw = weight.new_empty(weight.shape) if need_grad_weight and not none else input.new_empty((0,))
+    gb = bias.new_empty(bias.shape) if (bias is not None and need_grad_bias and not none) else input.new_empty((0,))
     return loss, torch.empty_like(loss), gx, gw, gb
 
 
@@ -319,11 +318,10 @@ def fused_linear_cross_entropy_recompute(
 @fused_linear_cross_entropy_recompute.register_fake
 def _(input, weight, target, bias, class_weight, row_grad_scale, ignore_index, label_smoothing, lse_square_scale,
       softcap, need_grad_input, need_grad_weight, need_grad_bias, grad_weight_fp32):
-    empty = input.new_empty((0,))
     return (
-        input.new_empty(input.shape) if need_grad_input else empty,
-        weight.new_empty(weight.shape) if need_grad_weight else empty,
-        bias.new_empty(bias.shape) if (bias is not None and need_grad_bias) else empty,
+        input.new_empty(input.shape) if need_grad_input else input.new_empty((0,)),
+        weight.new_empty(weight.shape) if need_grad_weight else input.new_empty((0,)),
+        bias.new_empty(bias.shape) if (bias is not None and need_grad_bias) else input.new_empty((0,)),
     )
 
 

@@ -9,8 +9,8 @@ apply_liger_kernel_to_llama() patches transformers.models.llama.modeling_llama:
     forward replaced by the FLCE forward.
 revert_liger_kernel_to_llama() restores the module and, when given a model, that model.
 
-Written against transformers 5.x (LlamaForCausalLM.forward(input_ids, attention_mask, position_ids,
-past_key_values, inputs_embeds, labels, use_cache, cache_position, logits_to_keep, **kwargs)).
+Written against transformers 5.17 (LlamaForCausalLM.forward(input_ids, attention_mask, position_ids,
+past_key_values, inputs_embeds, labels, use_cache, logits_to_keep, **kwargs), read on the GPU machine).
 """
 from __future__ import annotations
 
@@ -79,7 +79,6 @@ def lce_forward(
     inputs_embeds: Optional[torch.FloatTensor] = None,
     labels: Optional[torch.LongTensor] = None,
     use_cache: Optional[bool] = None,
-    cache_position: Optional[torch.LongTensor] = None,
     logits_to_keep=0,
     skip_logits: Optional[bool] = None,
     **kwargs,
@@ -99,8 +98,7 @@ def lce_forward(
         past_key_values=past_key_values,
         inputs_embeds=inputs_embeds,
         use_cache=use_cache,
-        cache_position=cache_position,
-        **kwargs,
+        **kwargs,  # cache_position etc. pass through when the caller gives them (5.17 dropped the argument)
     )
     hidden_states = outputs.last_hidden_state if hasattr(outputs, "last_hidden_state") else outputs[0]
     slice_indices = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
