@@ -10,8 +10,8 @@ using norm::TuningRow;
 using norm::TuningTable;
 
 //                                 max_cols  vectors/thread  min_threads  blocks/SM (backward)
-inline constexpr TuningRow kSm80[] = {{1024, 4, 256, 2}, {4096, 4, 512, 1}, {8192, 4, 512, 1}, {1 << 30, 4, 512, 1}};
-inline constexpr TuningRow kSm90[] = {{1024, 4, 256, 2}, {4096, 4, 512, 1}, {8192, 4, 512, 1}, {1 << 30, 4, 512, 1}};
+inline constexpr TuningRow kSm80[] = {{1024, 2, 256, 2}, {4096, 2, 512, 1}, {8192, 2, 512, 1}, {1 << 30, 2, 512, 1}};
+inline constexpr TuningRow kSm90[] = {{1024, 2, 256, 2}, {4096, 2, 512, 1}, {8192, 2, 512, 1}, {1 << 30, 2, 512, 1}};
 inline constexpr TuningTable kTables[] = {{80, kSm80, 4}, {90, kSm90, 4}};
 inline constexpr int kTableCount = 2;
 

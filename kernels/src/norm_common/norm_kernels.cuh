@@ -67,13 +67,66 @@ __device__ __forceinline__ float round_to(float v) {
   return to_float<T>(from_float<T>(v));
 }
 
+// Vector loads and stores through plain integer types: a struct of __half / __nv_bfloat16
+// (classes with constructors) is otherwise copied element by element, i.e. 2-byte accesses.
+template <int BYTES>
+struct BitsOf;
+template <>
+struct BitsOf<2> { using type = unsigned short; };
+template <>
+struct BitsOf<4> { using type = unsigned int; };
+template <>
+struct BitsOf<8> { using type = uint2; };
+template <>
+struct BitsOf<16> { using type = uint4; };
+
 template <typename T, int VEC>
 __device__ __forceinline__ Vec<T, VEC> load_vec(const T* p) {
-  return *reinterpret_cast<const Vec<T, VEC>*>(p);
+  constexpr int kBytes = static_cast<int>(sizeof(T)) * VEC;
+  Vec<T, VEC> out;
+  if constexpr (kBytes <= 16) {
+    using B = typename BitsOf<kBytes>::type;
+    const B bits = *reinterpret_cast<const B*>(p);
+    __builtin_memcpy(&out, &bits, kBytes);
+  } else {
+    static_assert(kBytes % 16 == 0, "vector size");
+#pragma unroll
+    for (int i = 0; i < kBytes / 16; ++i) {
+      const uint4 bits = reinterpret_cast<const uint4*>(p)[i];
+      __builtin_memcpy(reinterpret_cast<char*>(&out) + 16 * i, &bits, 16);
+    }
+  }
+  return out;
 }
+template <typename T>
+__device__ __forceinline__ unsigned int pack2(float a, float b);
+template <>
+__device__ __forceinline__ unsigned int pack2<__nv_bfloat16>(float a, float b) {
+  __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+  return *reinterpret_cast<unsigned int*>(&h);
+}
+template <>
+__device__ __forceinline__ unsigned int pack2<__half>(float a, float b) {
+  __half2 h = __floats2half2_rn(a, b);
+  return *reinterpret_cast<unsigned int*>(&h);
+}
+
+// Rounds VEC floats to T and stores them as one access (16 bytes, or one element).
 template <typename T, int VEC>
-__device__ __forceinline__ void store_vec(T* p, const Vec<T, VEC>& v) {
-  *reinterpret_cast<Vec<T, VEC>*>(p) = v;
+__device__ __forceinline__ void store_floats(T* p, const float (&v)[VEC]) {
+  if constexpr (VEC == 1) {
+    *p = from_float<T>(v[0]);
+  } else if constexpr (sizeof(T) == 4) {
+    static_assert(VEC == 4, "fp32 vectors are 4 wide");
+    asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(v[0]), "f"(v[1]), "f"(v[2]), "f"(v[3])
+                 : "memory");
+  } else {
+    static_assert(VEC == 8, "16-bit vectors are 8 wide");
+    // Inline PTX: nvcc 13 splits a plain uint4 store built this way into four 4-byte stores.
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(pack2<T>(v[0], v[1])),
+                 "r"(pack2<T>(v[2], v[3])), "r"(pack2<T>(v[4], v[5])), "r"(pack2<T>(v[6], v[7]))
+                 : "memory");
+  }
 }
 
 // Sums N values over the tx threads of each row; every thread of the row gets the totals.
@@ -141,10 +194,13 @@ __global__ void norm_forward_kernel(FwdParams p) {
           if constexpr (K == Kind::kAddRms) {
             if (first) {
               Vec<T, VEC> a = load_vec<T, VEC>(x + v * VEC), bb = load_vec<T, VEC>(r + v * VEC);
+              float sum[VEC];
 #pragma unroll
-              for (int e = 0; e < VEC; ++e)
-                xv[k].values[e] = from_float<T>(to_float(a.values[e]) + to_float(bb.values[e]));
-              store_vec<T, VEC>(s + v * VEC, xv[k]);
+              for (int e = 0; e < VEC; ++e) {
+                sum[e] = to_float(a.values[e]) + to_float(bb.values[e]);
+                xv[k].values[e] = from_float<T>(sum[e]);
+              }
+              store_floats<T, VEC>(s + v * VEC, sum);
             } else {
               xv[k] = load_vec<T, VEC>(s + v * VEC);
             }
@@ -209,7 +265,7 @@ __global__ void norm_forward_kernel(FwdParams p) {
         const int v = c * chunk + k * tx + threadIdx.x;
         if (!active || v >= nvec) continue;
         const Vec<TW, VEC> wv = load_vec<TW, VEC>(w + v * VEC);
-        Vec<T, VEC> out;
+        float out[VEC];
         if constexpr (K == Kind::kLayer) {
           Vec<TW, VEC> bv;
           if (b) bv = load_vec<TW, VEC>(b + v * VEC);
@@ -217,7 +273,7 @@ __global__ void norm_forward_kernel(FwdParams p) {
           for (int e = 0; e < VEC; ++e) {
             float o = (to_float(xv[k].values[e]) - mean) * rstd * to_float(wv.values[e]);
             if (b) o += to_float(bv.values[e]);
-            out.values[e] = from_float<T>(o);
+            out[e] = o;
           }
         } else {
 #pragma unroll
@@ -232,10 +288,10 @@ __global__ void norm_forward_kernel(FwdParams p) {
             } else {
               o = round_to<T>(xf * rstd) * round_to<T>(wf);
             }
-            out.values[e] = from_float<T>(o);
+            out[e] = o;
           }
         }
-        store_vec<T, VEC>(y + v * VEC, out);
+        store_floats<T, VEC>(y + v * VEC, out);
       }
     }
   }
@@ -273,8 +329,12 @@ __device__ __forceinline__ void store_partial_row(const float (&acc)[NV][VEC], f
   }
 }
 
+// At most 512 threads per block, so the register-held rows (x, dy, the weight-gradient
+// accumulators) get up to 128 registers per thread without spilling.
+constexpr int kMaxBackwardThreads = 512;
+
 template <Kind K, typename T, typename TW, int VEC, int NV>
-__global__ void norm_backward_kernel(BwdParams p) {
+__global__ void __launch_bounds__(kMaxBackwardThreads) norm_backward_kernel(BwdParams p) {
   extern __shared__ float smem[];
   const int tx = blockDim.x, rpb = blockDim.y;
   const int nvec = p.cols / VEC;
@@ -357,7 +417,7 @@ __global__ void norm_backward_kernel(BwdParams p) {
         if constexpr (K == Kind::kAddRms) {
           if (p.ds) dsv = load_vec<T, VEC>(static_cast<const T*>(p.ds) + row * p.ds_stride + v * VEC);
         }
-        Vec<T, VEC> out;
+        float out[VEC];
 #pragma unroll
         for (int e = 0; e < VEC; ++e) {
           const float xf = to_float(xv[k].values[e]), dyf = to_float(dyv[k].values[e]);
@@ -377,7 +437,7 @@ __global__ void norm_backward_kernel(BwdParams p) {
             const float n = p.mode == kLlama ? round_to<T>(xf * rstd) : xf * rstd;
             dwv = dyf * n;
           }
-          out.values[e] = from_float<T>(dxf);
+          out[e] = dxf;
           if (chunks == 1) {
             dw_acc[k][e] += dwv;
             db_acc[k][e] += dbv;
@@ -387,7 +447,7 @@ __global__ void norm_backward_kernel(BwdParams p) {
             if (want_db) atomicAdd(db_row + col, dbv);
           }
         }
-        store_vec<T, VEC>(dx + v * VEC, out);
+        store_floats<T, VEC>(dx + v * VEC, out);
       }
     }
   }

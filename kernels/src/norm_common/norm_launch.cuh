@@ -162,6 +162,9 @@ inline liger_status resolve(const char* op, const liger_tunables* t, const Tunin
     return fail(LIGER_STATUS_INVALID_ARGUMENT,
                 "%s: threads per row = threads_per_block/rows_per_block = %d must be a power of two <= 32 or a "
                 "multiple of 32", op, tx);
+  if (backward && tpb > kMaxBackwardThreads)
+    return fail(LIGER_STATUS_INVALID_ARGUMENT, "%s: threads_per_block=%d: the backward takes at most %d", op, tpb,
+                kMaxBackwardThreads);
   r.tx = tx;
   r.rpb = rpb;
   r.nv = pick_nv(nvec, tx, r.vector, backward);
@@ -240,7 +243,8 @@ liger_status launch_forward(const char* op, const FwdParams& p, liger_dtype dtyp
     using TW = decltype(tw);
     FwdKernel kernel = forward_kernel_for<K, T, TW>(r.vector, r.nv);
     const dim3 block(r.tx, r.rpb);
-    const std::size_t smem = static_cast<std::size_t>(r.rpb) * 32 * 2 * sizeof(float);
+    // Cross-warp row sums need shared memory only when a row spans several warps.
+    const std::size_t smem = r.tx > 32 ? static_cast<std::size_t>(r.rpb) * 32 * 2 * sizeof(float) : 0;
     status = check_fits(op, reinterpret_cast<const void*>(kernel), r.tx * r.rpb, smem);
     if (status != LIGER_STATUS_SUCCESS) return;
     int64_t tiles = (p.rows + r.rpb - 1) / r.rpb;
@@ -270,8 +274,8 @@ liger_status launch_backward(const char* op, BwdParams p, liger_dtype dtype, lig
     BwdKernel kernel = backward_kernel_for<K, T, TW>(r.vector, r.nv);
     const dim3 block(r.tx, r.rpb);
     const int threads = r.tx * r.rpb;
-    std::size_t smem = static_cast<std::size_t>(r.rpb) * 32 * 2 * sizeof(float);
-    const std::size_t partial_smem = static_cast<std::size_t>(threads) * r.vec * sizeof(float);
+    std::size_t smem = r.tx > 32 ? static_cast<std::size_t>(r.rpb) * 32 * 2 * sizeof(float) : 0;
+    const std::size_t partial_smem = r.rpb > 1 ? static_cast<std::size_t>(threads) * r.vec * sizeof(float) : 0;
     if (partial_smem > smem) smem = partial_smem;
     status = check_fits(op, reinterpret_cast<const void*>(kernel), threads, smem);
     if (status != LIGER_STATUS_SUCCESS) return;

@@ -99,7 +99,8 @@ void check(const Case& c, uint64_t seed) {
                                           s_ref, w_host, rstd_f32, dx_ref, dw_ref);
   auto dx_got = compact(c.in_place ? dy.download() : dx.download(), rows, cols, st);
   EXPECT_TRUE(all_close("dx", dx_got, dx_ref, base_tolerance(c.dtype)));
-  EXPECT_TRUE(all_close("dw", dw.download(), dw_ref, dw_tolerance(wdt, rows)));
+  // LLAMA: dw sums dy * dtype(s * rstd), whose 16-bit rounding can differ from fp64's by one step.
+  EXPECT_TRUE(all_close("dw", dw.download(), dw_ref, dw_tolerance(c.mode == 0 ? c.dtype : wdt, rows)));
   EXPECT_EQ(ds.download(), ds_host) << "backward modified ds_out";
 }
 

@@ -146,7 +146,7 @@ std::vector<Case> cases() {
   out.push_back({LIGER_DTYPE_FLOAT32, false, 6, 2048, 2048, true, false, 1, {}, false});  // unaligned -> scalar
   out.push_back({LIGER_DTYPE_BFLOAT16, false, 6, 2048, 2048, true, true, 3, {}, false});
   const liger_tunables variants[] = {{32, 1, 0, 0, 0, {}}, {256, 8, 16, 3, 0, {}}, {128, 0, 2, 0, 0, {}},
-                                     {1024, 1, 16, 1, 0, {}}, {64, 4, 0, 500, 0, {}}};
+                                     {512, 1, 16, 1, 0, {}}, {64, 4, 0, 500, 0, {}}};
   for (const liger_tunables& v : variants)
     for (int64_t cols : {int64_t{96}, int64_t{4096}, int64_t{12288}})
       out.push_back({LIGER_DTYPE_BFLOAT16, false, 37, cols, cols, true, false, 0, v, true});

@@ -122,7 +122,10 @@ void check(const NormRun& run, uint64_t seed) {
   auto dx_all = run.in_place ? dy.download() : dx_own.download();
   std::vector<double> dx_got(dx_all.begin() + run.misalign, dx_all.end());
   EXPECT_TRUE(all_close("dx", compact(dx_got, rows, cols, dx_stride), dx_ref, base_tolerance(run.dtype)));
-  EXPECT_TRUE(all_close("dw", dw.download(), dw_ref, dw_tolerance(run.wdtype, rows)));
+  // LLAMA: dw sums dy * dtype(x * rstd); x * rstd computed in fp32 may round to the other
+  // neighbour of the 16-bit grid than in fp64, so the activation dtype's rounding bounds it.
+  const liger_dtype dw_dtype = run.mode == LIGER_RMS_NORM_CASTING_LLAMA ? run.dtype : run.wdtype;
+  EXPECT_TRUE(all_close("dw", dw.download(), dw_ref, dw_tolerance(dw_dtype, rows)));
   EXPECT_EQ(x.download(), x_host) << "backward modified x";
   if (!run.in_place) {
     EXPECT_EQ(dy.download(), dy_host) << "backward modified dy";
@@ -216,7 +219,7 @@ TEST_P(RmsNormLayoutTest, ExplicitTunables) {
       {32, 1, 0, 0, 0, {}},      // one warp per row: long rows go through the chunked path
       {256, 8, 16, 3, 0, {}},    // 8 rows per block, 3 reduction blocks
       {128, 0, elem, 0, 0, {}},  // forced scalar path
-      {1024, 1, 16, 1, 0, {}},   // one block per row, single reduction block
+      {512, 1, 16, 1, 0, {}},    // one block per row (the backward takes <= 512), single reduction block
       {64, 4, 0, 500, 0, {}},    // 16 threads per row, many reduction blocks
   };
   for (const liger_tunables& t : variants) {
