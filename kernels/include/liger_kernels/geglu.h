@@ -7,7 +7,8 @@
  *
  * Tunables read (NULL or zero fields = tuned default for the device and size, see
  * liger_geglu_default_tunables):
- *   threads_per_block: 64..1024, a multiple of 32;
+ *   threads_per_block: 64..1024, a multiple of 32 (a kernel variant whose register use cannot
+ *     launch that many threads gives LIGER_STATUS_INVALID_ARGUMENT with the reason);
  *   vector_bytes: 16, 8, 4, or the element size (2 for fp16/bf16, 4 for fp32) = scalar accesses.
  *     An explicit value that the pointers' alignment or the row strides do not allow gives
  *     LIGER_STATUS_INVALID_ARGUMENT (never a silent fallback); the default picks the widest allowed.

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "common/cuda_utils.cuh"
 #include "common/dtype.cuh"
@@ -22,10 +23,20 @@
 namespace liger::kernels::glu {
 
 // ---------------------------------------------------------------------------------------------
-// Activations (fp32).
+// Activations (fp32). The kernels are memory-bound only if they issue few instructions per
+// element (H100: ~13 bytes per SM cycle), so exp and reciprocal use the MUFU approximations
+// (ex2.approx, rcp.approx: ~1-2 ulp in fp32, far inside the fp32 test tolerance of 1e-5) instead
+// of the IEEE-rounded sequences (__frcp_rn, 1.0f / x), which cost ~10 instructions each.
+__device__ __forceinline__ float rcp_approx(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 struct Silu {
   static constexpr const char* kName = "swiglu";
-  __device__ __forceinline__ static float sigmoid(float x) { return __frcp_rn(1.0f + __expf(-x)); }
+  // 1 / (1 + e^-x): exact limits (e^-x = inf -> 0; e^-x = 0 -> 1).
+  __device__ __forceinline__ static float sigmoid(float x) { return rcp_approx(1.0f + __expf(-x)); }
   __device__ __forceinline__ static float forward(float x) { return x * sigmoid(x); }
   // act(x) and act'(x) together.
   __device__ __forceinline__ static void both(float x, float& act, float& grad) {
@@ -41,7 +52,7 @@ struct GeluTanh {
   static constexpr float kCubic = 0.044715f;
   // tanh(z) = 1 - 2 / (exp(2z) + 1): exact limits at +-inf, absolute error ~1e-7 (what gelu
   // needs: tanh enters only through 1 + t and 1 - t^2).
-  __device__ __forceinline__ static float tanh_fast(float z) { return 1.0f - 2.0f * __frcp_rn(__expf(2.0f * z) + 1.0f); }
+  __device__ __forceinline__ static float tanh_fast(float z) { return 1.0f - 2.0f * rcp_approx(__expf(2.0f * z) + 1.0f); }
   __device__ __forceinline__ static float forward(float x) {
     float t = tanh_fast(kSqrt2OverPi * (x + kCubic * x * x * x));
     return 0.5f * x * (1.0f + t);
@@ -74,6 +85,23 @@ __device__ __forceinline__ Vec<T, VEC> load_vec(const T* p) {
 template <typename T, int VEC>
 __device__ __forceinline__ void store_vec(T* p, const Vec<T, VEC>& v) {
   *reinterpret_cast<Vec<T, VEC>*>(p) = v;
+}
+
+// out.values[e] = from_float(v[e]), two at a time for 16-bit types (one pack instruction per pair).
+template <typename T, int VEC>
+__device__ __forceinline__ void convert_out(const float (&v)[VEC], Vec<T, VEC>& out) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16> && VEC % 2 == 0) {
+#pragma unroll
+    for (int e = 0; e < VEC; e += 2)
+      *reinterpret_cast<__nv_bfloat162*>(&out.values[e]) = __floats2bfloat162_rn(v[e], v[e + 1]);
+  } else if constexpr (std::is_same_v<T, __half> && VEC % 2 == 0) {
+#pragma unroll
+    for (int e = 0; e < VEC; e += 2)
+      *reinterpret_cast<__half2*>(&out.values[e]) = __floats2half2_rn(v[e], v[e + 1]);
+  } else {
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) out.values[e] = from_float<T>(v[e]);
+  }
 }
 
 template <typename T, int VEC, int UNROLL, class Act, bool BACKWARD>
@@ -110,21 +138,25 @@ __global__ void glu_kernel(Params p) {
       const int64_t col = col0 + static_cast<int64_t>(j) * blockDim.x * VEC;
       if (col + VEC <= p.cols) {
         if constexpr (!BACKWARD) {
-          Vec<T, VEC> cv;
+          float cf[VEC];
 #pragma unroll
-          for (int e = 0; e < VEC; ++e)
-            cv.values[e] = from_float<T>(Act::forward(to_float(av[j].values[e])) * to_float(bv[j].values[e]));
+          for (int e = 0; e < VEC; ++e) cf[e] = Act::forward(to_float(av[j].values[e])) * to_float(bv[j].values[e]);
+          Vec<T, VEC> cv;
+          convert_out<T, VEC>(cf, cv);
           store_vec<T, VEC>(o0_row + col, cv);
         } else {
-          Vec<T, VEC> da, db;
+          float daf[VEC], dbf[VEC];
 #pragma unroll
           for (int e = 0; e < VEC; ++e) {
             float act, grad;
             Act::both(to_float(av[j].values[e]), act, grad);
             const float d = to_float(dv[j].values[e]);
-            db.values[e] = from_float<T>(d * act);
-            da.values[e] = from_float<T>(d * to_float(bv[j].values[e]) * grad);
+            dbf[e] = d * act;
+            daf[e] = d * to_float(bv[j].values[e]) * grad;
           }
+          Vec<T, VEC> da, db;
+          convert_out<T, VEC>(daf, da);
+          convert_out<T, VEC>(dbf, db);
           store_vec<T, VEC>(o0_row + col, da);
           store_vec<T, VEC>(o1_row + col, db);
         }
@@ -184,6 +216,13 @@ liger_status launch_vec(Params p, int threads, int blocks_per_sm, cudaStream_t s
   const int64_t grid = std::max<int64_t>(1, std::min(tiles, max_grid));
   p.grid_row_step = grid / p.tiles_per_row;
   p.grid_col_step = grid % p.tiles_per_row;
+  cudaFuncAttributes attributes{};
+  if (cudaFuncGetAttributes(&attributes, glu_kernel<T, VEC, kUnroll, Act, BACKWARD>) == cudaSuccess &&
+      threads > attributes.maxThreadsPerBlock)
+    return fail(LIGER_STATUS_INVALID_ARGUMENT,
+                "%s: threads_per_block=%d exceeds what this kernel variant can launch (%d; it uses %d registers)",
+                Act::kName, threads, attributes.maxThreadsPerBlock, attributes.numRegs);
+  cudaGetLastError();
   glu_kernel<T, VEC, kUnroll, Act, BACKWARD><<<static_cast<unsigned>(grid), threads, 0, stream>>>(p);
   return check_launch(Act::kName);
 }
