@@ -3,6 +3,7 @@
 // in place into dy, every dtype, casting modes, odd / large / strided shapes, invalid arguments.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -27,6 +28,21 @@ Tolerance dw_tolerance(liger_dtype weight_dtype, int64_t rows) {
   t.rtol *= 2.0;
   t.max_relative_l2 *= 2.0;
   t.reason = "dweight: fp32 sum over rows then one rounding to the weight dtype; atol scaled by 2*sqrt(rows)";
+  return t;
+}
+
+// dx = rstd*m - rstd^3/cols*sum(m*x)*x subtracts two terms of size |rstd*m|. With cols == 1 the
+// exact result is rstd*m*eps/(x^2+eps), almost nothing: pure cancellation, so the fp32 error is
+// measured against the terms (1e-5 of the largest), and the relative L2 bound is not meaningful.
+Tolerance dx_tolerance(liger_dtype dtype, int64_t cols, const std::vector<double>& dy, const std::vector<double>& w,
+                       const std::vector<double>& rstd, double offset) {
+  if (cols != 1) return base_tolerance(dtype);
+  double term = 1.0;
+  for (size_t r = 0; r < dy.size(); ++r) term = std::max(term, std::fabs(rstd[r] * dy[r] * (w[0] + offset)));
+  Tolerance t = base_tolerance(dtype);
+  t.atol = 1e-5 * term;
+  t.max_relative_l2 = 1e30;
+  t.reason = "cols == 1: dx is pure cancellation of two terms of size |rstd*m|; atol = 1e-5 of the largest term";
   return t;
 }
 
@@ -98,7 +114,10 @@ void check(const Case& c, uint64_t seed) {
                                           c.with_ds_out ? compact(ds_host, rows, cols, st) : std::vector<double>{},
                                           s_ref, w_host, rstd_f32, dx_ref, dw_ref);
   auto dx_got = compact(c.in_place ? dy.download() : dx.download(), rows, cols, st);
-  EXPECT_TRUE(all_close("dx", dx_got, dx_ref, base_tolerance(c.dtype)));
+  // With ds_out the cancellation error of the norm part sits on top of ds_out: same bound.
+  Tolerance dx_tol = dx_tolerance(c.dtype, cols, compact(dy_host, rows, cols, st), w_host, rstd_f32, offset);
+  if (cols == 1) dx_tol.atol += base_tolerance(c.dtype).atol * 4;
+  EXPECT_TRUE(all_close("dx", dx_got, dx_ref, dx_tol));
   // LLAMA: dw sums dy * dtype(s * rstd), whose 16-bit rounding can differ from fp64's by one step.
   EXPECT_TRUE(all_close("dw", dw.download(), dw_ref, dw_tolerance(c.mode == 0 ? c.dtype : wdt, rows)));
   EXPECT_EQ(ds.download(), ds_host) << "backward modified ds_out";

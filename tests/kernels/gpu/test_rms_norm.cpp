@@ -3,6 +3,7 @@
 // forced scalar and chunked paths, invalid arguments, and a check that wrong outputs fail.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -42,6 +43,21 @@ Tolerance dw_tolerance(liger_dtype weight_dtype, int64_t rows) {
   t.max_relative_l2 *= 2.0;
   t.reason = "dweight: fp32 sum over rows (reassociated across blocks) then one rounding to the weight dtype; "
              "atol scaled by 2*sqrt(rows), the size of a sum of random-signed terms";
+  return t;
+}
+
+// dx = rstd*m - rstd^3/cols*sum(m*x)*x subtracts two terms of size |rstd*m|. With cols == 1 the
+// exact result is rstd*m*eps/(x^2+eps), almost nothing: pure cancellation, so the fp32 error is
+// measured against the terms (1e-5 of the largest), and the relative L2 bound is not meaningful.
+Tolerance dx_tolerance(liger_dtype dtype, int64_t cols, const std::vector<double>& dy, const std::vector<double>& w,
+                       const std::vector<double>& rstd, double offset) {
+  if (cols != 1) return base_tolerance(dtype);
+  double term = 1.0;
+  for (size_t r = 0; r < dy.size(); ++r) term = std::max(term, std::fabs(rstd[r] * dy[r] * (w[0] + offset)));
+  Tolerance t = base_tolerance(dtype);
+  t.atol = 1e-5 * term;
+  t.max_relative_l2 = 1e30;
+  t.reason = "cols == 1: dx is pure cancellation of two terms of size |rstd*m|; atol = 1e-5 of the largest term";
   return t;
 }
 
@@ -121,7 +137,8 @@ void check(const NormRun& run, uint64_t seed) {
   liger::ref::rms_norm_backward(config, dyc, xc, w_host, rstd_f32, dx_ref, dw_ref);
   auto dx_all = run.in_place ? dy.download() : dx_own.download();
   std::vector<double> dx_got(dx_all.begin() + run.misalign, dx_all.end());
-  EXPECT_TRUE(all_close("dx", compact(dx_got, rows, cols, dx_stride), dx_ref, base_tolerance(run.dtype)));
+  EXPECT_TRUE(all_close("dx", compact(dx_got, rows, cols, dx_stride), dx_ref,
+                        dx_tolerance(run.dtype, cols, dyc, w_host, rstd_f32, run.offset)));
   // LLAMA: dw sums dy * dtype(x * rstd); x * rstd computed in fp32 may round to the other
   // neighbour of the 16-bit grid than in fp64, so the activation dtype's rounding bounds it.
   const liger_dtype dw_dtype = run.mode == LIGER_RMS_NORM_CASTING_LLAMA ? run.dtype : run.wdtype;
