@@ -32,6 +32,7 @@ enum class ErrorKind {
   Rejected,            // the run was rejected
   Interrupted,         // signal received
   Internal,            // a bug in liger-agent
+  Failure,             // an operation or run failed for a reason the message explains (exit 1)
 };
 
 class Error : public std::runtime_error {
@@ -78,6 +79,7 @@ inline const char* to_string(ErrorKind kind) noexcept {
     case ErrorKind::Rejected: return "rejected";
     case ErrorKind::Interrupted: return "interrupted";
     case ErrorKind::Internal: return "internal";
+    case ErrorKind::Failure: return "failure";
   }
   return "unknown";
 }

@@ -1,0 +1,18 @@
+// The workflows that ship with liger-agent. The CLI calls this once; each workflow adds itself
+// from its own directory under src/workflows/ (the engine never names one).
+#pragma once
+
+#include "liger/workflow.h"
+
+namespace liger::workflows {
+
+void register_builtin_workflows(engine::WorkflowRegistry& registry);
+
+// Individual registrations, called by register_builtin_workflows().
+void register_survey_workflow(engine::WorkflowRegistry& registry);
+
+// Directory holding skills/ and templates/: $LIGER_AGENT_DATA_DIR, else the source tree the
+// binary was built from.
+std::filesystem::path data_dir();
+
+}  // namespace liger::workflows

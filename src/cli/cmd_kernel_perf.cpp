@@ -1,0 +1,45 @@
+#include <CLI/CLI.hpp>
+
+#include "cli/commands.h"
+#include "cli/run_support.h"
+#include "liger/workflows.h"
+
+namespace liger::cli {
+
+void register_kernel_perf_command(CLI::App& app, GlobalOptions& options) {
+  struct Args {
+    std::string kernel;
+    std::string goal = "balanced";
+    std::string target;
+    int variants = 8;
+    std::string tree;
+  };
+  auto args = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand(
+      "kernel-perf",
+      "Make an existing kernel faster: profile it, try variants with a lab notebook each, keep the winner "
+      "only if its tests pass, and report before/after.");
+  cmd->add_option("kernel", args->kernel, "Name of a kernel in the library (see `liger-agent kernels`)")->required();
+  cmd->add_option("--goal", args->goal, "What to optimise")
+      ->check(CLI::IsMember({"speed", "memory", "balanced"}))
+      ->capture_default_str();
+  cmd->add_option("--target", args->target, "Stop when reached, e.g. \"1.3x\" or \"900GB/s\"");
+  cmd->add_option("--variants", args->variants, "Variant budget")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--tree", args->tree, "Repository holding the kernel (default: the bundled source tree)");
+  cmd->footer(examples_footer({
+      "liger-agent kernel-perf rms_norm --goal speed",
+      "liger-agent kernel-perf cross_entropy --goal memory --variants 4 --yes",
+  }));
+  cmd->callback([args, &options] {
+    engine::RunRequest request;
+    request.workflow = "kernel-perf";
+    request.label = args->kernel;
+    request.tree_root = args->tree.empty() ? workflows::data_dir() : std::filesystem::path(args->tree);
+    request.arguments = {
+        {"kernel", args->kernel}, {"goal", args->goal}, {"target", args->target}, {"variants", args->variants}};
+    engine::Engine engine(workflow_registry(), engine_options(options));
+    options.exit_code = print_outcome(options, engine.start(request));
+  });
+}
+
+}  // namespace liger::cli

@@ -1,0 +1,80 @@
+// liger-agent entry point: wires the subcommands, and is the one place errors become output
+// and exit codes.
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <iostream>
+
+#include "cli/commands.h"
+#include "liger/error.h"
+#include "liger/util.h"
+
+namespace {
+
+int report_error(const liger::cli::GlobalOptions& options, const std::string& kind, const std::string& message,
+                 const std::string& hint, int exit_code) {
+  if (options.json) {
+    nlohmann::json error = {{"ok", false},
+                            {"exit_code", exit_code},
+                            {"error", {{"kind", kind}, {"message", message}, {"hint", hint}}}};
+    std::cout << error.dump(2) << std::endl;
+  } else {
+    std::cerr << "error: " << message << "\n";
+    if (!hint.empty()) std::cerr << "hint: " << hint << "\n";
+  }
+  return exit_code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  liger::signals::install_handlers();
+  liger::cli::GlobalOptions options;
+
+  CLI::App app{
+      "liger-agent: GPU kernel engineering for LLM training, as staged workflows\n"
+      "(Understand -> checkpoint -> Act -> checkpoint -> Verify) with resumable runs."};
+  app.name("liger-agent");
+  app.require_subcommand(1);
+  app.fallthrough();  // global flags may follow the subcommand
+  app.footer(liger::cli::examples_footer({
+      "liger-agent survey --yes                 # document the bundled kernels' C API",
+      "liger-agent kernel-dev \"ReLU squared\"     # (arrives with the kernel-dev workflow)",
+      "liger-agent runs                         # list runs",
+      "liger-agent approve <run> && liger-agent resume <run>",
+      "Exit codes: 0 ok, 1 failure, 2 usage, 3 awaiting approval, 4 verification failed, 5 rejected, "
+      "130 interrupted",
+  }));
+  liger::cli::add_global_options(app, options);
+
+  using namespace liger::cli;
+  register_survey_command(app, options);
+  register_kernel_dev_command(app, options);
+  register_autopatch_command(app, options);
+  register_kernel_perf_command(app, options);
+  register_runs_command(app, options);
+  register_show_command(app, options);
+  register_approve_command(app, options);
+  register_reject_command(app, options);
+  register_resume_command(app, options);
+  register_kernels_command(app, options);
+  register_config_command(app, options);
+  register_version_command(app, options);
+
+  try {
+    app.parse(argc, argv);
+    return options.exit_code;
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return report_error(options, "usage", e.what(), "run `liger-agent --help` or `liger-agent <command> --help`",
+                        static_cast<int>(liger::ExitCode::Usage));
+  } catch (const liger::Error& e) {
+    return report_error(options, liger::to_string(e.kind()), e.what(), e.hint(), static_cast<int>(e.exit_code()));
+  } catch (const std::exception& e) {
+    return report_error(options, "internal", e.what(), "this is a bug in liger-agent; please report it",
+                        static_cast<int>(liger::ExitCode::Failure));
+  }
+}

@@ -1,0 +1,48 @@
+#include "cli/run_support.h"
+
+#include <iostream>
+
+#include "liger/util.h"
+#include "liger/workflows.h"
+
+namespace liger::cli {
+
+const engine::WorkflowRegistry& workflow_registry() {
+  static const engine::WorkflowRegistry registry = [] {
+    engine::WorkflowRegistry r;
+    workflows::register_builtin_workflows(r);
+    return r;
+  }();
+  return registry;
+}
+
+std::filesystem::path run_root(GlobalOptions& options) { return options.config().get_string("run_dir"); }
+
+engine::EngineOptions engine_options(GlobalOptions& options) {
+  engine::EngineOptions engine;
+  engine.run_root = run_root(options);
+  engine.config = &options.config();
+  engine.quiet = options.quiet;
+  engine.verbosity = options.verbosity;
+  if (options.yes) {
+    engine.checkpoints = engine::CheckpointPolicy::AutoApprove;
+  } else if (util::interactive_terminal() && !options.json) {
+    engine.checkpoints = engine::CheckpointPolicy::Interactive;
+  } else {
+    engine.checkpoints = engine::CheckpointPolicy::Park;
+  }
+  return engine;
+}
+
+void print_json(const nlohmann::json& document) { std::cout << document.dump(2) << std::endl; }
+
+int print_outcome(const GlobalOptions& options, const engine::RunOutcome& outcome) {
+  if (options.json) {
+    print_json(outcome.to_json());
+  } else {
+    std::cout << outcome.message << std::endl;
+  }
+  return outcome.exit_code;
+}
+
+}  // namespace liger::cli

@@ -1,0 +1,457 @@
+#include "liger/engine.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <iostream>
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+
+#include "engine/apply.h"
+#include "engine/checkpoint.h"
+#include "engine/diff.h"
+#include "engine/report.h"
+#include "engine/run_state.h"
+#include "liger/error.h"
+#include "liger/profile.h"
+#include "liger/util.h"
+
+namespace liger::engine {
+
+namespace {
+
+constexpr const char* kStages[] = {"understand", "act", "apply", "verify"};
+
+bool is_finished(const std::string& status) {
+  return status == "completed" || status == "rejected" || status == "verification_failed";
+}
+
+const Workflow& require_workflow(const WorkflowRegistry& registry, const std::string& name) {
+  const Workflow* workflow = registry.find(name);
+  std::string available;
+  for (const auto& known : registry.names()) available += (available.empty() ? "" : ", ") + known;
+  if (!workflow || !workflow->has_all_stages()) {
+    throw Error(ErrorKind::Failure,
+                "the " + name + " workflow's stages are not registered yet: this build has no " + name +
+                    " implementation to run",
+                available.empty() ? "no workflow is registered in this build"
+                                  : "workflows available in this build: " + available);
+  }
+  return *workflow;
+}
+
+// Holds an exclusive flock on <run>/.run.lock so two processes never drive one run.
+class RunDirectoryLock {
+ public:
+  explicit RunDirectoryLock(const fs::path& run_dir) {
+    fd_ = ::open((run_dir / ".run.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0 || ::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      throw Error(ErrorKind::Failure, "run '" + run_dir.filename().string() + "' is being driven by another process",
+                  "wait for it to finish (`liger-agent runs` shows its status)");
+    }
+  }
+  ~RunDirectoryLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+std::shared_ptr<spdlog::logger> make_run_logger(const fs::path& run_dir, const std::string& name, bool quiet,
+                                                int verbosity) {
+  fs::create_directories(run_dir / "logs");
+  auto file_sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>((run_dir / "logs" / "run.log").string());
+  file_sink->set_level(spdlog::level::debug);
+  auto stderr_sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+  stderr_sink->set_level(quiet ? spdlog::level::err
+                               : verbosity >= 2 ? spdlog::level::debug
+                               : verbosity == 1 ? spdlog::level::info
+                                                : spdlog::level::warn);
+  auto logger = std::make_shared<spdlog::logger>(name, spdlog::sinks_init_list{file_sink, stderr_sink});
+  logger->set_level(spdlog::level::debug);
+  logger->flush_on(spdlog::level::debug);
+  return logger;
+}
+
+}  // namespace
+
+nlohmann::json RunOutcome::to_json() const {
+  return {{"run", name},
+          {"run_dir", run_dir.string()},
+          {"workflow", workflow},
+          {"status", status},
+          {"pending_checkpoint", pending_checkpoint},
+          {"undecided", undecided},
+          {"message", message},
+          {"exit_code", exit_code},
+          {"report", (run_dir / "report.json").string()}};
+}
+
+Engine::Engine(const WorkflowRegistry& registry, EngineOptions options)
+    : registry_(registry), options_(std::move(options)) {
+  if (!options_.config) throw Error(ErrorKind::Internal, "Engine constructed without a configuration");
+}
+
+RunOutcome Engine::start(const RunRequest& request) {
+  const Workflow& workflow = require_workflow(registry_, request.workflow);
+  profile::Schema::load_file(workflow.profile_schema);  // a broken schema fails before any run exists
+
+  fs::create_directories(options_.run_root);
+  const std::string base = util::now_run_stamp() + "-" + workflow.name + "-" + util::slugify(request.label);
+  fs::path run_dir;
+  for (int suffix = 1;; ++suffix) {
+    run_dir = options_.run_root / (suffix == 1 ? base : base + "-" + std::to_string(suffix));
+    if (fs::create_directory(run_dir)) break;  // atomic: concurrent starts never share a directory
+  }
+  fs::create_directories(run_dir / "input");
+  fs::create_directories(run_dir / "staging");
+  for (const auto& file : request.input_files) {
+    fs::copy(file, run_dir / "input" / file.filename(),
+             fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+  }
+  if (!request.input_text.empty()) util::write_file_atomic(run_dir / "input" / "input.txt", request.input_text);
+  util::write_file_atomic(run_dir / "input" / "arguments.json", request.arguments.dump(2) + "\n");
+
+  RunState state;
+  state.name = run_dir.filename().string();
+  state.workflow = workflow.name;
+  state.created_at = util::now_iso8601();
+  state.tree_root = fs::absolute(request.tree_root.empty() ? fs::current_path() : request.tree_root);
+  state.schema_path = fs::absolute(workflow.profile_schema);
+  state.input = request.arguments;
+  state.max_attempts = static_cast<int>(std::max<long long>(1, options_.config->get_int("max_attempts")));
+  for (const char* stage : kStages) state.stages[stage] = StageRecord{};
+  state.checkpoints["profile"] = CheckpointRecord{};
+  state.checkpoints["diff"] = CheckpointRecord{};
+  state.save(run_dir);
+  return drive(run_dir);
+}
+
+RunOutcome Engine::resume(const fs::path& run_dir) {
+  RunState state = RunState::load(run_dir);
+  if (is_finished(state.status)) {
+    throw Error(ErrorKind::Usage, "run '" + state.name + "' has already finished (" + state.status + ")",
+                "start a new run; `liger-agent show " + state.name + "` prints its report");
+  }
+  if (state.status == "awaiting_approval" && options_.checkpoints == CheckpointPolicy::Park) {
+    throw Error(ErrorKind::AwaitingApproval,
+                "run '" + state.name + "' is still waiting for approval of its " + state.pending_checkpoint() +
+                    " checkpoint",
+                "review it (`liger-agent show " + state.name + "`), then `liger-agent approve " + state.name +
+                    "` and `liger-agent resume " + state.name + "` (or resume with --yes)");
+  }
+  return drive(run_dir);
+}
+
+RunOutcome Engine::drive(const fs::path& run_dir) {
+  RunDirectoryLock run_lock(run_dir);
+  RunState state = RunState::load(run_dir);
+  const Workflow& workflow = require_workflow(registry_, state.workflow);
+  const profile::Schema schema = profile::Schema::load_file(state.schema_path);
+  auto log = make_run_logger(run_dir, state.name, options_.quiet, options_.verbosity);
+  Staging staging(run_dir / "staging");
+  const fs::path profile_path = run_dir / "profile.yaml";
+  std::optional<ApplyLock> apply_lock;
+  std::istream& prompt_in = options_.prompt_in ? *options_.prompt_in : std::cin;
+  std::ostream& prompt_out = options_.prompt_out ? *options_.prompt_out : std::cerr;
+
+  auto outcome = [&](std::string message, int exit_code) {
+    RunOutcome result;
+    result.run_dir = run_dir;
+    result.name = state.name;
+    result.workflow = state.workflow;
+    result.status = state.status;
+    result.pending_checkpoint = state.pending_checkpoint();
+    result.undecided = state.undecided;
+    result.message = std::move(message);
+    result.exit_code = exit_code;
+    log->info("run stops: status {}, exit {}", state.status, exit_code);
+    return result;
+  };
+  auto announce = [&](const std::string& line) {
+    log->info("{}", line);
+    if (!options_.quiet) std::cerr << "==> " << line << std::endl;
+  };
+  auto make_context = [&] {
+    StageContext ctx;
+    ctx.run_dir = run_dir;
+    ctx.input_dir = run_dir / "input";
+    ctx.tree_root = state.tree_root;
+    ctx.input = state.input;
+    ctx.staging = &staging;
+    ctx.log = log;
+    ctx.config = options_.config;
+    ctx.attempt = state.attempt;
+    ctx.quiet = options_.quiet;
+    if (state.attempt > 1 && state.attempts.size() >= static_cast<std::size_t>(state.attempt - 1)) {
+      ctx.previous_failures = state.attempts[state.attempt - 2].hard;
+      ctx.previous_warnings = state.attempts[state.attempt - 2].soft;
+    }
+    return ctx;
+  };
+  // Marks the stage running (saved before the stage starts, so a crash is visible on resume),
+  // runs it, and reports interruption distinctly from failure.
+  auto run_stage = [&](const char* stage, const StageFn& fn, StageContext& ctx) -> std::optional<StageResult> {
+    auto& record = state.stages[stage];
+    record.status = "running";
+    record.runs += 1;
+    record.started_at = util::now_iso8601();
+    record.finished_at.clear();
+    state.save(run_dir);
+    announce(std::string(stage) + (state.attempt > 1 && std::string(stage) != "understand"
+                                       ? " (attempt " + std::to_string(state.attempt) + ")"
+                                       : ""));
+    StageResult result = fn(ctx);
+    record.finished_at = util::now_iso8601();
+    if (signals::interrupted()) {
+      record.status = "interrupted";
+      return std::nullopt;
+    }
+    record.status = result.ok() ? "done" : "failed";
+    for (const auto& f : result.hard) log->error("{}: hard failure: {} {}", stage, f.summary, f.detail);
+    for (const auto& f : result.soft) log->warn("{}: warning: {} {}", stage, f.summary, f.detail);
+    return result;
+  };
+  auto interrupted_outcome = [&] {
+    state.status = "interrupted";
+    state.save(run_dir);
+    write_reports(run_dir, state);
+    return outcome("run '" + state.name + "' interrupted; continue it with `liger-agent resume " + state.name + "`",
+                   static_cast<int>(ExitCode::Interrupted));
+  };
+  // The checkpoint decision: recorded approvals stand; otherwise the policy decides.
+  auto decide = [&](const std::string& name, const CheckpointView& view) -> Decision {
+    auto& record = state.checkpoints[name];
+    if (record.status == "approved") return Decision::Approved;
+    if (record.status == "rejected") return Decision::Rejected;
+    state.undecided = name == "profile" ? validate_profile_file(profile_path, schema) : std::vector<std::string>{};
+    Decision decision = Decision::Parked;
+    std::string by;
+    switch (options_.checkpoints) {
+      case CheckpointPolicy::AutoApprove:
+        decision = state.undecided.empty() ? Decision::Approved : Decision::Parked;
+        by = "--yes";
+        break;
+      case CheckpointPolicy::Interactive:
+        decision = ask_at_terminal(view, *options_.config, prompt_in, prompt_out);
+        by = "terminal";
+        if (name == "profile") state.undecided = validate_profile_file(profile_path, schema);
+        break;
+      case CheckpointPolicy::Park: decision = Decision::Parked; break;
+    }
+    if (decision == Decision::Approved) {
+      record = CheckpointRecord{"approved", by, util::now_iso8601(), ""};
+      state.status = "running";
+    } else if (decision == Decision::Rejected) {
+      record = CheckpointRecord{"rejected", by, util::now_iso8601(), ""};
+    } else {
+      record.status = "awaiting_approval";
+      state.status = "awaiting_approval";
+    }
+    state.save(run_dir);
+    log->info("checkpoint {}: {}", name, record.status);
+    return decision;
+  };
+  auto parked_outcome = [&](const std::string& checkpoint) {
+    write_reports(run_dir, state);
+    std::string message = "run '" + state.name + "' is waiting for approval of its " + checkpoint + " (" +
+                          (checkpoint == "profile" ? profile_path.string() : (run_dir / "staged.diff").string()) +
+                          ")";
+    if (!state.undecided.empty()) {
+      message += "; undecided fields must be decided first:";
+      for (const auto& field : state.undecided) message += "\n  - " + field;
+    }
+    message += "\nnext: `liger-agent approve " + state.name + "`, then `liger-agent resume " + state.name + "`";
+    return outcome(message, static_cast<int>(ExitCode::AwaitingApproval));
+  };
+  auto rejected_outcome = [&](const std::string& checkpoint) {
+    restore_backups(run_dir / "backup", state.tree_root);
+    state.applied_files.clear();
+    state.status = "rejected";
+    state.save(run_dir);
+    write_reports(run_dir, state);
+    return outcome("run '" + state.name + "' rejected at the " + checkpoint +
+                       " checkpoint; the tree is unchanged, staged files are kept in " + staging.dir().string(),
+                   static_cast<int>(ExitCode::Rejected));
+  };
+
+  state.status = "running";
+  state.error.reset();
+  state.save(run_dir);
+  log->info("driving run {} from phase {}", state.name, to_string(state.phase));
+
+  try {
+    while (state.phase != Phase::Done) {
+      if (signals::interrupted()) return interrupted_outcome();
+      switch (state.phase) {
+        case Phase::Understand: {
+          StageContext ctx = make_context();
+          auto result = run_stage("understand", workflow.understand, ctx);
+          if (!result) return interrupted_outcome();
+          for (const auto& f : result->soft) state.warnings.push_back(f);
+          if (!result->ok()) {
+            std::string list;
+            for (const auto& f : result->hard) list += "\n  - " + f.summary + (f.detail.empty() ? "" : ": " + f.detail);
+            throw Error(ErrorKind::Failure, "understand failed for run '" + state.name + "':" + list,
+                        "fix the input and start a new run; details in " + (run_dir / "logs/run.log").string());
+          }
+          if (!ctx.profile || !ctx.profile.IsMap()) {
+            throw Error(ErrorKind::Internal, "the " + workflow.name + " workflow's understand stage produced no profile");
+          }
+          util::write_file_atomic(profile_path,
+                                  profile::to_yaml(ctx.profile, workflow.name + " profile for run " + state.name +
+                                                                    "\nschema: " + state.schema_path.string()));
+          const auto report = schema.validate(ctx.profile);
+          if (!report.ok()) {
+            throw Error(ErrorKind::Internal,
+                        "the " + workflow.name + " workflow wrote a profile that violates its own schema:\n" +
+                            report.format_errors(profile_path.string()),
+                        "this is a bug in the workflow or its schema");
+          }
+          state.phase = Phase::ProfileCheckpoint;
+          state.save(run_dir);
+          break;
+        }
+        case Phase::ProfileCheckpoint: {
+          CheckpointView view{"profile", state.name, profile_path, &schema, "", {}};
+          Decision decision = decide("profile", view);
+          if (decision == Decision::Parked) return parked_outcome("profile");
+          if (decision == Decision::Rejected) return rejected_outcome("profile");
+          state.phase = Phase::Act;
+          state.save(run_dir);
+          break;
+        }
+        case Phase::Act: {
+          StageContext ctx = make_context();
+          validate_profile_file(profile_path, schema);  // a hand edit after approval must still be valid
+          ctx.profile = profile::load_yaml_file(profile_path);
+          staging.clear();
+          auto result = run_stage("act", workflow.act, ctx);
+          if (!result) return interrupted_outcome();
+          for (const auto& f : result->soft) state.warnings.push_back(f);
+          if (!result->ok()) {
+            std::string list;
+            for (const auto& f : result->hard) list += "\n  - " + f.summary + (f.detail.empty() ? "" : ": " + f.detail);
+            throw Error(ErrorKind::Failure, "act failed for run '" + state.name + "':" + list,
+                        "check the profile's values; details in " + (run_dir / "logs/run.log").string());
+          }
+          if (state.attempts.size() < static_cast<std::size_t>(state.attempt)) state.attempts.resize(state.attempt);
+          state.attempts[state.attempt - 1].attempt = state.attempt;
+          state.attempts[state.attempt - 1].fixes = result->notes;
+          state.staged_files = staging.files();
+          util::write_file_atomic(run_dir / "staged.diff",
+                                  diff_staged_against_tree(staging.dir(), state.tree_root, state.staged_files));
+          state.phase = Phase::DiffCheckpoint;
+          state.save(run_dir);
+          break;
+        }
+        case Phase::DiffCheckpoint: {
+          CheckpointView view{"diff", state.name, profile_path, &schema, util::read_file(run_dir / "staged.diff"),
+                              state.staged_files};
+          Decision decision = decide("diff", view);
+          if (decision == Decision::Parked) return parked_outcome("diff");
+          if (decision == Decision::Rejected) return rejected_outcome("diff");
+          state.phase = Phase::Apply;
+          state.save(run_dir);
+          break;
+        }
+        case Phase::Apply: {
+          apply_lock.emplace(ApplyLock::acquire(state.tree_root, state.name, state.staged_files));
+          auto& record = state.stages["apply"];
+          record.status = "running";
+          record.runs += 1;
+          record.started_at = util::now_iso8601();
+          state.save(run_dir);
+          announce("apply " + std::to_string(state.staged_files.size()) + " file(s) to " + state.tree_root.string());
+          apply_staged_files(staging.dir(), state.tree_root, state.staged_files, run_dir / "backup");
+          state.applied_files = state.staged_files;
+          record.status = "done";
+          record.finished_at = util::now_iso8601();
+          state.phase = Phase::Verify;
+          state.save(run_dir);
+          break;
+        }
+        case Phase::Verify: {
+          if (!apply_lock) apply_lock.emplace(ApplyLock::acquire(state.tree_root, state.name, state.applied_files));
+          StageContext ctx = make_context();
+          ctx.profile = profile::load_yaml_file(profile_path);
+          auto result = run_stage("verify", workflow.verify, ctx);
+          if (!result) return interrupted_outcome();
+          if (state.attempts.size() < static_cast<std::size_t>(state.attempt)) state.attempts.resize(state.attempt);
+          auto& attempt = state.attempts[state.attempt - 1];
+          attempt.attempt = state.attempt;
+          attempt.hard = result->hard;
+          attempt.soft = result->soft;
+          if (result->ok()) {
+            apply_lock.reset();
+            state.phase = Phase::Report;
+            state.save(run_dir);
+            break;
+          }
+          // A failed attempt must not leave its files in the tree.
+          restore_backups(run_dir / "backup", state.tree_root);
+          state.applied_files.clear();
+          apply_lock.reset();
+          if (state.attempt < state.max_attempts) {
+            log->warn("attempt {} failed with {} hard failure(s); Act runs again with the diagnostics", state.attempt,
+                      result->hard.size());
+            if (!options_.quiet)
+              std::cerr << "  attempt " << state.attempt << " of " << state.max_attempts << " failed ("
+                        << result->hard.front().summary << "); retrying Act with the diagnostics" << std::endl;
+            state.attempt += 1;
+            state.checkpoints["diff"] = CheckpointRecord{};
+            for (const char* stage : {"act", "apply", "verify"}) state.stages[stage].status = "pending";
+            state.phase = Phase::Act;
+            state.save(run_dir);
+            break;
+          }
+          state.status = "verification_failed";
+          state.diagnosis = workflow.diagnose ? workflow.diagnose(state.attempts) : default_diagnosis(state.attempts);
+          state.save(run_dir);
+          write_reports(run_dir, state);
+          return outcome("run '" + state.name + "' failed verification after " + std::to_string(state.attempt) +
+                             " attempt(s); the tree is unchanged. Report: " + (run_dir / "report.md").string(),
+                         static_cast<int>(ExitCode::VerificationFailed));
+        }
+        case Phase::Report: {
+          state.status = "completed";
+          state.phase = Phase::Done;
+          state.save(run_dir);
+          write_reports(run_dir, state);
+          break;
+        }
+        case Phase::Done: break;
+      }
+    }
+  } catch (const Error& error) {
+    if (error.kind() == ErrorKind::Interrupted) return interrupted_outcome();
+    for (auto& [name, record] : state.stages)
+      if (record.status == "running") record.status = "failed";
+    state.status = "failed";
+    state.error = ErrorRecord{to_string(error.kind()), error.what(), error.hint()};
+    state.save(run_dir);
+    write_reports(run_dir, state);
+    log->error("{}", error.what());
+    throw;
+  } catch (const std::exception& error) {
+    for (auto& [name, record] : state.stages)
+      if (record.status == "running") record.status = "failed";
+    state.status = "failed";
+    state.error = ErrorRecord{"internal", error.what(), ""};
+    state.save(run_dir);
+    write_reports(run_dir, state);
+    throw Error(ErrorKind::Internal, std::string("run '") + state.name + "' failed: " + error.what(),
+                "see " + (run_dir / "logs/run.log").string());
+  }
+
+  std::string message = "run '" + state.name + "' completed";
+  bool has_warnings = !state.warnings.empty() || (!state.attempts.empty() && !state.attempts.back().soft.empty());
+  if (has_warnings) message += " with warnings";
+  message += ". Report: " + (run_dir / "report.md").string();
+  return outcome(message, static_cast<int>(ExitCode::Success));
+}
+
+}  // namespace liger::engine

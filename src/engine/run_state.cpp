@@ -1,0 +1,162 @@
+#include "engine/run_state.h"
+
+#include "liger/error.h"
+#include "liger/util.h"
+
+namespace liger::engine {
+
+namespace {
+constexpr const char* kPhaseNames[] = {"understand", "profile_checkpoint", "act", "diff_checkpoint",
+                                       "apply",      "verify",             "report", "done"};
+
+nlohmann::json findings_json(const std::vector<Finding>& findings) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& f : findings) list.push_back(to_json(f));
+  return list;
+}
+
+std::vector<Finding> findings_from(const nlohmann::json& json) {
+  std::vector<Finding> list;
+  if (json.is_array())
+    for (const auto& item : json) list.push_back(finding_from_json(item));
+  return list;
+}
+}  // namespace
+
+const char* to_string(Phase phase) { return kPhaseNames[static_cast<int>(phase)]; }
+
+Phase phase_from_string(const std::string& text) {
+  for (int i = 0; i <= static_cast<int>(Phase::Done); ++i)
+    if (text == kPhaseNames[i]) return static_cast<Phase>(i);
+  throw Error(ErrorKind::Usage, "state.json names an unknown phase '" + text + "'",
+              "the run directory was written by an incompatible version; start a new run");
+}
+
+nlohmann::json to_json(const Finding& finding) {
+  return {{"summary", finding.summary}, {"detail", finding.detail}};
+}
+
+Finding finding_from_json(const nlohmann::json& json) {
+  return Finding{json.value("summary", ""), json.value("detail", "")};
+}
+
+nlohmann::json RunState::to_json() const {
+  nlohmann::json json;
+  json["format_version"] = format_version;
+  json["name"] = name;
+  json["workflow"] = workflow;
+  json["status"] = status;
+  json["phase"] = to_string(phase);
+  json["pending_checkpoint"] = pending_checkpoint();
+  json["created_at"] = created_at;
+  json["updated_at"] = updated_at;
+  json["tree_root"] = tree_root.string();
+  json["schema_path"] = schema_path.string();
+  json["input"] = input;
+  json["attempt"] = attempt;
+  json["max_attempts"] = max_attempts;
+  for (const auto& [stage, record] : stages) {
+    json["stages"][stage] = {{"status", record.status},
+                             {"runs", record.runs},
+                             {"started_at", record.started_at},
+                             {"finished_at", record.finished_at}};
+  }
+  for (const auto& [checkpoint, record] : checkpoints) {
+    json["checkpoints"][checkpoint] = {{"status", record.status},
+                                       {"decided_by", record.decided_by},
+                                       {"decided_at", record.decided_at},
+                                       {"note", record.note}};
+  }
+  json["attempts"] = nlohmann::json::array();
+  for (const auto& attempt_record : attempts) {
+    json["attempts"].push_back({{"attempt", attempt_record.attempt},
+                                {"hard", findings_json(attempt_record.hard)},
+                                {"soft", findings_json(attempt_record.soft)},
+                                {"fixes", attempt_record.fixes}});
+  }
+  json["warnings"] = findings_json(warnings);
+  json["staged_files"] = staged_files;
+  json["applied_files"] = applied_files;
+  json["undecided"] = undecided;
+  json["error"] = error ? nlohmann::json{{"kind", error->kind}, {"message", error->message}, {"hint", error->hint}}
+                        : nlohmann::json(nullptr);
+  json["diagnosis"] = diagnosis;
+  return json;
+}
+
+RunState RunState::from_json(const nlohmann::json& json) {
+  RunState state;
+  state.format_version = json.at("format_version").get<int>();
+  state.name = json.at("name").get<std::string>();
+  state.workflow = json.at("workflow").get<std::string>();
+  state.status = json.at("status").get<std::string>();
+  state.phase = phase_from_string(json.at("phase").get<std::string>());
+  state.created_at = json.value("created_at", "");
+  state.updated_at = json.value("updated_at", "");
+  state.tree_root = json.value("tree_root", "");
+  state.schema_path = json.value("schema_path", "");
+  state.input = json.value("input", nlohmann::json::object());
+  state.attempt = json.value("attempt", 1);
+  state.max_attempts = json.value("max_attempts", 3);
+  if (json.contains("stages")) {
+    for (const auto& [stage, record] : json["stages"].items()) {
+      state.stages[stage] = StageRecord{record.value("status", "pending"), record.value("runs", 0),
+                                        record.value("started_at", ""), record.value("finished_at", "")};
+    }
+  }
+  if (json.contains("checkpoints")) {
+    for (const auto& [checkpoint, record] : json["checkpoints"].items()) {
+      state.checkpoints[checkpoint] =
+          CheckpointRecord{record.value("status", "pending"), record.value("decided_by", ""),
+                           record.value("decided_at", ""), record.value("note", "")};
+    }
+  }
+  for (const auto& item : json.value("attempts", nlohmann::json::array())) {
+    AttemptRecord record;
+    record.attempt = item.value("attempt", 0);
+    record.hard = findings_from(item.value("hard", nlohmann::json::array()));
+    record.soft = findings_from(item.value("soft", nlohmann::json::array()));
+    record.fixes = item.value("fixes", std::vector<std::string>{});
+    state.attempts.push_back(std::move(record));
+  }
+  state.warnings = findings_from(json.value("warnings", nlohmann::json::array()));
+  state.staged_files = json.value("staged_files", std::vector<std::string>{});
+  state.applied_files = json.value("applied_files", std::vector<std::string>{});
+  state.undecided = json.value("undecided", std::vector<std::string>{});
+  if (json.contains("error") && json["error"].is_object()) {
+    state.error = ErrorRecord{json["error"].value("kind", ""), json["error"].value("message", ""),
+                              json["error"].value("hint", "")};
+  }
+  state.diagnosis = json.value("diagnosis", "");
+  return state;
+}
+
+RunState RunState::load(const std::filesystem::path& run_dir) {
+  const auto path = run_dir / "state.json";
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    throw Error(ErrorKind::Usage, "'" + run_dir.string() + "' is not a run directory (no state.json)",
+                "list runs with `liger-agent runs`");
+  }
+  try {
+    return from_json(nlohmann::json::parse(util::read_file(path)));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(ErrorKind::Io, "cannot read run state '" + path.string() + "': " + e.what(),
+                "state.json is written atomically, so this file was edited by hand or by another "
+                "tool; restore it or start a new run");
+  }
+}
+
+void RunState::save(const std::filesystem::path& run_dir) {
+  updated_at = util::now_iso8601();
+  util::write_file_atomic(run_dir / "state.json", to_json().dump(2) + "\n");
+}
+
+std::string RunState::pending_checkpoint() const {
+  if (status != "awaiting_approval") return "";
+  if (phase == Phase::ProfileCheckpoint) return "profile";
+  if (phase == Phase::DiffCheckpoint) return "diff";
+  return "";
+}
+
+}  // namespace liger::engine

@@ -1,0 +1,79 @@
+// state.json: the single source of truth about a run. Every transition is saved atomically
+// before the next step starts, so whatever a crash leaves behind is a consistent state.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "liger/workflow.h"
+
+namespace liger::engine {
+
+// The steps of the stage machine, in order. Checkpoints are steps too so that a run parked at
+// one resumes exactly there.
+enum class Phase { Understand, ProfileCheckpoint, Act, DiffCheckpoint, Apply, Verify, Report, Done };
+const char* to_string(Phase phase);
+Phase phase_from_string(const std::string& text);
+
+struct StageRecord {
+  std::string status = "pending";  // pending | running | done | failed | interrupted
+  int runs = 0;
+  std::string started_at;
+  std::string finished_at;
+};
+
+struct CheckpointRecord {
+  std::string status = "pending";  // pending | awaiting_approval | approved | rejected
+  std::string decided_by;          // "--yes", "terminal", "approve command"
+  std::string decided_at;
+  std::string note;
+};
+
+struct ErrorRecord {
+  std::string kind;
+  std::string message;
+  std::string hint;
+};
+
+struct RunState {
+  int format_version = 1;
+  std::string name;
+  std::string workflow;
+  std::string status = "running";  // running | awaiting_approval | approved | completed | failed |
+                                   // verification_failed | rejected | interrupted
+  Phase phase = Phase::Understand;
+  std::string created_at;
+  std::string updated_at;
+  std::filesystem::path tree_root;
+  std::filesystem::path schema_path;
+  nlohmann::json input = nlohmann::json::object();
+  int attempt = 1;
+  int max_attempts = 3;
+  std::map<std::string, StageRecord> stages;            // understand, act, apply, verify
+  std::map<std::string, CheckpointRecord> checkpoints;  // profile, diff
+  std::vector<AttemptRecord> attempts;
+  std::vector<Finding> warnings;  // soft findings of Understand and Act
+  std::vector<std::string> staged_files;
+  std::vector<std::string> applied_files;
+  std::vector<std::string> undecided;
+  std::optional<ErrorRecord> error;
+  std::string diagnosis;
+
+  nlohmann::json to_json() const;
+  static RunState from_json(const nlohmann::json& json);
+
+  static RunState load(const std::filesystem::path& run_dir);  // Io/Usage errors name the file
+  void save(const std::filesystem::path& run_dir);              // atomic; stamps updated_at
+
+  std::string pending_checkpoint() const;  // "profile" / "diff" when parked at one, else ""
+};
+
+nlohmann::json to_json(const Finding& finding);
+Finding finding_from_json(const nlohmann::json& json);
+
+}  // namespace liger::engine

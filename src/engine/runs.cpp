@@ -1,0 +1,143 @@
+// Run management that needs no workflow: finding, listing, approving and rejecting runs.
+#include <algorithm>
+#include <ctime>
+
+#include "engine/apply.h"
+#include "engine/checkpoint.h"
+#include "engine/run_state.h"
+#include "engine/report.h"
+#include "liger/engine.h"
+#include "liger/error.h"
+#include "liger/util.h"
+
+namespace liger::engine {
+
+namespace {
+
+bool is_run_dir(const fs::path& dir) {
+  std::error_code ec;
+  return fs::is_regular_file(dir / "state.json", ec);
+}
+
+RunOutcome outcome_of(const fs::path& run_dir, const RunState& state, std::string message, int exit_code) {
+  RunOutcome outcome;
+  outcome.run_dir = run_dir;
+  outcome.name = state.name;
+  outcome.workflow = state.workflow;
+  outcome.status = state.status;
+  outcome.pending_checkpoint = state.pending_checkpoint();
+  outcome.undecided = state.undecided;
+  outcome.message = std::move(message);
+  outcome.exit_code = exit_code;
+  return outcome;
+}
+
+}  // namespace
+
+fs::path find_run(const fs::path& run_root, const std::string& spec) {
+  if (spec.empty()) throw Error(ErrorKind::Usage, "no run given", "name a run; `liger-agent runs` lists them");
+  if (is_run_dir(spec)) return fs::path(spec);
+  if (is_run_dir(run_root / spec)) return run_root / spec;
+
+  std::vector<fs::path> matches;
+  std::error_code ec;
+  if (fs::is_directory(run_root, ec)) {
+    for (const auto& entry : fs::directory_iterator(run_root)) {
+      if (entry.path().filename().string().starts_with(spec) && is_run_dir(entry.path())) matches.push_back(entry.path());
+    }
+  }
+  if (matches.size() == 1) return matches.front();
+  if (matches.empty()) {
+    throw Error(ErrorKind::Usage, "no run matches '" + spec + "' under " + run_root.string(),
+                "`liger-agent runs` lists runs; pass a run directory path, its name or a unique prefix "
+                "(and --run-dir if the runs live elsewhere)");
+  }
+  std::sort(matches.begin(), matches.end());
+  std::string names;
+  for (const auto& match : matches) names += "\n  " + match.filename().string();
+  throw Error(ErrorKind::Usage, "'" + spec + "' matches " + std::to_string(matches.size()) + " runs:" + names,
+              "give a longer prefix or the full name");
+}
+
+std::vector<RunSummary> list_runs(const fs::path& run_root) {
+  std::vector<RunSummary> runs;
+  std::error_code ec;
+  if (!fs::is_directory(run_root, ec)) return runs;
+  const long long now = static_cast<long long>(std::time(nullptr));
+  for (const auto& entry : fs::directory_iterator(run_root)) {
+    if (!is_run_dir(entry.path())) continue;
+    RunSummary summary;
+    summary.run_dir = entry.path();
+    summary.name = entry.path().filename().string();
+    try {
+      const RunState state = RunState::load(entry.path());
+      summary.workflow = state.workflow;
+      summary.status = state.status;
+      summary.pending_checkpoint = state.pending_checkpoint();
+      summary.created_at = state.created_at;
+      const long long created = util::parse_iso8601(state.created_at);
+      summary.age_seconds = created < 0 ? -1 : now - created;
+    } catch (const Error&) {
+      summary.status = "unreadable";
+    }
+    runs.push_back(std::move(summary));
+  }
+  std::sort(runs.begin(), runs.end(), [](const RunSummary& a, const RunSummary& b) { return a.name > b.name; });
+  return runs;
+}
+
+nlohmann::json read_run_state(const fs::path& run_dir) { return RunState::load(run_dir).to_json(); }
+
+RunOutcome approve_run(const fs::path& run_dir, const std::string& approved_by) {
+  RunState state = RunState::load(run_dir);
+  const std::string checkpoint = state.pending_checkpoint();
+  if (checkpoint.empty()) {
+    throw Error(ErrorKind::Usage,
+                "run '" + state.name + "' has no checkpoint waiting for approval (status: " + state.status + ")",
+                state.status == "approved" ? "continue it with `liger-agent resume " + state.name + "`"
+                                           : "`liger-agent show " + state.name + "` prints where it stands");
+  }
+  if (checkpoint == "profile") {
+    // The maintainer may have edited profile.yaml by hand: approve only what is valid and decided.
+    const auto schema = profile::Schema::load_file(state.schema_path);
+    state.undecided = validate_profile_file(run_dir / "profile.yaml", schema);
+    if (!state.undecided.empty()) {
+      std::string list;
+      for (const auto& field : state.undecided) list += "\n  - " + field;
+      state.save(run_dir);
+      throw Error(ErrorKind::Usage, "run '" + state.name + "': the profile still has undecided fields:" + list,
+                  "edit " + (run_dir / "profile.yaml").string() +
+                      " to replace each {undecided: ...} with a value, then approve again");
+    }
+  }
+  state.checkpoints[checkpoint] = CheckpointRecord{"approved", approved_by, util::now_iso8601(), ""};
+  state.status = "approved";
+  state.save(run_dir);
+  write_reports(run_dir, state);
+  return outcome_of(run_dir, state,
+                    "approved the " + checkpoint + " checkpoint of run '" + state.name +
+                        "'; continue with `liger-agent resume " + state.name + "`",
+                    0);
+}
+
+RunOutcome reject_run(const fs::path& run_dir, const std::string& reason) {
+  RunState state = RunState::load(run_dir);
+  if (state.status == "completed" || state.status == "rejected") {
+    throw Error(ErrorKind::Usage, "run '" + state.name + "' has already finished (" + state.status + ")",
+                "nothing to reject");
+  }
+  const std::string checkpoint = state.pending_checkpoint();
+  restore_backups(run_dir / "backup", state.tree_root);
+  state.applied_files.clear();
+  if (!checkpoint.empty())
+    state.checkpoints[checkpoint] = CheckpointRecord{"rejected", "reject command", util::now_iso8601(), reason};
+  state.status = "rejected";
+  state.save(run_dir);
+  write_reports(run_dir, state);
+  return outcome_of(run_dir, state,
+                    "rejected run '" + state.name + "'; the tree is unchanged and its staged files stay in " +
+                        (run_dir / "staging").string(),
+                    0);
+}
+
+}  // namespace liger::engine
