@@ -536,7 +536,9 @@ Program parse_program(const std::string& text, const FunctionResolver& resolver)
       ParamDecl decl;
       decl.name = parser.next().text;
       if (auto guess = default_param_for_name(decl.name)) decl = *guess;
+      bool explicit_shape = false;
       if (parser.accept(":")) {
+        explicit_shape = true;
         const Token& shape = parser.next();
         if (shape.type != Tok::Ident || (shape.text != "scalar" && shape.text != "channel"))
           fail_at(shape, "'scalar' or 'channel'");
@@ -551,6 +553,7 @@ Program parse_program(const std::string& text, const FunctionResolver& resolver)
       if (parser.peek().type == Tok::Ident && parser.peek().text == "fixed") {
         parser.next();
         decl.learnable = false;
+        if (!explicit_shape) decl.shape = ParamShape::Scalar;  // module parameters are scalars
       }
       declared.push_back(decl);
     } else {

@@ -697,6 +697,10 @@ bool looks_like_pytorch(const std::string& text) {
   static const char* markers[] = {"import torch", "def ", "nn.Module", "torch.", "F.", "return ", "class "};
   for (const char* m : markers)
     if (text.find(m) != std::string::npos) return true;
+  // A method call or attribute (x.tanh(), self.alpha): the expression language has no '.'
+  // outside numbers.
+  for (std::size_t i = 0; i + 1 < text.size(); ++i)
+    if (text[i] == '.' && (std::isalpha(static_cast<unsigned char>(text[i + 1])) || text[i + 1] == '_')) return true;
   return false;
 }
 

@@ -1,0 +1,854 @@
+#include "workflows/kernel_dev/profile.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "workflows/kernel_dev/pytorch.h"
+
+namespace liger::kernel_dev {
+
+// ============================================================================================
+// Names
+
+std::string camel_case(const std::string& snake) {
+  std::string out;
+  bool upper = true;
+  for (char c : snake) {
+    if (c == '_') {
+      upper = true;
+      continue;
+    }
+    out += upper ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : c;
+    upper = false;
+  }
+  return out;
+}
+
+namespace {
+
+std::string snake_case(const std::string& text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(text[i]);
+    if (std::isupper(c) && i > 0 && std::islower(static_cast<unsigned char>(text[i - 1]))) out += '_';
+    if (std::isalnum(c)) out += static_cast<char>(std::tolower(c));
+    else if (!out.empty() && out.back() != '_') out += '_';
+  }
+  while (!out.empty() && out.back() == '_') out.pop_back();
+  if (out.empty() || std::isdigit(static_cast<unsigned char>(out[0]))) out = "op_" + out;
+  return out;
+}
+
+std::string fnv_hex(const std::string& text) {
+  uint32_t h = 2166136261u;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 16777619u;
+  }
+  char buffer[16];
+  std::snprintf(buffer, sizeof(buffer), "%08x", h);
+  return buffer;
+}
+
+void set_identity(KernelProfile& p, const std::string& op, const std::string& display) {
+  p.op_name = op;
+  p.display_name = display.empty() ? op : display;
+  p.c_prefix = "liger_" + op;
+  p.cpp_namespace = "liger::kernels::" + op;
+  p.python_functional = op;
+  p.python_module = "Liger" + camel_case(op);
+  p.python_function = "Liger" + camel_case(op) + "Function";
+}
+
+// Same function (same inputs in order, same values at random points, parameters at their
+// defaults)? Used to recognise "y = x * sigmoid(x)" as the catalogue's silu.
+bool same_function(const Program& a, const Program& b) {
+  if (a.inputs.size() != b.inputs.size() || a.params.size() != b.params.size()) return false;
+  for (const auto& p : a.params) {
+    auto it = std::find_if(b.params.begin(), b.params.end(), [&](const ParamDecl& q) { return q.name == p.name; });
+    if (it == b.params.end() || it->learnable != p.learnable || it->shape != p.shape) return false;
+  }
+  std::mt19937_64 rng(99);
+  std::uniform_real_distribution<double> dist(-8.0, 8.0);
+  for (int i = 0; i < 48; ++i) {
+    Environment ea, eb;
+    // Parameters at their defaults for half the points, perturbed (the same in both) for the
+    // other half, so elu and celu (equal at alpha = 1) are told apart.
+    for (const auto& p : a.params) {
+      double v = i % 2 ? p.init : p.init + 0.37 + 0.01 * i;
+      ea[p.name] = v;
+      eb[p.name] = v;
+    }
+    for (std::size_t k = 0; k < a.inputs.size(); ++k) {
+      double v = dist(rng);
+      ea[a.inputs[k]] = v;
+      eb[b.inputs[k]] = v;
+    }
+    double va, vb;
+    try {
+      va = eval_f64(a.expression, ea);
+      vb = eval_f64(b.expression, eb);
+    } catch (const std::exception&) {
+      return false;
+    }
+    if (std::isnan(va) != std::isnan(vb)) return false;
+    if (!std::isnan(va) && std::fabs(va - vb) > 1e-9 * (1 + std::fabs(va))) return false;
+  }
+  return true;
+}
+
+const Activation* catalogue_match(const Program& program, const Catalogue& catalogue) {
+  for (const auto& entry : catalogue.entries())
+    if (same_function(program, entry.program())) return &entry;
+  return nullptr;
+}
+
+bool contains_words(const std::string& normalised, const std::string& phrase) {
+  std::string key = " " + normalise_description(phrase) + " ";
+  return (" " + normalised + " ").find(key) != std::string::npos;
+}
+
+const TierRequest* match_request(const std::string& text, const TierKnowledge& tiers) {
+  std::string normalised = normalise_description(text);
+  // Specific requests first (longest keyword wins); generic ones ("reduction", "matmul") only
+  // when nothing specific matches.
+  for (bool generic : {false, true}) {
+    const TierRequest* best = nullptr;
+    std::size_t best_length = 0;
+    for (const auto& r : tiers.requests) {
+      if (r.generic != generic) continue;
+      for (const auto& k : r.keywords)
+        if (contains_words(normalised, k) && k.size() > best_length) {
+          best = &r;
+          best_length = k.size();
+        }
+    }
+    if (best) return best;
+  }
+  return nullptr;
+}
+
+void collect_calls(const Expr& e, std::set<std::string>& functions, std::vector<std::string>& subexpressions) {
+  if (e->kind == Kind::Call) {
+    functions.insert(e->name);
+    std::string text = to_string(e);
+    if (std::find(subexpressions.begin(), subexpressions.end(), text) == subexpressions.end())
+      subexpressions.push_back(text);
+  }
+  if (e->kind == Kind::Pow && !(is_number(e->args[1]) && e->args[1]->value == std::floor(e->args[1]->value)))
+    functions.insert("pow");
+  for (const auto& a : e->args) collect_calls(a, functions, subexpressions);
+}
+
+void mark_undecided_formulas(KernelProfile& p, const std::string& reason) {
+  for (const char* field : {"forward", "precision", "saved_for_backward", "gradients", "backward", "tiling", "benchmark",
+                            "tolerances"})
+    p.undecided[field] = reason;
+}
+
+void fill_non_tier1(KernelProfile& p, int tier, const std::string& closest, const std::string& why,
+                    const TierKnowledge& tiers) {
+  p.tier = tier;
+  auto name = tiers.tier_names.find(tier);
+  p.tier_reason = "Tier " + std::to_string(tier) + " (" + (name != tiers.tier_names.end() ? name->second : "?") + "): " + why;
+  p.closest_kernel = closest;
+  if (closest.empty()) p.undecided["closest_kernel"] = "no library kernel of this tier is close enough to follow";
+  p.inputs = {{"x", "[rows, cols]", "fp32 | fp16 | bf16", "input"}};
+  p.outputs = {{"y", "[rows, cols]", "same as x", "output (shape depends on the op)"}};
+  mark_undecided_formulas(p, "the built-in analyser derives Tier-1 (element-wise) ops only; a Tier-" +
+                                 std::to_string(tier) +
+                                 " op needs its formulas from an LLM provider (--llm) or a human at the checkpoint");
+  p.undecided["inputs"] = "the built-in analyser does not know this op's tensors";
+  p.undecided["outputs"] = "the built-in analyser does not know this op's tensors";
+  p.undecided["learnable_parameters"] = "the built-in analyser does not know this op's parameters";
+  auto tiling = tiers.tier_tiling.find(tier);
+  if (tiling != tiers.tier_tiling.end()) p.notes.push_back("tiling hint for this tier: " + tiling->second);
+}
+
+}  // namespace
+
+// ============================================================================================
+// Knowledge
+
+TierKnowledge TierKnowledge::load_file(const std::filesystem::path& path) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path.string());
+  } catch (const YAML::Exception& error) {
+    throw std::runtime_error(path.string() + ": " + error.what());
+  }
+  TierKnowledge k;
+  for (const auto& t : root["tiers"]) {
+    int tier = t["tier"].as<int>();
+    k.tier_names[tier] = t["name"].as<std::string>();
+    k.tier_tiling[tier] = t["tiling"] ? t["tiling"].as<std::string>() : "";
+  }
+  for (const auto& r : root["requests"]) {
+    TierRequest req;
+    req.name = r["name"].as<std::string>();
+    req.tier = r["tier"].as<int>();
+    req.closest = r["closest"] ? r["closest"].as<std::string>() : "";
+    for (const auto& kw : r["keywords"]) req.keywords.push_back(kw.as<std::string>());
+    req.reason = r["reason"] ? r["reason"].as<std::string>() : "";
+    req.generic = r["generic"] && r["generic"].as<bool>();
+    k.requests.push_back(req);
+  }
+  for (const auto& r : root["tier1_closest"]) {
+    Tier1Rule rule;
+    for (const auto& f : r["uses_any"]) rule.uses_any.push_back(f.as<std::string>());
+    rule.kernel = r["kernel"].as<std::string>();
+    rule.reason = r["reason"].as<std::string>();
+    k.tier1_closest.push_back(rule);
+  }
+  if (k.tier_names.empty() || k.tier1_closest.empty())
+    throw std::runtime_error(path.string() + ": expected 'tiers' and 'tier1_closest'");
+  return k;
+}
+
+KnowledgeBase KnowledgeBase::load(const std::filesystem::path& data_dir) {
+  KnowledgeBase kb{Catalogue::load_file(data_dir / "skills/kernel_dev/activations.yaml"),
+                   TierKnowledge::load_file(data_dir / "skills/kernel_dev/tiers.yaml")};
+  return kb;
+}
+
+// ============================================================================================
+// Analysis
+
+InputKind detect_input_kind(const std::string& text, const Catalogue& catalogue) {
+  if (looks_like_pytorch(text)) return InputKind::PyTorch;
+  if (text.find('(') == std::string::npos && text.find('=') == std::string::npos) return InputKind::Words;
+  try {
+    parse_program(text, catalogue.resolver());
+    return InputKind::Expression;
+  } catch (const ParseError&) {
+    // "y = relu(x)^2 please" is not an expression; a typo in a real expression is reported by
+    // the expression path when the text is clearly one (has an assignment).
+    std::size_t eq = text.find('=');
+    if (eq != std::string::npos && eq > 0 && text.find(' ') > eq - 2) return InputKind::Expression;
+    return InputKind::Words;
+  }
+}
+
+void derive_tier1(KernelProfile& p, const Program& program, const KnowledgeBase& knowledge) {
+  p.tier = 1;
+  p.tier_reason = "Tier 1 (element-wise): every output element depends only on the inputs at the same index" +
+                  std::string(program.params.empty() ? "" : " and on scalar or per-column parameters") +
+                  "; no reduction in the forward";
+  Tier1Code code = generate_tier1(program);
+  Expr forward = code.forward.front().second;
+
+  // Closest kernel.
+  std::set<std::string> functions;
+  std::vector<std::string> subexpressions;
+  collect_calls(forward, functions, subexpressions);
+  for (const auto& rule : knowledge.tiers.tier1_closest) {
+    bool applies = rule.uses_any.empty() ||
+                   std::any_of(rule.uses_any.begin(), rule.uses_any.end(), [&](const std::string& f) { return functions.count(f) > 0; });
+    if (applies) {
+      p.closest_kernel = rule.kernel;
+      p.closest_reason = rule.reason;
+      break;
+    }
+  }
+
+  // Tensors and parameters.
+  p.inputs.clear();
+  p.outputs.clear();
+  p.learnable_parameters.clear();
+  p.module_parameters.clear();
+  for (const auto& in : program.inputs)
+    p.inputs.push_back({in, "[rows, cols]", "fp32 | fp16 | bf16 (all inputs and outputs share it)",
+                        "leading dimensions flattened into rows; last dimension contiguous, a row stride per tensor"});
+  p.outputs.push_back({program.output, "[rows, cols]", "same as the inputs", "forward output"});
+  for (const auto& param : program.params) {
+    ParameterSpec spec;
+    spec.name = param.name;
+    spec.learnable = param.learnable;
+    spec.shape = param.shape == ParamShape::Scalar ? "scalar" : "channel";
+    spec.value = param.init;
+    if (param.learnable) {
+      spec.description = param.shape == ParamShape::Scalar
+                             ? "one fp32 value in device memory; its gradient is an fp32 sum over all elements"
+                             : "[cols] in weight_dtype (the activation dtype or fp32); gradient summed over rows";
+      p.learnable_parameters.push_back(spec);
+    } else {
+      spec.description = "fixed module parameter: a float in the op's options struct (default shown)";
+      p.module_parameters.push_back(spec);
+    }
+  }
+
+  ForwardSpec f;
+  f.expression = to_string(forward);
+  f.cuda = code.forward_cuda.statements;
+  f.reference = code.forward_reference.statements;
+  p.forward = f;
+  BackwardSpec b;
+  b.cuda = code.backward_cuda.statements;
+  b.reference = code.backward_reference.statements;
+  p.backward = b;
+
+  // Precision-sensitive operations.
+  std::vector<PrecisionNote> precision;
+  precision.push_back({"all arithmetic", "fp32",
+                       "inputs are loaded in their storage type, converted to fp32, computed in fp32 and rounded once at "
+                       "the store: bf16 has 8 mantissa bits, so every intermediate rounding to bf16 would add ~0.4% error"});
+  static const std::map<std::string, std::string> reasons = {
+      {"exp", "expf in fp32: exp amplifies input error (relative error of e^x = absolute error of x)"},
+      {"expm1", "expm1f in fp32: accurate near 0 where exp(x) - 1 cancels"},
+      {"log", "logf in fp32"},
+      {"log1p", "log1pf in fp32: accurate near 0"},
+      {"tanh", "tanhf in fp32: saturates to ±1 without overflow; 1 - tanh² stays finite"},
+      {"sigmoid", "fp32, sign-split stable form (x >= 0: 1/(1+e^-x); else e^x/(1+e^x)): never evaluates e^|x|, no overflow at |x| = 80"},
+      {"softplus", "fp32, log1p(exp(-|x|)) + max(x, 0): exp never overflows; linear for large x"},
+      {"erf", "erff in fp32"},
+      {"rsqrt", "rsqrtf in fp32"},
+      {"sqrt", "sqrtf in fp32"},
+      {"pow", "powf in fp32 for non-integer exponents (integer powers are products)"},
+      {"sin", "sinf in fp32"},
+      {"cos", "cosf in fp32"}};
+  std::set<std::string> all_functions = functions;
+  for (const auto& [name, e] : code.backward) {
+    std::vector<std::string> ignored;
+    collect_calls(e, all_functions, ignored);
+  }
+  for (const auto& fn : all_functions) {
+    auto it = reasons.find(fn);
+    if (it != reasons.end()) precision.push_back({fn, "fp32", it->second});
+  }
+  bool has_param_grads = std::any_of(program.params.begin(), program.params.end(), [](const ParamDecl& d) { return d.learnable; });
+  if (has_param_grads)
+    precision.push_back({"parameter-gradient sums", "fp32 partial sums, reduced in fp32, one rounding at the end",
+                         "summing rows*cols (scalar) or rows (per channel) terms in bf16 would lose the gradient; fp32 "
+                         "partial sums per block are reduced by a second pass, deterministically (no atomics)"});
+  p.precision = precision;
+
+  // Saved vs recomputed.
+  SavedSpec saved;
+  saved.saved = program.inputs;
+  for (const auto& param : program.params)
+    if (param.learnable) saved.saved.push_back(param.name);
+  saved.recomputed = subexpressions;
+  if (saved.recomputed.empty()) saved.recomputed.push_back("(nothing: the derivative needs only the inputs)");
+  saved.reason =
+      "element-wise ops are memory-bound: saving the output or an intermediate costs one extra write in the forward "
+      "and one extra read in the backward (2 bytes per element each in bf16) plus the activation memory held until "
+      "the backward, while recomputing " +
+      std::string(subexpressions.empty() ? "the intermediates" : "them") +
+      " from the saved inputs costs a few fp32 operations per element, hidden behind the loads. So only the inputs "
+      "(which autograd keeps anyway) are saved; nothing is materialised for the backward.";
+  p.saved_for_backward = saved;
+
+  // Gradients.
+  std::vector<GradientSpec> gradients;
+  for (const auto& in : program.inputs)
+    gradients.push_back({in, "input", to_string(derivative(forward, in)), false, ""});
+  for (const auto& param : program.params) {
+    if (!param.learnable) continue;
+    GradientSpec g{param.name, "learnable", to_string(derivative(forward, param.name)), true, ""};
+    g.reduction_note = param.shape == ParamShape::Scalar
+                           ? "d" + param.name + " = sum over all elements of d" + program.output + " * (expression)"
+                           : "d" + param.name + "[c] = sum over rows of d" + program.output + "[r, c] * (expression)";
+    gradients.push_back(g);
+  }
+  p.gradients = gradients;
+
+  TilingSpec t;
+  t.threads_per_block = 256;
+  t.vector_bytes = 16;
+  t.rows_per_block = 0;
+  bool has_channel = std::any_of(program.params.begin(), program.params.end(),
+                                 [](const ParamDecl& d) { return d.shape == ParamShape::Channel; });
+  t.strategy = has_channel
+                   ? "2-D: blockIdx.x over column tiles of threads*VEC columns, blockIdx.y over row groups; each thread "
+                     "keeps its columns (and their per-channel parameters) and strides over rows"
+                   : "2-D with contiguous tensors collapsed into one long row: blockIdx.x over column tiles of "
+                     "threads*VEC elements, blockIdx.y over row groups for strided layouts";
+  t.grid = "x: ceil(cols / (threads_per_block * VEC)); y: min(rows, SMs * blocks_per_sm / x-tiles)";
+  t.parameter_gradients =
+      has_param_grads ? "two-pass: the backward kernel writes fp32 partial sums per (row group, column) and per block for "
+                        "scalars into a caller-provided workspace (liger_" + p.op_name +
+                            "_backward_workspace_size); a second kernel reduces them in fp32 and stores the gradients. "
+                            "Chosen over atomics: deterministic, and the same scheme as the norms' dW"
+                      : "none (no learnable parameters)";
+  t.reason = "memory-bound: 16-byte vector loads and stores (8 bf16/fp16 or 4 fp32 elements) with a scalar tail "
+             "per row reach copy bandwidth; VEC falls back to 8/4/2 bytes or scalar when pointers or row strides are "
+             "not aligned; 256 threads per block as the library's element-wise defaults (tuned table in tuning.h)";
+  p.tiling = t;
+
+  BenchmarkSpec bench;
+  bench.variable = "rows (tokens = batch x sequence)";
+  bench.values = {1024, 2048, 4096, 8192, 16384};
+  bench.fixed = {{"cols", program.inputs.size() > 1 ? "14336 (Llama-3-8B intermediate size)" : "4096 (hidden size)"},
+                 {"dtype", "bf16 (also fp16, fp32 at one size)"}};
+  bench.dtypes = {"bf16", "fp16", "fp32"};
+  bench.modes = {"forward", "backward", "full"};
+  bench.baselines = {"PyTorch eager", "closest library kernel: " + p.closest_kernel, "device copy bandwidth"};
+  bench.metrics = "median time of CUDA-event timings after warm-up with rotated inputs; achieved bandwidth vs copy; "
+                  "peak memory of forward+backward";
+  p.benchmark = bench;
+
+  std::vector<ToleranceSpec> tolerances;
+  bool transcendental = std::any_of(all_functions.begin(), all_functions.end(), [](const std::string& f) {
+    return reasons.count(f) > 0;
+  });
+  double f32 = transcendental ? 4e-5 : 1e-5;
+  tolerances.push_back({"fp32", "outputs and input gradients", f32, f32, f32,
+                        transcendental ? "fp32 math with library transcendentals (≤ 2 ulp each, chained a few deep) "
+                                         "against fp64: a few 1e-6 relative, 4e-5 leaves margin without hiding a wrong formula"
+                                       : "fp32 storage and arithmetic: only a few roundings of 2^-24"});
+  tolerances.push_back({"fp16", "outputs and input gradients", 2e-3, 2e-3, 1e-3,
+                        "inputs already fp16 (the reference sees the same quantised values), fp32 math, one rounding "
+                        "of the result: 2^-11 relative (4.9e-4)"});
+  tolerances.push_back({"bf16", "outputs and input gradients", 1.6e-2, 1.6e-2, 8e-3,
+                        "inputs already bf16, fp32 math, one rounding of the result: 2^-8 relative (3.9e-3); the bound "
+                        "allows two roundings (e.g. dy rounded then dx rounded)"});
+  if (has_param_grads) {
+    tolerances.push_back({"fp32", "parameter gradients", 1e-4, 1e-4, 1e-4,
+                          "sums of rows (or rows*cols) fp32 terms in a different order than the fp64 reference"});
+    tolerances.push_back({"fp16", "parameter gradients", 4e-3, 4e-3, 2e-3,
+                          "fp32 sums of fp32 products from fp16 inputs; one rounding of the sum when stored in fp16"});
+    tolerances.push_back({"bf16", "parameter gradients", 3.2e-2, 3.2e-2, 1.6e-2,
+                          "fp32 sums of fp32 products from bf16 inputs; one bf16 rounding of the sum (2^-8) and "
+                          "cancellation between terms of both signs"});
+  }
+  p.tolerances = tolerances;
+
+  for (const char* field : {"forward", "precision", "saved_for_backward", "gradients", "backward", "tiling",
+                            "benchmark", "tolerances", "inputs", "outputs", "learnable_parameters", "tier"})
+    p.undecided.erase(field);
+  if (!p.closest_kernel.empty()) p.undecided.erase("closest_kernel");
+}
+
+KernelProfile analyse(const AnalysisRequest& request, const KnowledgeBase& knowledge) {
+  KernelProfile p;
+  p.source_text = request.text;
+  InputKind kind = request.kind == InputKind::Auto ? detect_input_kind(request.text, knowledge.catalogue) : request.kind;
+  p.source_kind = kind == InputKind::PyTorch ? "pytorch" : kind == InputKind::Expression ? "expression" : "words";
+  auto finish_tier1 = [&](const Program& program, std::string op, const std::string& display) {
+    if (!request.name.empty()) op = snake_case(request.name);
+    set_identity(p, op, display);
+    derive_tier1(p, program, knowledge);
+    return p;
+  };
+  auto name_from_program = [&](const Program& program, const std::string& fallback, std::string& display) {
+    if (const Activation* match = catalogue_match(program, knowledge.catalogue)) {
+      display = match->display;
+      p.resolved_from += "; computes the same function as catalogue entry '" + match->name + "'";
+      if (!match->torch.empty()) p.notes.push_back("PyTorch eager baseline: " + match->torch);
+      return match->name;
+    }
+    display.clear();
+    return fallback;
+  };
+
+  if (kind == InputKind::Words) {
+    Resolution r = knowledge.catalogue.resolve(request.text);
+    if (r.ok()) {
+      p.resolved_from = "catalogue entry '" + r.activation->name + "' matched '" + r.matched + "' in '" + r.normalised + "'";
+      if (!r.activation->torch.empty()) p.notes.push_back("PyTorch eager baseline: " + r.activation->torch);
+      if (!r.activation->gradient_note.empty()) p.notes.push_back("gradient: " + r.activation->gradient_note);
+      return finish_tier1(r.activation->program(), r.activation->name, r.activation->display);
+    }
+    if (const TierRequest* req = match_request(request.text, knowledge.tiers)) {
+      set_identity(p, request.name.empty() ? req->name : snake_case(request.name), req->name);
+      p.resolved_from = "tier knowledge '" + req->name + "' (skills/kernel_dev/tiers.yaml)";
+      if (req->tier == 1) {
+        fill_non_tier1(p, 1, req->closest, req->reason + " (not a catalogue activation; formulas are not derived)", knowledge.tiers);
+      } else {
+        fill_non_tier1(p, req->tier, req->closest, req->reason, knowledge.tiers);
+      }
+      p.closest_reason = req->reason;
+      return p;
+    }
+    set_identity(p, request.name.empty() ? "undecided_" + fnv_hex(request.text) : snake_case(request.name), "");
+    p.undecided["tier"] = r.undecided;
+    p.undecided["closest_kernel"] = "the tier is undecided";
+    mark_undecided_formulas(p, "the request was not understood: " + r.undecided);
+    p.undecided["inputs"] = p.undecided["outputs"] = p.undecided["learnable_parameters"] = "the request was not understood";
+    return p;
+  }
+
+  if (kind == InputKind::Expression) {
+    Program program;
+    try {
+      program = parse_program(request.text, knowledge.catalogue.resolver());
+    } catch (const ParseError& error) {
+      if (const TierRequest* req = match_request(request.text, knowledge.tiers); req && req->tier > 1) {
+        set_identity(p, request.name.empty() ? req->name : snake_case(request.name), req->name);
+        p.resolved_from = "expression with a non-element-wise function (" + std::string(error.what()) + ")";
+        fill_non_tier1(p, req->tier, req->closest, req->reason, knowledge.tiers);
+        p.closest_reason = req->reason;
+        return p;
+      }
+      set_identity(p, request.name.empty() ? "undecided_" + fnv_hex(request.text) : snake_case(request.name), "");
+      p.undecided["tier"] = std::string("the expression does not parse: ") + error.what();
+      p.undecided["closest_kernel"] = "the tier is undecided";
+      mark_undecided_formulas(p, std::string("the expression does not parse: ") + error.what());
+      return p;
+    }
+    p.resolved_from = "expression '" + to_string(program.expression) + "'";
+    std::string display;
+    std::string op = name_from_program(program, "custom_" + fnv_hex(to_string(program.expression)), display);
+    return finish_tier1(program, op, display);
+  }
+
+  TorchTranslation t = translate_pytorch(request.text, knowledge.catalogue);
+  if (!t.elementwise) {
+    std::string where = t.line > 0 ? " (line " + std::to_string(t.line) + ": '" + t.offending_line + "')" : "";
+    std::string op = request.name.empty() ? (t.module_class.empty() ? (t.entry.empty() ? "undecided_" + fnv_hex(request.text) : snake_case(t.entry))
+                                                                    : snake_case(t.module_class))
+                                          : snake_case(request.name);
+    set_identity(p, op, "");
+    p.resolved_from = "PyTorch " + (t.entry.empty() ? std::string("code") : t.entry) + ": not element-wise: " + t.rejection + where;
+    if (t.tier_guess > 1) {
+      const TierRequest* req = match_request(t.rejection + " " + t.offending_line, knowledge.tiers);
+      std::string closest = req ? req->closest : (t.tier_guess == 2 ? "rms_norm" : "fused_linear_cross_entropy");
+      fill_non_tier1(p, t.tier_guess, closest, t.rejection + where, knowledge.tiers);
+      p.closest_reason = req ? req->reason : "the simplest library kernel of that tier";
+    } else {
+      p.undecided["tier"] = "not Tier 1: " + t.rejection + where + "; the built-in analyser cannot tell the tier";
+      p.undecided["closest_kernel"] = "the tier is undecided";
+      mark_undecided_formulas(p, "the PyTorch code is outside the element-wise subset: " + t.rejection + where);
+    }
+    return p;
+  }
+  p.resolved_from = "PyTorch " + t.entry + " translated to '" + to_string(t.program.expression) + "'";
+  for (const auto& n : t.notes) p.notes.push_back("translation: " + n);
+  std::string fallback = snake_case(t.module_class.empty() ? t.entry : t.module_class);
+  if (fallback == "op_snippet" || fallback.empty()) fallback = "custom_" + fnv_hex(to_string(t.program.expression));
+  std::string display;
+  std::string op = name_from_program(t.program, fallback, display);
+  if (display.empty()) display = t.module_class.empty() ? t.entry : t.module_class;
+  return finish_tier1(t.program, op, display);
+}
+
+Program KernelProfile::program() const {
+  if (tier != 1 || !forward) throw std::runtime_error("profile '" + op_name + "' has no Tier-1 forward expression");
+  Program p;
+  p.output = outputs.empty() ? "y" : outputs.front().name;
+  p.expression = parse_expression(forward->expression);
+  for (const auto& in : inputs) p.inputs.push_back(in.name);
+  for (const auto& l : learnable_parameters)
+    p.params.push_back({l.name, l.shape == "channel" ? ParamShape::Channel : ParamShape::Scalar, l.value, true});
+  for (const auto& m : module_parameters) p.params.push_back({m.name, ParamShape::Scalar, m.value, false});
+  return p;
+}
+
+// ============================================================================================
+// YAML
+
+namespace {
+
+YAML::Node undecided_node(const std::string& reason) {
+  YAML::Node n;
+  n["undecided"] = reason;
+  return n;
+}
+
+YAML::Node tensors_node(const std::vector<TensorSpec>& tensors) {
+  YAML::Node list(YAML::NodeType::Sequence);
+  for (const auto& t : tensors) {
+    YAML::Node n;
+    n["name"] = t.name;
+    n["shape"] = t.shape;
+    n["dtype"] = t.dtype;
+    n["description"] = t.description;
+    list.push_back(n);
+  }
+  return list;
+}
+
+YAML::Node params_node(const std::vector<ParameterSpec>& params, bool learnable) {
+  YAML::Node list(YAML::NodeType::Sequence);
+  for (const auto& p : params) {
+    YAML::Node n;
+    n["name"] = p.name;
+    n["shape"] = p.shape;
+    n[learnable ? "init" : "default"] = p.value;
+    n["description"] = p.description;
+    list.push_back(n);
+  }
+  return list;
+}
+
+template <typename T, typename Fn>
+void put(YAML::Node& root, const KernelProfile& p, const char* key, const std::optional<T>& value, Fn&& build) {
+  auto u = p.undecided.find(key);
+  if (u != p.undecided.end()) {
+    root[key] = undecided_node(u->second);
+  } else if (value) {
+    root[key] = build(*value);
+  } else {
+    root[key] = undecided_node("not analysed");
+  }
+}
+
+std::string str(const YAML::Node& n, const char* key) { return n[key] ? n[key].as<std::string>() : ""; }
+
+bool undecided_in(const YAML::Node& n, const char* key, KernelProfile& p) {
+  if (n[key] && n[key].IsMap() && n[key]["undecided"]) {
+    p.undecided[key] = n[key]["undecided"].as<std::string>();
+    return true;
+  }
+  return false;
+}
+
+std::vector<TensorSpec> tensors_from(const YAML::Node& n) {
+  std::vector<TensorSpec> out;
+  if (!n || !n.IsSequence()) return out;
+  for (const auto& t : n) out.push_back({str(t, "name"), str(t, "shape"), str(t, "dtype"), str(t, "description")});
+  return out;
+}
+
+std::vector<ParameterSpec> params_from(const YAML::Node& n, bool learnable) {
+  std::vector<ParameterSpec> out;
+  if (!n || !n.IsSequence()) return out;
+  for (const auto& t : n) {
+    ParameterSpec p;
+    p.name = str(t, "name");
+    p.learnable = learnable;
+    p.shape = str(t, "shape");
+    const char* key = learnable ? "init" : "default";
+    p.value = t[key] ? t[key].as<double>() : 0.0;
+    p.description = str(t, "description");
+    out.push_back(p);
+  }
+  return out;
+}
+
+std::vector<std::string> strings_from(const YAML::Node& n) {
+  std::vector<std::string> out;
+  if (n && n.IsSequence())
+    for (const auto& s : n) out.push_back(s.as<std::string>());
+  return out;
+}
+
+}  // namespace
+
+YAML::Node profile_to_yaml(const KernelProfile& p) {
+  YAML::Node root;
+  YAML::Node identity;
+  identity["op_name"] = p.op_name;
+  identity["display_name"] = p.display_name;
+  identity["c_prefix"] = p.c_prefix;
+  identity["cpp_namespace"] = p.cpp_namespace;
+  identity["python_functional"] = p.python_functional;
+  identity["python_module"] = p.python_module;
+  identity["python_function"] = p.python_function;
+  root["identity"] = identity;
+  YAML::Node source;
+  source["kind"] = p.source_kind;
+  source["text"] = p.source_text;
+  source["resolved_from"] = p.resolved_from;
+  root["source"] = source;
+  if (p.undecided.count("tier")) {
+    root["tier"] = undecided_node(p.undecided.at("tier"));
+  } else {
+    YAML::Node tier;
+    tier["value"] = p.tier;
+    tier["reason"] = p.tier_reason;
+    root["tier"] = tier;
+  }
+  if (p.undecided.count("closest_kernel")) {
+    root["closest_kernel"] = undecided_node(p.undecided.at("closest_kernel"));
+  } else {
+    YAML::Node closest;
+    closest["name"] = p.closest_kernel;
+    closest["reason"] = p.closest_reason;
+    root["closest_kernel"] = closest;
+  }
+  root["inputs"] = p.undecided.count("inputs") ? undecided_node(p.undecided.at("inputs")) : tensors_node(p.inputs);
+  root["outputs"] = p.undecided.count("outputs") ? undecided_node(p.undecided.at("outputs")) : tensors_node(p.outputs);
+  root["learnable_parameters"] = p.undecided.count("learnable_parameters")
+                                     ? undecided_node(p.undecided.at("learnable_parameters"))
+                                     : params_node(p.learnable_parameters, true);
+  root["module_parameters"] = params_node(p.module_parameters, false);
+  put(root, p, "forward", p.forward, [](const ForwardSpec& f) {
+    YAML::Node n;
+    n["expression"] = f.expression;
+    n["cuda"] = f.cuda;
+    n["reference"] = f.reference;
+    return n;
+  });
+  put(root, p, "precision", p.precision, [](const std::vector<PrecisionNote>& notes) {
+    YAML::Node list(YAML::NodeType::Sequence);
+    for (const auto& note : notes) {
+      YAML::Node n;
+      n["operation"] = note.operation;
+      n["requirement"] = note.requirement;
+      n["reason"] = note.reason;
+      list.push_back(n);
+    }
+    return list;
+  });
+  put(root, p, "saved_for_backward", p.saved_for_backward, [](const SavedSpec& s) {
+    YAML::Node n;
+    n["saved"] = s.saved;
+    n["recomputed"] = s.recomputed;
+    n["reason"] = s.reason;
+    return n;
+  });
+  put(root, p, "gradients", p.gradients, [](const std::vector<GradientSpec>& gradients) {
+    YAML::Node list(YAML::NodeType::Sequence);
+    for (const auto& g : gradients) {
+      YAML::Node n;
+      n["wrt"] = g.wrt;
+      n["kind"] = g.kind;
+      n["derivative"] = g.expression;
+      n["reduction"] = g.reduction;
+      if (g.reduction) n["reduction_note"] = g.reduction_note;
+      list.push_back(n);
+    }
+    return list;
+  });
+  put(root, p, "backward", p.backward, [](const BackwardSpec& b) {
+    YAML::Node n;
+    n["cuda"] = b.cuda;
+    n["reference"] = b.reference;
+    return n;
+  });
+  put(root, p, "tiling", p.tiling, [](const TilingSpec& t) {
+    YAML::Node n;
+    n["strategy"] = t.strategy;
+    n["threads_per_block"] = t.threads_per_block;
+    n["vector_bytes"] = t.vector_bytes;
+    n["rows_per_block"] = t.rows_per_block;
+    n["grid"] = t.grid;
+    n["parameter_gradients"] = t.parameter_gradients;
+    n["reason"] = t.reason;
+    return n;
+  });
+  put(root, p, "benchmark", p.benchmark, [](const BenchmarkSpec& b) {
+    YAML::Node n;
+    n["variable"] = b.variable;
+    n["values"] = b.values;
+    YAML::Node fixed;
+    for (const auto& [k, v] : b.fixed) fixed[k] = v;
+    n["fixed"] = fixed;
+    n["dtypes"] = b.dtypes;
+    n["modes"] = b.modes;
+    n["baselines"] = b.baselines;
+    n["metrics"] = b.metrics;
+    return n;
+  });
+  put(root, p, "tolerances", p.tolerances, [](const std::vector<ToleranceSpec>& tolerances) {
+    YAML::Node list(YAML::NodeType::Sequence);
+    for (const auto& t : tolerances) {
+      YAML::Node n;
+      n["dtype"] = t.dtype;
+      n["applies_to"] = t.applies_to;
+      n["atol"] = t.atol;
+      n["rtol"] = t.rtol;
+      n["max_relative_l2"] = t.max_relative_l2;
+      n["reason"] = t.reason;
+      list.push_back(n);
+    }
+    return list;
+  });
+  root["notes"] = YAML::Node(YAML::NodeType::Sequence);
+  for (const auto& n : p.notes) root["notes"].push_back(n);
+  return root;
+}
+
+KernelProfile profile_from_yaml(const YAML::Node& root) {
+  KernelProfile p;
+  try {
+    if (!root.IsMap()) throw std::runtime_error("the profile is not a YAML mapping");
+    const YAML::Node& id = root["identity"];
+    if (!id) throw std::runtime_error("missing 'identity'");
+    p.op_name = str(id, "op_name");
+    if (p.op_name.empty()) throw std::runtime_error("identity.op_name is empty");
+    p.display_name = str(id, "display_name");
+    p.c_prefix = str(id, "c_prefix");
+    p.cpp_namespace = str(id, "cpp_namespace");
+    p.python_functional = str(id, "python_functional");
+    p.python_module = str(id, "python_module");
+    p.python_function = str(id, "python_function");
+    p.source_kind = str(root["source"], "kind");
+    p.source_text = str(root["source"], "text");
+    p.resolved_from = str(root["source"], "resolved_from");
+    if (!undecided_in(root, "tier", p)) {
+      p.tier = root["tier"]["value"].as<int>();
+      p.tier_reason = str(root["tier"], "reason");
+    }
+    if (!undecided_in(root, "closest_kernel", p)) {
+      p.closest_kernel = str(root["closest_kernel"], "name");
+      p.closest_reason = str(root["closest_kernel"], "reason");
+    }
+    if (!undecided_in(root, "inputs", p)) p.inputs = tensors_from(root["inputs"]);
+    if (!undecided_in(root, "outputs", p)) p.outputs = tensors_from(root["outputs"]);
+    if (!undecided_in(root, "learnable_parameters", p)) p.learnable_parameters = params_from(root["learnable_parameters"], true);
+    p.module_parameters = params_from(root["module_parameters"], false);
+    if (!undecided_in(root, "forward", p) && root["forward"])
+      p.forward = ForwardSpec{str(root["forward"], "expression"), str(root["forward"], "cuda"), str(root["forward"], "reference")};
+    if (!undecided_in(root, "precision", p) && root["precision"]) {
+      std::vector<PrecisionNote> notes;
+      for (const auto& n : root["precision"]) notes.push_back({str(n, "operation"), str(n, "requirement"), str(n, "reason")});
+      p.precision = notes;
+    }
+    if (!undecided_in(root, "saved_for_backward", p) && root["saved_for_backward"]) {
+      const auto& s = root["saved_for_backward"];
+      p.saved_for_backward = SavedSpec{strings_from(s["saved"]), strings_from(s["recomputed"]), str(s, "reason")};
+    }
+    if (!undecided_in(root, "gradients", p) && root["gradients"]) {
+      std::vector<GradientSpec> gradients;
+      for (const auto& n : root["gradients"])
+        gradients.push_back({str(n, "wrt"), str(n, "kind"), str(n, "derivative"), n["reduction"] && n["reduction"].as<bool>(),
+                             str(n, "reduction_note")});
+      p.gradients = gradients;
+    }
+    if (!undecided_in(root, "backward", p) && root["backward"])
+      p.backward = BackwardSpec{str(root["backward"], "cuda"), str(root["backward"], "reference")};
+    if (!undecided_in(root, "tiling", p) && root["tiling"]) {
+      const auto& t = root["tiling"];
+      TilingSpec spec;
+      spec.strategy = str(t, "strategy");
+      spec.threads_per_block = t["threads_per_block"].as<int>();
+      spec.vector_bytes = t["vector_bytes"].as<int>();
+      spec.rows_per_block = t["rows_per_block"] ? t["rows_per_block"].as<int>() : 0;
+      spec.grid = str(t, "grid");
+      spec.parameter_gradients = str(t, "parameter_gradients");
+      spec.reason = str(t, "reason");
+      p.tiling = spec;
+    }
+    if (!undecided_in(root, "benchmark", p) && root["benchmark"]) {
+      const auto& b = root["benchmark"];
+      BenchmarkSpec spec;
+      spec.variable = str(b, "variable");
+      for (const auto& v : b["values"]) spec.values.push_back(v.as<long long>());
+      if (b["fixed"])
+        for (const auto& kv : b["fixed"]) spec.fixed[kv.first.as<std::string>()] = kv.second.as<std::string>();
+      spec.dtypes = strings_from(b["dtypes"]);
+      spec.modes = strings_from(b["modes"]);
+      spec.baselines = strings_from(b["baselines"]);
+      spec.metrics = str(b, "metrics");
+      p.benchmark = spec;
+    }
+    if (!undecided_in(root, "tolerances", p) && root["tolerances"]) {
+      std::vector<ToleranceSpec> tolerances;
+      for (const auto& n : root["tolerances"])
+        tolerances.push_back({str(n, "dtype"), str(n, "applies_to"), n["atol"].as<double>(), n["rtol"].as<double>(),
+                              n["max_relative_l2"].as<double>(), str(n, "reason")});
+      p.tolerances = tolerances;
+    }
+    p.notes = strings_from(root["notes"]);
+  } catch (const YAML::Exception& error) {
+    throw std::runtime_error("kernel profile: " + std::string(error.what()));
+  }
+  return p;
+}
+
+std::string profile_to_text(const KernelProfile& profile) {
+  YAML::Emitter out;
+  out.SetIndent(2);
+  out << profile_to_yaml(profile);
+  return std::string("# kernel-dev profile for '") + profile.op_name + "' (review it: the generated code follows it)\n" +
+         out.c_str() + "\n";
+}
+
+}  // namespace liger::kernel_dev

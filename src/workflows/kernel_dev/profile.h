@@ -1,0 +1,191 @@
+// The kernel profile (SPEC section 5): what Understand decides and Act renders, as a C++ struct
+// with YAML serialisation, and the built-in analyser that fills it offline.
+//
+// Every field the analyser cannot decide is listed in `undecided` (field -> reason) and is
+// written to YAML as `{undecided: "<reason>"}`, so a checkpoint can name it.
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "workflows/kernel_dev/catalogue.h"
+#include "workflows/kernel_dev/codegen.h"
+#include "workflows/kernel_dev/expr.h"
+
+namespace liger::kernel_dev {
+
+struct TensorSpec {
+  std::string name;
+  std::string shape;  // "[rows, cols]", "[cols]", "[1]"
+  std::string dtype;  // "same as x" / "fp32"
+  std::string description;
+};
+
+struct ParameterSpec {
+  std::string name;
+  bool learnable = true;
+  std::string shape = "scalar";  // scalar | channel
+  double value = 0.0;            // init (learnable) or default (module parameter)
+  std::string description;
+};
+
+struct ForwardSpec {
+  std::string expression;  // the simplified IR as text
+  std::string cuda;        // fp32 device statements (CSE temporaries), see codegen.h
+  std::string reference;   // fp64 C++ statements
+};
+
+struct PrecisionNote {
+  std::string operation;
+  std::string requirement;
+  std::string reason;
+};
+
+struct SavedSpec {
+  std::vector<std::string> saved;
+  std::vector<std::string> recomputed;
+  std::string reason;
+};
+
+struct GradientSpec {
+  std::string wrt;
+  std::string kind;        // input | learnable
+  std::string expression;  // d output / d wrt (simplified); the gradient is dy * expression
+  bool reduction = false;  // parameter gradients sum over rows (channel) or all elements (scalar)
+  std::string reduction_note;
+};
+
+struct BackwardSpec {
+  std::string cuda;       // fp32 statements computing every gradient contribution
+  std::string reference;  // fp64 statements
+};
+
+struct TilingSpec {
+  std::string strategy;
+  int threads_per_block = 256;
+  int vector_bytes = 16;
+  int rows_per_block = 0;  // 0: not row-wise
+  std::string grid;
+  std::string parameter_gradients;  // how parameter gradients are reduced
+  std::string reason;
+};
+
+struct BenchmarkSpec {
+  std::string variable;
+  std::vector<long long> values;
+  std::map<std::string, std::string> fixed;
+  std::vector<std::string> dtypes;
+  std::vector<std::string> modes;
+  std::vector<std::string> baselines;
+  std::string metrics;
+};
+
+struct ToleranceSpec {
+  std::string dtype;
+  std::string applies_to;  // "outputs and input gradients" | "parameter gradients"
+  double atol = 0, rtol = 0, max_relative_l2 = 0;
+  std::string reason;
+};
+
+struct KernelProfile {
+  // identity
+  std::string op_name;
+  std::string display_name;
+  std::string c_prefix;           // liger_<op> (C ABI: liger_<op>_forward / _backward)
+  std::string cpp_namespace;      // liger::kernels::<op>
+  std::string python_functional;  // liger_<op>
+  std::string python_module;      // Liger<Camel>
+  std::string python_function;    // Liger<Camel>Function
+  // source
+  std::string source_kind;  // words | expression | pytorch
+  std::string source_text;
+  std::string resolved_from;  // how it was understood ("catalogue entry relu_squared matched 'relu squared'")
+  // classification
+  int tier = 0;  // 0 = undecided
+  std::string tier_reason;
+  std::string closest_kernel;
+  std::string closest_reason;
+  // tensors
+  std::vector<TensorSpec> inputs;
+  std::vector<TensorSpec> outputs;
+  std::vector<ParameterSpec> learnable_parameters;
+  std::vector<ParameterSpec> module_parameters;
+  // decisions (absent ones are in `undecided`)
+  std::optional<ForwardSpec> forward;
+  std::optional<std::vector<PrecisionNote>> precision;
+  std::optional<SavedSpec> saved_for_backward;
+  std::optional<std::vector<GradientSpec>> gradients;
+  std::optional<BackwardSpec> backward;
+  std::optional<TilingSpec> tiling;
+  std::optional<BenchmarkSpec> benchmark;
+  std::optional<std::vector<ToleranceSpec>> tolerances;
+  std::map<std::string, std::string> undecided;  // field -> reason
+  std::vector<std::string> notes;
+
+  bool complete() const { return undecided.empty(); }
+  // Parsed program (Tier 1 only): rebuilt from forward.expression and the parameters.
+  Program program() const;
+};
+
+YAML::Node profile_to_yaml(const KernelProfile& profile);
+// Throws std::runtime_error naming the field on a malformed document.
+KernelProfile profile_from_yaml(const YAML::Node& node);
+std::string profile_to_text(const KernelProfile& profile);
+
+// ---------------------------------------------------------------------------------------------
+// Tier knowledge (skills/kernel_dev/tiers.yaml).
+struct TierRequest {
+  std::string name;
+  int tier = 0;
+  std::string closest;
+  std::vector<std::string> keywords;
+  std::string reason;
+  bool generic = false;  // matched only when no specific request does
+};
+struct Tier1Rule {
+  std::vector<std::string> uses_any;
+  std::string kernel;
+  std::string reason;
+};
+struct TierKnowledge {
+  std::map<int, std::string> tier_names;
+  std::map<int, std::string> tier_tiling;
+  std::vector<TierRequest> requests;
+  std::vector<Tier1Rule> tier1_closest;
+  static TierKnowledge load_file(const std::filesystem::path& path);
+};
+
+struct KnowledgeBase {
+  Catalogue catalogue;
+  TierKnowledge tiers;
+  // Loads skills/kernel_dev/{activations,tiers}.yaml under `data_dir`.
+  static KnowledgeBase load(const std::filesystem::path& data_dir);
+};
+
+enum class InputKind { Auto, Words, Expression, PyTorch };
+
+struct AnalysisRequest {
+  std::string text;
+  InputKind kind = InputKind::Auto;
+  std::string name;  // optional op name override (snake_case)
+};
+
+// Detects the input kind (PyTorch code, an expression, or words).
+InputKind detect_input_kind(const std::string& text, const Catalogue& catalogue);
+
+// The built-in analyser: a complete profile for Tier-1 inputs it understands; otherwise the tier
+// and closest kernel where it can tell, every other field undecided with the reason.
+KernelProfile analyse(const AnalysisRequest& request, const KnowledgeBase& knowledge);
+
+// Fills every derived field of a Tier-1 profile from `program` (used by analyse() and by an
+// edited profile whose expression changed).
+void derive_tier1(KernelProfile& profile, const Program& program, const KnowledgeBase& knowledge);
+
+std::string camel_case(const std::string& snake);
+
+}  // namespace liger::kernel_dev

@@ -1,0 +1,273 @@
+// kernel-dev profile: the built-in analyser on words, expressions and PyTorch code (25+
+// element-wise ops in each form), tier classification, undecided fields, YAML round trip.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "workflows/kernel_dev/profile.h"
+
+namespace kd = liger::kernel_dev;
+
+namespace {
+
+const kd::KnowledgeBase& kb() {
+  static const kd::KnowledgeBase k = kd::KnowledgeBase::load(LIGER_SOURCE_DIR);
+  return k;
+}
+
+kd::KernelProfile analyse(const std::string& text, kd::InputKind kind = kd::InputKind::Auto) {
+  return kd::analyse({text, kind, ""}, kb());
+}
+
+// The profile's forward and every gradient, checked numerically against the catalogue entry's
+// function and central finite differences of the profile's own forward.
+void check_profile_numerics(const kd::KernelProfile& p, const kd::Program& expected, const std::string& label) {
+  ASSERT_EQ(p.tier, 1) << label << ": " << p.tier_reason;
+  ASSERT_TRUE(p.complete()) << label << ": undecided " << p.undecided.begin()->first << ": " << p.undecided.begin()->second;
+  kd::Program got = p.program();
+  ASSERT_EQ(got.inputs.size(), expected.inputs.size()) << label;
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> dist(-3.5, 3.5);
+  for (int i = 0; i < 60; ++i) {
+    kd::Environment eg, ee;
+    for (const auto& q : got.params) eg[q.name] = q.init;
+    for (const auto& q : expected.params) ee[q.name] = q.init;
+    for (std::size_t k = 0; k < got.inputs.size(); ++k) {
+      double v = dist(rng);
+      eg[got.inputs[k]] = v;
+      ee[expected.inputs[k]] = v;
+    }
+    ASSERT_NEAR(kd::eval_f64(got.expression, eg), kd::eval_f64(expected.expression, ee),
+                1e-9 * (1 + std::fabs(kd::eval_f64(expected.expression, ee))))
+        << label << ": forward " << p.forward->expression;
+    for (const auto& g : *p.gradients) {
+      kd::Expr d = kd::parse_expression(g.expression);
+      const double h = 1e-6;
+      auto plus = eg, minus = eg, plus2 = eg, minus2 = eg;
+      plus[g.wrt] += h;
+      minus[g.wrt] -= h;
+      plus2[g.wrt] += 2 * h;
+      minus2[g.wrt] -= 2 * h;
+      double right = (kd::eval_f64(got.expression, plus2) - kd::eval_f64(got.expression, eg)) / (2 * h);
+      double left = (kd::eval_f64(got.expression, eg) - kd::eval_f64(got.expression, minus2)) / (2 * h);
+      if (std::fabs(right - left) > 1e-4 * (1 + std::fabs(right))) continue;  // a kink
+      double numeric = (kd::eval_f64(got.expression, plus) - kd::eval_f64(got.expression, minus)) / (2 * h);
+      ASSERT_NEAR(kd::eval_f64(d, eg), numeric, 1e-5 * (1 + std::fabs(numeric)))
+          << label << ": d/d" << g.wrt << " = " << g.expression;
+    }
+  }
+  // The generated code strings exist and assign every output.
+  EXPECT_NE(p.forward->cuda.find(got.output + " = "), std::string::npos) << label;
+  for (const auto& in : got.inputs) EXPECT_NE(p.backward->cuda.find("d" + in + " = "), std::string::npos) << label;
+}
+
+struct OpForms {
+  const char* catalogue_name;
+  const char* words;
+  const char* expression;
+  const char* pytorch;
+};
+
+// 28 element-wise ops, each given as words, as an expression and as PyTorch code.
+const std::vector<OpForms>& suite() {
+  static const std::vector<OpForms> ops = {
+      {"relu_squared", "ReLU squared activation function", "y = relu(x)^2", "def relu2(x):\n    return torch.relu(x) ** 2\n"},
+      {"relu", "rectified linear unit", "y = max(x, 0)", "y = F.relu(x)"},
+      {"leaky_relu", "leaky ReLU", "y = where(x > 0, x, negative_slope * x)\nparam negative_slope = 0.01 fixed",
+       "class Leaky(nn.Module):\n    def __init__(self, negative_slope=0.01):\n        super().__init__()\n"
+       "        self.negative_slope = negative_slope\n    def forward(self, x):\n"
+       "        return torch.where(x > 0, x, self.negative_slope * x)\n"},
+      {"elu", "ELU activation", "y = where(x > 0, x, alpha * (exp(x) - 1))\nparam alpha = 1.0 fixed",
+       "class E(nn.Module):\n    def __init__(self, alpha=1.0):\n        super().__init__()\n        self.alpha = alpha\n"
+       "    def forward(self, x):\n        return F.elu(x, self.alpha)\n"},
+      {"celu", "CELU", "y = where(x > 0, x, alpha * expm1(x / alpha))\nparam alpha = 1 fixed",
+       "class C(nn.Module):\n    def __init__(self, alpha=1.0):\n        super().__init__()\n        self.alpha = alpha\n"
+       "    def forward(self, x):\n        return F.celu(x, self.alpha)\n"},
+      {"selu", "scaled exponential linear unit", "y = 1.0507009873554805 * where(x > 0, x, 1.6732632423543772 * expm1(x))",
+       "def f(x):\n    return F.selu(x)\n"},
+      {"gelu", "GELU (erf) activation", "y = 0.5 * x * (1 + erf(x / sqrt(2)))", "def f(x):\n    return F.gelu(x)\n"},
+      {"gelu_tanh", "GELU with tanh approximation", "y = 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))",
+       "def gelu_new(x):\n    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))\n"},
+      {"quick_gelu", "quick GELU", "y = x * sigmoid(1.702 * x)", "def f(x):\n    return x * torch.sigmoid(1.702 * x)\n"},
+      {"silu", "SiLU", "y = x / (1 + exp(-x))", "y = F.silu(x)"},
+      {"swish", "Swish-beta activation", "y = x * sigmoid(beta * x)\nparam beta: scalar = 1 fixed",
+       "class Swish(nn.Module):\n    def __init__(self, beta=1.0):\n        super().__init__()\n        self.beta = beta\n"
+       "    def forward(self, x):\n        return x * torch.sigmoid(self.beta * x)\n"},
+      {"mish", "Mish", "y = x * tanh(log(1 + exp(x)))", "def mish(x):\n    return x * torch.tanh(F.softplus(x))\n"},
+      {"softplus", "softplus activation",
+       "y = where(beta * x > threshold, x, log1p(exp(beta * x)) / beta)\nparam beta = 1 fixed\nparam threshold = 20 fixed",
+       "class SP(nn.Module):\n    def __init__(self, beta=1.0, threshold=20.0):\n        super().__init__()\n"
+       "        self.beta = beta\n        self.threshold = threshold\n    def forward(self, x):\n"
+       "        return F.softplus(x, self.beta, self.threshold)\n"},
+      {"sigmoid", "sigmoid", "y = 1 / (1 + exp(-x))", "y = torch.sigmoid(x)"},
+      {"tanh", "tanh", "y = tanh(x)", "y = x.tanh()"},
+      {"hardswish", "hard swish", "y = x * clamp(x + 3, 0, 6) / 6", "def f(x):\n    return F.hardswish(x)\n"},
+      {"hardsigmoid", "hard sigmoid", "y = where(x <= -3, 0, where(x >= 3, 1, x / 6 + 0.5))", "y = F.hardsigmoid(x)"},
+      {"hardtanh", "hard tanh", "y = where(x <= min_val, min_val, where(x >= max_val, max_val, x))\nparam min_val = -1 fixed\nparam max_val = 1 fixed",
+       "class HT(nn.Module):\n    def __init__(self, min_val=-1.0, max_val=1.0):\n        super().__init__()\n"
+       "        self.min_val = min_val\n        self.max_val = max_val\n    def forward(self, x):\n"
+       "        return F.hardtanh(x, self.min_val, self.max_val)\n"},
+      {"relu6", "ReLU6", "y = where(x <= 0, 0, where(x >= 6, 6, x))", "y = F.relu6(x)"},
+      {"softsign", "softsign", "y = x / (1 + abs(x))", "def f(x):\n    return x / (1 + torch.abs(x))\n"},
+      {"tanhshrink", "tanh shrink", "y = x - tanh(x)", "y = x - torch.tanh(x)"},
+      {"logsigmoid", "log sigmoid", "y = -softplus(-x)", "y = F.logsigmoid(x)"},
+      {"square", "x squared element-wise", "y = x * x", "y = torch.square(x)"},
+      {"reglu", "ReGLU", "c = relu(a) * b", "def reglu(a, b):\n    return F.relu(a) * b\n"},
+      {"swiglu", "SwiGLU", "c = a * sigmoid(a) * b", "def swiglu(a, b):\n    return F.silu(a) * b\n"},
+      {"geglu", "GeGLU", "c = gelu_tanh(a) * b", "def geglu(a, b):\n    return F.gelu(a, approximate='tanh') * b\n"},
+      {"geglu_erf", "exact GELU gated", "c = 0.5 * a * (1 + erf(a * 0.7071067811865476)) * b",
+       "def f(a, b):\n    return F.gelu(a) * b\n"},
+      {"dyt", "Dynamic Tanh (DyT)", "y = gamma * tanh(alpha * x) + beta\nparam alpha: scalar = 0.5",
+       "class DyT(nn.Module):\n    def __init__(self, dim, alpha_init_value=0.5):\n        super().__init__()\n"
+       "        self.alpha = nn.Parameter(torch.ones(1) * alpha_init_value)\n"
+       "        self.gamma = nn.Parameter(torch.ones(dim))\n        self.beta = nn.Parameter(torch.zeros(dim))\n"
+       "    def forward(self, x):\n        return self.gamma * torch.tanh(self.alpha * x) + self.beta\n"},
+  };
+  return ops;
+}
+
+}  // namespace
+
+TEST(KernelDevProfile, ReluSquaredFromWords) {
+  auto p = analyse("ReLU squared activation function");
+  EXPECT_EQ(p.source_kind, "words");
+  EXPECT_EQ(p.op_name, "relu_squared");
+  EXPECT_EQ(p.c_prefix, "liger_relu_squared");
+  EXPECT_EQ(p.python_module, "LigerReluSquared");
+  EXPECT_EQ(p.tier, 1);
+  EXPECT_EQ(p.closest_kernel, "swiglu");
+  ASSERT_TRUE(p.complete());
+  EXPECT_EQ(p.forward->expression, "relu(x)^2");
+  ASSERT_EQ(p.gradients->size(), 1u);
+  EXPECT_EQ((*p.gradients)[0].expression, "2 * relu(x) * step(x)");
+  EXPECT_EQ(p.saved_for_backward->saved, std::vector<std::string>{"x"});
+  EXPECT_NE(p.saved_for_backward->reason.find("memory-bound"), std::string::npos);
+  // Integer power as a product of a named temporary, relu via a select.
+  EXPECT_NE(p.forward->cuda.find("const float t0 = (x > 0.0f ? x : 0.0f);"), std::string::npos) << p.forward->cuda;
+  EXPECT_NE(p.forward->cuda.find("y = (t0 * t0);"), std::string::npos) << p.forward->cuda;
+  EXPECT_NE(p.forward->reference.find("y = (t0 * t0);"), std::string::npos) << p.forward->reference;
+  ASSERT_EQ(p.tolerances->size(), 3u);
+}
+
+TEST(KernelDevProfile, ExpressionsAreRecognisedAndClosestKernelFollowsTheMath) {
+  auto p = analyse("y = x * sigmoid(1.702 * x)");
+  EXPECT_EQ(p.source_kind, "expression");
+  EXPECT_EQ(p.op_name, "quick_gelu");
+  EXPECT_EQ(p.closest_kernel, "swiglu");
+  p = analyse("c = gelu(a) * b");
+  EXPECT_EQ(p.op_name, "geglu_erf");
+  EXPECT_EQ(p.closest_kernel, "geglu");
+  EXPECT_EQ(p.inputs.size(), 2u);
+  p = analyse("y = x^3 + sin(x)");
+  EXPECT_EQ(p.op_name.rfind("custom_", 0), 0u) << p.op_name;
+  EXPECT_TRUE(p.complete());
+  p = kd::analyse({"y = x^3 + sin(x)", kd::InputKind::Auto, "cubic sine"}, kb());
+  EXPECT_EQ(p.op_name, "cubic_sine");
+}
+
+TEST(KernelDevProfile, DytHasLearnableParametersWithReducedGradients) {
+  auto p = analyse("DyT");
+  ASSERT_EQ(p.tier, 1);
+  ASSERT_EQ(p.learnable_parameters.size(), 3u);
+  ASSERT_EQ(p.gradients->size(), 4u);  // x, alpha, gamma, beta
+  for (const auto& g : *p.gradients) EXPECT_EQ(g.reduction, g.kind == "learnable") << g.wrt;
+  EXPECT_NE(p.tiling->parameter_gradients.find("two-pass"), std::string::npos);
+  EXPECT_EQ(p.tolerances->size(), 6u);
+  bool fp32_sums = false;
+  for (const auto& n : *p.precision) fp32_sums = fp32_sums || n.operation == "parameter-gradient sums";
+  EXPECT_TRUE(fp32_sums);
+}
+
+TEST(KernelDevProfile, TierTwoAndThreeRequestsStopWithUndecidedFormulas) {
+  auto p = analyse("softmax");
+  EXPECT_EQ(p.tier, 2);
+  EXPECT_EQ(p.closest_kernel, "cross_entropy");
+  EXPECT_FALSE(p.complete());
+  EXPECT_TRUE(p.undecided.count("forward"));
+  EXPECT_TRUE(p.undecided.count("gradients"));
+  EXPECT_NE(p.undecided.at("gradients").find("LLM provider"), std::string::npos);
+  p = analyse("a fused group norm kernel");
+  EXPECT_EQ(p.tier, 2);
+  EXPECT_EQ(p.closest_kernel, "layer_norm");
+  p = analyse("fused linear cross entropy");
+  EXPECT_EQ(p.tier, 3);
+  EXPECT_EQ(p.closest_kernel, "fused_linear_cross_entropy");
+  p = analyse("def f(x):\n    h = torch.relu(x)\n    return F.softmax(h, dim=-1)\n");
+  EXPECT_EQ(p.source_kind, "pytorch");
+  EXPECT_EQ(p.tier, 2);
+  EXPECT_EQ(p.closest_kernel, "cross_entropy");
+  EXPECT_NE(p.tier_reason.find("line 3"), std::string::npos) << p.tier_reason;
+  p = analyse("def f(x, w):\n    return x @ w\n");
+  EXPECT_EQ(p.tier, 3);
+}
+
+TEST(KernelDevProfile, NotUnderstoodIsUndecidedWithTheReason) {
+  auto p = analyse("florp zaxx quibble");
+  EXPECT_EQ(p.tier, 0);
+  ASSERT_TRUE(p.undecided.count("tier"));
+  EXPECT_NE(p.undecided.at("tier").find("no catalogue activation matches"), std::string::npos);
+  p = analyse("y = relu(x", kd::InputKind::Expression);
+  ASSERT_TRUE(p.undecided.count("tier"));
+  EXPECT_NE(p.undecided.at("tier").find("column"), std::string::npos) << p.undecided.at("tier");
+  p = analyse("def f(x):\n    return x[0]\n");
+  ASSERT_TRUE(p.undecided.count("tier"));
+  EXPECT_NE(p.undecided.at("tier").find("line 2"), std::string::npos) << p.undecided.at("tier");
+}
+
+TEST(KernelDevProfile, InputKindDetection) {
+  const auto& c = kb().catalogue;
+  EXPECT_EQ(kd::detect_input_kind("ReLU squared activation function", c), kd::InputKind::Words);
+  EXPECT_EQ(kd::detect_input_kind("relu^2", c), kd::InputKind::Words);
+  EXPECT_EQ(kd::detect_input_kind("y = relu(x)^2", c), kd::InputKind::Expression);
+  EXPECT_EQ(kd::detect_input_kind("relu(x)^2", c), kd::InputKind::Expression);
+  EXPECT_EQ(kd::detect_input_kind("import torch\ndef f(x):\n    return x", c), kd::InputKind::PyTorch);
+  EXPECT_EQ(kd::detect_input_kind("Dynamic Tanh (DyT) layer", c), kd::InputKind::Words);
+}
+
+TEST(KernelDevProfile, YamlRoundTrip) {
+  for (const char* text : {"ReLU squared activation function", "DyT", "leaky relu", "softmax", "florp zaxx",
+                           "c = gelu(a) * b"}) {
+    auto p = analyse(text);
+    std::string yaml = kd::profile_to_text(p);
+    auto back = kd::profile_from_yaml(YAML::Load(yaml));
+    EXPECT_EQ(kd::profile_to_text(back), yaml) << text;
+    EXPECT_EQ(back.undecided, p.undecided) << text;
+    EXPECT_EQ(back.tier, p.tier);
+    if (p.tier == 1) {
+      kd::Program a = p.program(), b = back.program();
+      EXPECT_TRUE(kd::equal(a.expression, b.expression)) << text;
+      EXPECT_EQ(a.inputs, b.inputs);
+      ASSERT_EQ(a.params.size(), b.params.size());
+    }
+  }
+  // Undecided fields are written as {undecided: reason}.
+  auto yaml = YAML::Load(kd::profile_to_text(analyse("softmax")));
+  ASSERT_TRUE(yaml["gradients"]["undecided"]);
+  EXPECT_EQ(yaml["tier"]["value"].as<int>(), 2);
+  EXPECT_THROW(kd::profile_from_yaml(YAML::Load("identity: {op_name: ''}")), std::runtime_error);
+}
+
+TEST(KernelDevSuite, TwentyFiveOpsAsWordsExpressionsAndPyTorch) {
+  ASSERT_GE(suite().size(), 25u);
+  for (const auto& op : suite()) {
+    const kd::Activation* entry = kb().catalogue.find(op.catalogue_name);
+    ASSERT_NE(entry, nullptr) << op.catalogue_name;
+    kd::Program expected = entry->program();
+
+    auto words = analyse(op.words);
+    EXPECT_EQ(words.source_kind, "words") << op.words;
+    EXPECT_EQ(words.op_name, op.catalogue_name) << op.words;
+    check_profile_numerics(words, expected, std::string("words: ") + op.words);
+
+    auto expression = analyse(op.expression);
+    EXPECT_EQ(expression.source_kind, "expression") << op.expression;
+    check_profile_numerics(expression, expected, std::string("expression: ") + op.expression);
+    EXPECT_EQ(expression.op_name, op.catalogue_name) << op.expression << " (recognised as the catalogue op)";
+
+    auto code = analyse(op.pytorch);
+    EXPECT_EQ(code.source_kind, "pytorch") << op.pytorch;
+    check_profile_numerics(code, expected, std::string("pytorch: ") + op.pytorch);
+    EXPECT_EQ(code.op_name, op.catalogue_name) << op.pytorch;
+  }
+}
