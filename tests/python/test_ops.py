@@ -164,7 +164,10 @@ def test_glu(dtype, shape, kind, in_place):
     ad = a.detach().double().requires_grad_()
     bd = b.detach().double().requires_grad_()
     cd = act(ad) * bd
-    check(c, cd.detach(), dtype, f"{kind} c")
+    # fp32 GeGLU evaluates tanh through exp: where gelu(a) -> 0 (a << 0), 1 + tanh cancels and the
+    # relative error of those tiny outputs reaches ~1.2e-4 (absolute < 1e-6; seen on H100, shape (1, 1)).
+    rel_c = 2e-4 if (kind == "geglu" and dtype == torch.float32) else None
+    check(c, cd.detach(), dtype, f"{kind} c", rel=rel_c)
     dc = torch.randn_like(c)
     c.backward(dc)
     cd.backward(dc.double())
