@@ -1,0 +1,1045 @@
+// kernel-perf stages: Profile (understand), Optimize (act), Finalize (verify).
+//
+// Run directory layout (<run>/optimization/):
+//   profile/ptxas.log, profile/ncu.csv     compiler report and Nsight Compute output
+//   work/                                  a copy of the tree's CMake project (kernels, benchmarks,
+//   work/build/                            tests) and its build: every variant is a drop-in
+//                                          replacement built here (only the changed op recompiles)
+//   v0/bench.json                          the baseline
+//   vN/notebook.md, vN/tuning.h,           each variant: lab notebook, the files it replaces,
+//   vN/bench.json, vN/smoke.log            its smoke test and benchmark
+//   search/*.json                          every measured candidate of the launch-parameter search
+//   comparison.md, act.json                all variants; the winner
+//   final/                                 Finalize: test log, original vs optimized, plot, report.md
+#include <mustache.hpp>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "engine/diff.h"
+#include "liger/error.h"
+#include "liger/llm/provider.h"
+#include "liger/profile.h"
+#include "liger/util.h"
+#include "liger/workflows.h"
+#include "workflows/kernel_perf/kernel_perf.h"
+
+namespace liger::kernel_perf {
+
+namespace {
+
+using engine::StageContext;
+using engine::StageResult;
+using std::chrono::seconds;
+
+fs::path skills_dir() { return workflows::data_dir() / "skills" / "kernel_perf"; }
+fs::path templates_dir() { return workflows::data_dir() / "templates" / "kernel_perf"; }
+fs::path opt_dir(const StageContext& ctx) { return ctx.run_dir / "optimization"; }
+fs::path work_dir(const StageContext& ctx) { return opt_dir(ctx) / "work"; }
+fs::path build_dir(const StageContext& ctx) { return work_dir(ctx) / "build"; }
+
+std::string tail(const std::string& text, std::size_t n = 3000) {
+  return text.size() <= n ? text : "..." + text.substr(text.size() - n);
+}
+
+std::string fmt(const char* f, double v) {
+  char b[64];
+  std::snprintf(b, sizeof(b), f, v);
+  return b;
+}
+
+void write(const fs::path& path, const std::string& text) {
+  fs::create_directories(path.parent_path());
+  util::write_file_atomic(path, text);
+}
+
+std::string read_or_empty(const fs::path& p) {
+  std::error_code ec;
+  return fs::exists(p, ec) ? util::read_file(p) : std::string();
+}
+
+toolchain::ProcessResult run_logged(const StageContext& ctx, const std::vector<std::string>& argv, const fs::path& cwd,
+                                    int timeout_s, const fs::path& log) {
+  std::string cmd;
+  for (const auto& a : argv) cmd += (cmd.empty() ? "" : " ") + a;
+  if (ctx.log) ctx.log->info("kernel-perf: {}", cmd);
+  auto r = current_runner()->run(argv, cwd, seconds(timeout_s));
+  if (!log.empty()) write(log, "$ " + cmd + "\n" + r.output + "\n# exit " + std::to_string(r.exit_code) + "\n");
+  return r;
+}
+
+// ---------------------------------------------------------------- the work tree
+
+void copy_project(const fs::path& tree, const fs::path& work) {
+  fs::create_directories(work);
+  for (const char* item : {"CMakeLists.txt", "CMakePresets.json", "cmake", "kernels", "benchmarks", "tests"}) {
+    std::error_code ec;
+    const fs::path from = tree / item;
+    if (!fs::exists(from, ec)) continue;
+    if (fs::is_directory(from)) {
+      fs::copy(from, work / item,
+               fs::copy_options::recursive | fs::copy_options::overwrite_existing | fs::copy_options::skip_symlinks, ec);
+    } else {
+      fs::copy_file(from, work / item, fs::copy_options::overwrite_existing, ec);
+    }
+    if (ec) throw Error(ErrorKind::Io, "kernel-perf: cannot copy " + from.string() + ": " + ec.message());
+  }
+}
+
+int jobs_of(const KernelPerfInput& in) {
+  if (in.jobs > 0) return in.jobs;
+  const unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 4 : static_cast<int>(n);
+}
+
+// Configures (once) and builds liger-bench + kernel_tests in the work tree; "" or the error.
+std::string build_work(const StageContext& ctx, const KernelPerfInput& in, int sm, const fs::path& log) {
+  auto runner = current_runner();
+  if (!fs::exists(build_dir(ctx) / "CMakeCache.txt")) {
+    std::vector<std::string> argv = {"cmake", "-S", work_dir(ctx).string(), "-B", build_dir(ctx).string(),
+                                     "-DCMAKE_BUILD_TYPE=Release", "-DLIGER_BUILD_AGENT=OFF",
+                                     "-DCMAKE_CUDA_ARCHITECTURES=" + std::to_string(sm)};
+    if (runner->has_tool("ninja")) argv.insert(argv.begin() + 1, {"-G", "Ninja"});
+    auto r = run_logged(ctx, argv, {}, 900, log.string() + ".configure");
+    if (!r.ok()) return "cmake configure failed:\n" + tail(r.output);
+  }
+  auto r = run_logged(ctx,
+                      {"cmake", "--build", build_dir(ctx).string(), "-j", std::to_string(jobs_of(in)), "--target",
+                       "liger-bench", "kernel_tests"},
+                      {}, 1800, log);
+  if (!r.ok()) return "build failed:\n" + tail(r.output);
+  return "";
+}
+
+fs::path bench_exe(const StageContext& ctx) { return build_dir(ctx) / "benchmarks" / "liger-bench"; }
+fs::path tests_exe(const StageContext& ctx) { return build_dir(ctx) / "tests" / "kernels" / "kernel_tests"; }
+
+// Runs liger-bench on the op; the parsed run, or throws Toolchain with the output.
+BenchRun bench(const StageContext& ctx, const KernelPerfInput& in, const Candidate& tunables, int min_time_ms,
+               const fs::path& json_path, bool fast_copy = false) {
+  std::vector<std::string> argv = {bench_exe(ctx).string(), "--op", in.op, "--json", json_path.string(),
+                                   "--min-time-ms", std::to_string(min_time_ms)};
+  if (!in.dtype.empty()) argv.insert(argv.end(), {"--dtype", in.dtype});
+  if (fast_copy) argv.insert(argv.end(), {"--copy-mib", "256"});
+  for (const auto& [k, v] : tunables) argv.insert(argv.end(), {"--tunable", k + "=" + std::to_string(v)});
+  fs::create_directories(json_path.parent_path());
+  auto r = run_logged(ctx, argv, {}, 900, json_path.string() + ".log");
+  if (r.exit_code == 2)
+    throw Error(ErrorKind::Toolchain, "liger-bench found no usable GPU", "run kernel-perf on a machine with an NVIDIA GPU");
+  if (r.exit_code != 0 && r.exit_code != 1) throw Error(ErrorKind::Toolchain, "liger-bench failed:\n" + tail(r.output));
+  return parse_bench_json(util::read_file(json_path));
+}
+
+// The op's GPU tests on the current work-tree build.
+bool run_tests(const StageContext& ctx, const OpSpec& spec, const fs::path& log, std::string* summary) {
+  auto r = run_logged(ctx, {tests_exe(ctx).string(), "--gtest_filter=" + spec.test_filter}, {}, 1800, log);
+  static const std::regex passed_re(R"(\[  PASSED  \] (\d+) test)");
+  static const std::regex failed_re(R"(\[  FAILED  \] (\d+) test)");
+  static const std::regex skipped_re(R"(\[  SKIPPED \] (\d+) test)");
+  std::smatch m;
+  std::string s;
+  if (std::regex_search(r.output, m, passed_re)) s += std::string(m[1]) + " passed";
+  if (std::regex_search(r.output, m, failed_re)) s += (s.empty() ? "" : ", ") + std::string(m[1]) + " FAILED";
+  if (std::regex_search(r.output, m, skipped_re)) s += (s.empty() ? "" : ", ") + std::string(m[1]) + " skipped";
+  const bool skipped_all = r.output.find("[  PASSED  ] 0 tests") != std::string::npos;
+  if (summary) *summary = s.empty() ? "no gtest summary (exit " + std::to_string(r.exit_code) + ")" : s;
+  return r.ok() && !skipped_all;
+}
+
+// ---------------------------------------------------------------- profile helpers
+
+std::map<std::string, double> case_metrics(const BenchCaseResult& r, double occupancy, const NcuMetrics* ncu) {
+  std::map<std::string, double> m;
+  m["copy_fraction"] = r.copy_fraction;
+  m["median_us"] = r.median_us;
+  if (occupancy > 0) m["occupancy"] = occupancy;
+  if (ncu)
+    for (const auto& [k, v] : ncu->rule_metrics()) m[k] = v;
+  return m;
+}
+
+YAML::Node strategies_node(const std::vector<Strategy>& order) {
+  YAML::Node list(YAML::NodeType::Sequence);
+  for (const auto& s : order) {
+    YAML::Node n;
+    n["id"] = s.id;
+    n["name"] = s.name;
+    n["kind"] = s.kind;
+    n["changes"] = s.changes;
+    n["expected"] = s.expected;
+    list.push_back(n);
+  }
+  return list;
+}
+
+// ---------------------------------------------------------------- Profile (understand)
+
+StageResult understand(StageContext& ctx) {
+  StageResult result;
+  const KernelPerfInput in = parse_kernel_perf_input(ctx.input);
+  const OpSpec spec = load_op_spec(skills_dir() / "search_spaces.yaml", in.op);
+  auto runner = current_runner();
+
+  // Pre-flight: the op's pieces exist in the tree.
+  std::string missing;
+  for (const auto& [what, rel] : std::vector<std::pair<std::string, std::string>>{
+           {"header", spec.header}, {"kernel source", spec.kernel_source}, {"tuning table", spec.tuning},
+           {"GPU tests", spec.test_file}}) {
+    if (!rel.empty() && !fs::exists(ctx.tree_root / rel)) missing += "\n  - " + what + ": " + rel;
+  }
+  if (!missing.empty())
+    throw Error(ErrorKind::Usage, "kernel-perf: op '" + in.op + "' is incomplete in " + ctx.tree_root.string() + ":" + missing,
+                "kernel-perf optimises an existing library op; create it first (liger-agent kernel-dev)");
+  {
+    const std::string tests = util::read_file(ctx.tree_root / spec.test_file);
+    const std::string suite = spec.test_filter.substr(0, spec.test_filter.find('.'));
+    const std::string name = suite.substr(suite.find_last_of("/*") == std::string::npos ? 0 : suite.find_last_of("/*") + 1);
+    if (tests.find(name) == std::string::npos && tests.find("GLU_SUITE") == std::string::npos)
+      throw Error(ErrorKind::Usage, "kernel-perf: the test filter '" + spec.test_filter + "' matches no suite in " + spec.test_file,
+                  "fix test_filter in skills/kernel_perf/search_spaces.yaml");
+  }
+  const TuningFile tuning = TuningFile::parse(util::read_file(ctx.tree_root / spec.tuning));
+
+  // Snapshot.
+  const fs::path snapshot = ctx.input_dir / "snapshot";
+  for (const auto& rel : spec.snapshot) {
+    if (!fs::exists(ctx.tree_root / rel)) continue;
+    fs::create_directories((snapshot / rel).parent_path());
+    fs::copy_file(ctx.tree_root / rel, snapshot / rel, fs::copy_options::overwrite_existing);
+  }
+
+  // Architecture.
+  int sm = 0;
+  std::string arch_source;
+  bool gpu = false;
+  if (runner->has_tool("nvidia-smi")) {
+    auto r = runner->run({"nvidia-smi", "--query-gpu=compute_cap,name", "--format=csv,noheader"}, {}, seconds(60));
+    if (r.ok()) {
+      if (auto cap = parse_compute_cap(r.output)) {
+        gpu = true;
+        sm = *cap;
+        arch_source = "nvidia-smi: " + util::trim(r.output.substr(0, r.output.find('\n')));
+      }
+    }
+  }
+  if (!in.target_gpu.empty()) {
+    sm = *parse_target_gpu(in.target_gpu);
+    arch_source = "--target-gpu " + in.target_gpu + (gpu ? " (the GPU present reports " + arch_source + ")" : "");
+  }
+  if (!gpu && !in.profile_only)
+    throw Error(ErrorKind::Toolchain, "kernel-perf: no NVIDIA GPU found (nvidia-smi reports none)",
+                "run it on a machine with a GPU, or pass --profile-only for the compiler resource report alone");
+  if (sm == 0) {
+    sm = 90;
+    arch_source = "default sm_90 (no GPU and no --target-gpu)";
+    result.warn("no GPU and no --target-gpu: the compiler report is for sm_90");
+  }
+  const auto archs = load_architectures(skills_dir() / "architectures.yaml");
+  const ArchLimits* arch = find_arch(archs, sm);
+  if (!arch) throw Error(ErrorKind::Usage, "kernel-perf: sm_" + std::to_string(sm) + " is not in architectures.yaml",
+                         "supported: Ampere 8.x, Hopper 9.0, Blackwell 10.x/12.x");
+
+  // Compiler resource report.
+  ctx.progress("compiling " + spec.kernel_source + " with -Xptxas -v for sm_" + std::to_string(sm));
+  if (!runner->has_tool("nvcc"))
+    throw Error(ErrorKind::Toolchain, "kernel-perf: nvcc not found on PATH", "install the CUDA toolkit (nvcc) or add it to PATH");
+  const fs::path ptxas_log = opt_dir(ctx) / "profile" / "ptxas.log";
+  auto pr = run_logged(ctx,
+                       {"nvcc", "-std=c++17", "--expt-relaxed-constexpr", "-I", (ctx.tree_root / "kernels/include").string(),
+                        "-I", (ctx.tree_root / "kernels/src").string(), "-arch=sm_" + std::to_string(sm), "-Xptxas", "-v",
+                        "-c", (ctx.tree_root / spec.kernel_source).string(), "-o",
+                        (opt_dir(ctx) / "profile" / (in.op + ".o")).string()},
+                       {}, 900, ptxas_log);
+  if (!pr.ok()) return result.fail("nvcc could not compile " + spec.kernel_source, tail(pr.output));
+  const auto kernels = parse_ptxas_log(pr.output);
+  if (kernels.empty()) result.warn("ptxas reported no kernel functions for " + spec.kernel_source);
+  YAML::Node res;
+  res["tool"] = "nvcc -Xptxas -v (" + (opt_dir(ctx) / "profile" / "ptxas.log").string() + ")";
+  res["kernels"] = YAML::Node(YAML::NodeType::Sequence);
+  int max_regs = 0;
+  long long max_smem = 0;
+  double min_occ = 1;
+  for (const auto& k : kernels) {
+    const Occupancy o = estimate_occupancy(*arch, k.registers, k.smem_bytes, spec.default_threads);
+    YAML::Node n;
+    n["name"] = k.name;
+    n["registers"] = k.registers;
+    n["spill_stores_bytes"] = k.spill_store_bytes;
+    n["spill_loads_bytes"] = k.spill_load_bytes;
+    n["stack_frame_bytes"] = k.stack_frame_bytes;
+    n["smem_bytes"] = k.smem_bytes;
+    n["cmem_bytes"] = k.cmem_bytes;
+    n["occupancy_at_default_threads"] = o.launchable ? o.fraction : 0.0;
+    n["occupancy_limiter"] = o.limiter;
+    n["max_threads_per_block"] = max_launchable_threads(*arch, k.registers, k.smem_bytes);
+    res["kernels"].push_back(n);
+    max_regs = std::max(max_regs, k.registers);
+    max_smem = std::max(max_smem, k.smem_bytes);
+    if (o.launchable) min_occ = std::min(min_occ, o.fraction);
+    if (k.spills()) result.warn("kernel " + k.name + " spills registers (" + std::to_string(k.spill_store_bytes) + " bytes)");
+  }
+  res["default_threads"] = spec.default_threads;
+  res["max_registers"] = max_regs;
+  res["max_smem_bytes"] = max_smem;
+
+  YAML::Node profile;
+  profile["op"] = in.op;
+  profile["goal"] = in.goal;
+  profile["target_modes"] = YAML::Node(YAML::NodeType::Sequence);
+  for (const char* m : {"forward", "backward", "full"})
+    if (in.mode.empty() || in.mode == m) profile["target_modes"].push_back(m);
+  profile["target_metric"] = in.target_metric;
+  profile["max_variants"] = in.max_variants;
+  profile["profile_only"] = in.profile_only;
+  profile["start_tunables"] = in.start_tunables.empty() ? "default" : candidate_text(in.start_tunables);
+  profile["files"]["header"] = spec.header;
+  profile["files"]["kernel_source"] = spec.kernel_source;
+  profile["files"]["tuning"] = spec.tuning;
+  profile["files"]["test_filter"] = spec.test_filter;
+  profile["files"]["snapshot_dir"] = snapshot.string();
+  profile["files"]["tuning_arrays"] = YAML::Node(YAML::NodeType::Sequence);
+  for (const auto& a : tuning.arrays()) profile["files"]["tuning_arrays"].push_back(a.name + " (" + std::to_string(a.rows.size()) + " rows)");
+  profile["architecture"]["sm"] = sm;
+  profile["architecture"]["family"] = arch->family;
+  profile["architecture"]["source"] = arch_source;
+  profile["architecture"]["notes"] = YAML::Node(YAML::NodeType::Sequence);
+  for (const auto& n : arch->notes) profile["architecture"]["notes"].push_back(n);
+  profile["compiler_resources"] = res;
+
+  const YAML::Node strategies_doc = YAML::LoadFile((skills_dir() / "strategies.yaml").string());
+  const auto rules = parse_class_rules(strategies_doc["classification"]);
+  const auto catalogue = parse_strategies(strategies_doc);
+
+  if (in.profile_only || !gpu) {
+    profile["ncu"]["status"] = "not run (--profile-only)";
+    profile["bottleneck"]["class"] = "unknown";
+    profile["bottleneck"]["evidence"] = "--profile-only: no benchmark, so no achieved bandwidth to classify";
+    profile["strategy_order"] = strategies_node(strategy_order(catalogue, "balanced", spec.traits));
+    ctx.profile = profile;
+    result.note("profile-only: compiler report for " + std::to_string(kernels.size()) + " kernel(s) on sm_" + std::to_string(sm));
+    return result;
+  }
+
+  // Build the work tree and check the op's benchmark entries.
+  ctx.progress("building liger-bench and kernel_tests for sm_" + std::to_string(sm) + " in the run's work tree");
+  copy_project(ctx.tree_root, work_dir(ctx));
+  if (auto err = build_work(ctx, in, sm, opt_dir(ctx) / "profile" / "build.log"); !err.empty())
+    return result.fail("the kernel library does not build", err);
+  auto list = run_logged(ctx, {bench_exe(ctx).string(), "--list", "--op", in.op}, {}, 60, {});
+  if (!list.ok() || list.output.find(in.op) == std::string::npos)
+    throw Error(ErrorKind::Usage, "kernel-perf: liger-bench has no benchmark entries for '" + in.op + "'",
+                "add benchmarks/bench_" + in.op + ".cpp (see benchmarks/README.md)");
+
+  // Baseline v0.
+  ctx.progress("baseline v0: liger-bench --op " + in.op + (in.start_tunables.empty() ? "" : " with " + candidate_text(in.start_tunables)));
+  const BenchRun v0 = bench(ctx, in, in.start_tunables, in.bench_min_time_ms, opt_dir(ctx) / "v0" / "bench.json");
+
+  // Nsight Compute on the largest target case (never touching clocks).
+  std::optional<NcuMetrics> ncu;
+  const BenchCaseResult* biggest = nullptr;
+  for (const auto& r : v0.results)
+    if (r.ok && in_target(in.goal_spec(), r.mode) && (!biggest || r.min_bytes > biggest->min_bytes)) biggest = &r;
+  if (runner->has_tool("ncu") && biggest) {
+    ctx.progress("Nsight Compute on " + biggest->key());
+    std::vector<std::string> argv = {"ncu", "--clock-control", "none", "--csv", "--kernel-name-base", "function",
+                                     "-k", "regex:" + spec.ncu_kernel_regex, "--metrics",
+                                     "dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed,"
+                                     "sm__warps_active.avg.pct_of_peak_sustained_active,gpu__time_duration.sum",
+                                     "-c", "20", bench_exe(ctx).string(), "--op", in.op, "--mode", biggest->mode, "--shape",
+                                     biggest->shape, "--dtype", biggest->dtype, "--min-runs", "1", "--max-runs", "2",
+                                     "--min-time-ms", "0", "--warmup-ms", "0", "--no-copy"};
+    for (const auto& [k, v] : in.start_tunables) argv.insert(argv.end(), {"--tunable", k + "=" + std::to_string(v)});
+    auto r = run_logged(ctx, argv, {}, 600, opt_dir(ctx) / "profile" / "ncu.log");
+    NcuMetrics m = parse_ncu_csv(r.output);
+    if (r.ok() && m.kernels > 0) {
+      ncu = m;
+      profile["ncu"]["status"] = "ran on " + biggest->key() + " (" + std::to_string(m.kernels) + " launches)";
+      for (const auto& [k, v] : m.rule_metrics()) profile["ncu"][k] = v;
+    } else {
+      profile["ncu"]["status"] = "ncu did not produce metrics (exit " + std::to_string(r.exit_code) + "; see profile/ncu.log)";
+      result.warn("Nsight Compute produced no metrics", tail(r.output, 600));
+    }
+  } else {
+    profile["ncu"]["status"] = "ncu not found on PATH";
+  }
+
+  // Baseline table and classification.
+  YAML::Node base;
+  base["device"] = v0.device;
+  base["copy_gbps"] = v0.copy_gbps;
+  base["tunables"] = v0.tunables;
+  base["bench_json"] = (opt_dir(ctx) / "v0" / "bench.json").string();
+  base["cases"] = YAML::Node(YAML::NodeType::Sequence);
+  std::vector<std::string> classes;
+  for (const auto& r : v0.results) {
+    YAML::Node c;
+    c["case"] = r.key();
+    c["ok"] = r.ok;
+    if (!r.ok) {
+      c["message"] = r.message;
+      base["cases"].push_back(c);
+      continue;
+    }
+    c["median_us"] = r.median_us;
+    c["spread_pct"] = r.spread_pct;
+    c["gbps"] = r.gbps;
+    c["copy_fraction"] = r.copy_fraction;
+    if (r.tflops > 0) c["tflops"] = r.tflops;
+    c["extra_mib"] = r.extra_mib;
+    const bool use_ncu = ncu && biggest && r.key() == biggest->key();
+    const Classification cls = classify(rules, case_metrics(r, min_occ, use_ncu ? &*ncu : nullptr));
+    c["class"] = cls.bottleneck;
+    c["evidence"] = cls.rule + ": " + cls.reason;
+    if (in_target(in.goal_spec(), r.mode)) classes.push_back(cls.bottleneck);
+    base["cases"].push_back(c);
+  }
+  profile["baseline"] = base;
+  const std::string overall = overall_class(classes);
+  int count = static_cast<int>(std::count(classes.begin(), classes.end(), overall));
+  profile["bottleneck"]["class"] = overall;
+  profile["bottleneck"]["evidence"] = std::to_string(count) + " of " + std::to_string(classes.size()) +
+                                      " target cases classify as " + overall + " (per-case evidence under baseline.cases)";
+  profile["strategy_order"] = strategies_node(strategy_order(catalogue, overall, spec.traits));
+  ctx.profile = profile;
+  result.note("v0 measured: " + std::to_string(v0.results.size()) + " cases; bottleneck " + overall);
+  return result;
+}
+
+// ---------------------------------------------------------------- Optimize (act)
+
+struct VariantRecord {
+  std::string name, strategy, change, smoke = "not run", verdict = "REJECTED", summary;
+  double speedup = 1, memory_change_pct = 0;
+  std::string tuning;  // the tuning.h text the variant ships ("" : source variant)
+  std::string source_diff;
+  bool measured = false;
+};
+
+struct SearchState {
+  std::map<std::string, BenchRun> runs;  // candidate text -> run
+  std::map<std::size_t, std::string> class_winner;  // table row -> candidate text
+};
+
+// Classes: table row index -> the v0 cases in it (target modes only).
+std::map<std::size_t, std::vector<std::string>> size_classes(const OpSpec& spec, const TuningFile& file, int sm,
+                                                              const BenchRun& v0, const Goal& goal) {
+  std::map<std::size_t, std::vector<std::string>> out;
+  for (const auto& r : v0.results) {
+    if (!r.ok || !in_target(goal, r.mode)) continue;
+    std::size_t row = 0;
+    if (spec.table.present)
+      if (auto i = table_row_for(file, spec.table, sm, case_size(spec.table, r.shape))) row = *i;
+    out[row].push_back(r.key());
+  }
+  return out;
+}
+
+double class_score(const BenchRun& run, const std::vector<std::string>& keys) {
+  std::vector<double> t;
+  for (const auto& k : keys) {
+    const BenchCaseResult* r = run.find(k);
+    if (!r || !r->ok) return INFINITY;
+    t.push_back(r->median_us);
+  }
+  return geomean(t);
+}
+
+int dominant_dtype_bytes(const BenchRun& run) {
+  int b16 = 0, f32 = 0;
+  for (const auto& r : run.results) (r.dtype == "fp32" ? f32 : b16)++;
+  return f32 > b16 ? 4 : 2;
+}
+
+long long largest_cols(const BenchRun& run, const std::vector<std::string>& keys) {
+  long long c = 0;
+  for (const auto& k : keys)
+    if (const auto* r = run.find(k)) c = std::max(c, shape_cols(r->shape));
+  return c;
+}
+
+std::vector<Strategy> profile_strategies(const YAML::Node& profile) {
+  std::vector<Strategy> out;
+  for (const auto& n : profile["strategy_order"]) {
+    Strategy s;
+    s.id = n["id"].as<std::string>("");
+    s.name = n["name"].as<std::string>(s.id);
+    s.kind = n["kind"].as<std::string>("");
+    s.changes = n["changes"].as<std::string>("");
+    s.expected = n["expected"].as<std::string>("");
+    out.push_back(s);
+  }
+  return out;
+}
+
+llm::ProviderConfig provider_config(const Config* config) {
+  llm::ProviderConfig out;
+  if (!config) return out;
+  out.kind = llm::parse_provider_kind(config->get_string("llm.provider"));
+  out.base_url = config->get_string("llm.base_url");
+  out.model = config->get_string("llm.model");
+  out.api_key_env = config->get_string("llm.api_key_env");
+  return out;
+}
+
+StageResult act(StageContext& ctx) {
+  StageResult result;
+  const KernelPerfInput in = parse_kernel_perf_input(ctx.input);
+  if (ctx.profile["profile_only"].as<bool>(false) || !ctx.profile["baseline"]) {
+    result.note("profile-only run: no variants");
+    return result;
+  }
+  const OpSpec spec = load_op_spec(skills_dir() / "search_spaces.yaml", in.op);
+  const int sm = ctx.profile["architecture"]["sm"].as<int>();
+  const auto archs = load_architectures(skills_dir() / "architectures.yaml");
+  const ArchLimits& arch = *find_arch(archs, sm);
+  const Goal goal = in.goal_spec();
+  const fs::path od = opt_dir(ctx);
+  const std::string original_tuning = util::read_file(ctx.input_dir / "snapshot" / spec.tuning);
+  const std::string original_source = read_or_empty(ctx.input_dir / "snapshot" / spec.kernel_source);
+  const BenchRun v0 = parse_bench_json(util::read_file(od / "v0" / "bench.json"));
+  std::optional<TargetMetric> target;
+  if (!in.target_metric.empty()) target = parse_target_metric(in.target_metric);
+
+  // A later attempt (the winner failed the full test suite in Finalize): pick the next best.
+  nlohmann::json state = nlohmann::json::object();
+  if (fs::exists(od / "act.json")) state = nlohmann::json::parse(util::read_file(od / "act.json"));
+  if (ctx.attempt > 1 && state.contains("variants")) {
+    std::set<std::string> excluded;
+    for (const auto& e : state.value("excluded", nlohmann::json::array())) excluded.insert(e.get<std::string>());
+    if (state.contains("winner") && !state["winner"].get<std::string>().empty()) excluded.insert(state["winner"].get<std::string>());
+    std::string next;
+    double best = 1;
+    for (const auto& v : state["variants"])
+      if (!excluded.count(v["name"]) && v["verdict"] != "REJECTED" && v["speedup"].get<double>() > best) {
+        best = v["speedup"].get<double>();
+        next = v["name"];
+      }
+    state["excluded"] = std::vector<std::string>(excluded.begin(), excluded.end());
+    state["winner"] = next;
+    write(od / "act.json", state.dump(2));
+    if (next.empty()) {
+      result.note("the winner failed the op's test suite; no other variant improved: nothing is applied");
+      return result;
+    }
+    ctx.staging->write(spec.tuning, util::read_file(od / next / "tuning.h"));
+    result.note("the previous winner failed the test suite; staged the next best variant " + next);
+    return result;
+  }
+
+  auto restore_work = [&] {
+    write(work_dir(ctx) / spec.tuning, original_tuning);
+    if (!original_source.empty()) write(work_dir(ctx) / spec.kernel_source, original_source);
+  };
+  restore_work();
+  if (auto err = build_work(ctx, in, sm, od / "work-build.log"); !err.empty()) return result.fail("work tree build", err);
+
+  std::vector<VariantRecord> history;
+  std::vector<double> improvements;
+  BenchRun best_run = v0;
+  std::string best_name = "v0", best_tuning = original_tuning, stop = "every applicable strategy was tried";
+  SearchState search;
+  std::set<Candidate> tried;
+  const auto strategies = profile_strategies(ctx.profile);
+  std::size_t strategy_index = 0;
+  int n = 0;
+  const TuningFile original_file = TuningFile::parse(original_tuning);
+  const auto classes = size_classes(spec, original_file, sm, v0, goal);
+  const int dbytes = dominant_dtype_bytes(v0);
+
+  auto measure_candidates = [&](const std::vector<Candidate>& list, const std::string& tag) {
+    for (const auto& c : list) {
+      std::string why;
+      const bool bwd = std::any_of(v0.results.begin(), v0.results.end(), [](const auto& r) { return r.mode != "forward"; });
+      tried.insert(c);
+      if (!candidate_feasible(spec.space, c, arch, ctx.profile["compiler_resources"]["max_registers"].as<int>(0),
+                              ctx.profile["compiler_resources"]["max_smem_bytes"].as<long long>(0), bwd, &why)) {
+        if (ctx.log) ctx.log->info("kernel-perf: pruned {}: {}", candidate_text(c), why);
+        continue;
+      }
+      signals::throw_if_interrupted();
+      ctx.progress(tag + ": " + candidate_text(c));
+      const fs::path json = od / "search" / (std::to_string(search.runs.size()) + ".json");
+      try {
+        search.runs[candidate_text(c)] = bench(ctx, in, c, in.search_min_time_ms, json, true);
+      } catch (const Error& e) {
+        if (ctx.log) ctx.log->warn("kernel-perf: candidate {} failed: {}", candidate_text(c), e.what());
+      }
+    }
+  };
+  auto pick_class_winners = [&]() {
+    for (const auto& [row, keys] : classes) {
+      double best = INFINITY;
+      for (const auto& [text, run] : search.runs) {
+        const double s = class_score(run, keys);
+        if (s < best) {
+          best = s;
+          search.class_winner[row] = text;
+        }
+      }
+    }
+  };
+  auto tuning_from_winners = [&](std::string* change, std::string* why_not) -> std::string {
+    TuningFile f = TuningFile::parse(original_tuning);
+    for (const auto& [row, text] : search.class_winner) {
+      const auto c = parse_candidate(text);
+      std::string why;
+      if (!spec.table.present) {
+        *why_not = "the op's table does not hold launch shapes (no mapping in search_spaces.yaml)";
+        return "";
+      }
+      if (!c || !apply_candidate_to_row(f, spec.table, sm, row, *c, largest_cols(v0, classes.at(row)), dbytes, &why)) {
+        *change += "row " + std::to_string(row) + ": " + text + " not expressible (" + why + "); ";
+        continue;
+      }
+      *change += "row " + std::to_string(row) + " <- " + text + "; ";
+    }
+    return f.emit();
+  };
+
+  auto prior_notebooks = [&]() {
+    std::vector<std::pair<std::string, std::string>> prior;
+    for (const auto& h : history) {
+      const std::string md = read_or_empty(od / h.name / "notebook.md");
+      const auto l = notebook_learnings(md);
+      prior.push_back({h.name + " " + notebook_verdict(md), l.empty() ? h.summary : l.front()});
+    }
+    return prior;
+  };
+
+  while (strategy_index < strategies.size()) {
+    if (auto why = stop_reason({n, in.max_variants, improvements, target && target_met(*target, best_run, goal, &v0)})) {
+      stop = *why;
+      break;
+    }
+    const Strategy s = strategies[strategy_index];
+    VariantRecord rec;
+    rec.name = "v" + std::to_string(n + 1);
+    rec.strategy = s.name;
+    Notebook nb;
+    nb.op = in.op;
+    nb.variant = rec.name;
+    nb.title = s.name;
+    nb.status = "planned";
+    nb.prior = prior_notebooks();
+    nb.expected = s.expected;
+    std::string tuning_text, why_not;
+
+    if (s.kind == "tunable_search") {
+      ++strategy_index;
+      nb.hypothesis = "The launch shape chosen for each size class is not the fastest on sm_" + std::to_string(sm) +
+                      " (v0 runs with " + v0.tunables + "); a measured search over " + std::to_string(spec.space.dims.size()) +
+                      " tunables finds a better one per class.";
+      write(od / rec.name / "notebook.md", render_notebook(templates_dir(), nb));
+      measure_candidates(coarse_grid(spec.space), "coarse grid");
+      pick_class_winners();
+      std::vector<Candidate> refine;
+      for (const auto& [row, text] : search.class_winner)
+        for (const auto& c : refine_around(spec.space, *parse_candidate(text), tried)) refine.push_back(c);
+      measure_candidates(refine, "refine");
+      pick_class_winners();
+      tuning_text = tuning_from_winners(&rec.change, &why_not);
+    } else if (s.kind == "split_size_class") {
+      ++strategy_index;
+      // A class whose sizes prefer different candidates (outside the spread) gets its own row.
+      TuningFile f = TuningFile::parse(best_tuning);
+      std::string change;
+      for (const auto& [row, keys] : classes) {
+        if (!search.class_winner.count(row) || keys.size() < 2) continue;
+        const std::string winner = search.class_winner[row];
+        long long smallest = LLONG_MAX;
+        for (const auto& k : keys) smallest = std::min(smallest, case_size(spec.table, v0.find(k)->shape));
+        std::vector<std::string> small_keys;
+        for (const auto& k : keys)
+          if (case_size(spec.table, v0.find(k)->shape) == smallest) small_keys.push_back(k);
+        if (small_keys.size() == keys.size()) continue;
+        std::string small_best;
+        double sb = INFINITY;
+        for (const auto& [text, run] : search.runs)
+          if (double sc = class_score(run, small_keys); sc < sb) {
+            sb = sc;
+            small_best = text;
+          }
+        const double sw = search.runs.count(winner) ? class_score(search.runs[winner], small_keys) : INFINITY;
+        double noise = 0;
+        for (const auto& k : small_keys)
+          if (const auto* r = v0.find(k)) noise = std::max(noise, r->spread_pct);
+        if (small_best.empty() || small_best == winner || sb >= sw * (1 - noise / 100)) continue;
+        const auto* a = f.array(spec.table.arrays.rbegin()->second);
+        auto cur = table_row_for(f, spec.table, sm, smallest);
+        if (!a || !cur) continue;
+        f.insert_row_after(a->name, *cur, a->rows[*cur].fields);
+        f.set_field(a->name, *cur, spec.table.size_field, std::to_string(smallest));
+        std::string why;
+        if (!apply_candidate_to_row(f, spec.table, sm, *cur, *parse_candidate(small_best), shape_cols(v0.find(small_keys[0])->shape),
+                                    dbytes, &why))
+          continue;
+        change += "new row (size <= " + std::to_string(smallest) + ") <- " + small_best + "; ";
+      }
+      if (change.empty()) continue;  // not applicable: no notebook, no variant
+      rec.change = change;
+      nb.hypothesis = "Sizes sharing a table row prefer different launch shapes; giving the smaller size its own row "
+                      "improves it without touching the others.";
+      tuning_text = f.emit();
+    } else if (s.kind == "neighbour_search") {
+      ++strategy_index;
+      if (!spec.table.present || search.class_winner.empty()) continue;
+      SearchSpace finer = spec.space;
+      for (auto& d : finer.dims) {
+        std::set<int> values(d.coarse.begin(), d.coarse.end());
+        for (const auto& c : tried)
+          if (c.count(d.name)) values.insert(c.at(d.name));
+        d.coarse.assign(values.begin(), values.end());
+      }
+      std::vector<Candidate> more;
+      for (const auto& [row, text] : search.class_winner)
+        for (const auto& c : refine_around(finer, *parse_candidate(text), tried)) more.push_back(c);
+      if (more.empty()) continue;
+      nb.hypothesis = "A finer step around the current best launch shapes (" + std::to_string(more.size()) +
+                      " untried neighbours) finds a small further gain.";
+      write(od / rec.name / "notebook.md", render_notebook(templates_dir(), nb));
+      measure_candidates(more, "neighbour search");
+      pick_class_winners();
+      tuning_text = tuning_from_winners(&rec.change, &why_not);
+      if (tuning_text == best_tuning) {
+        rec.change += "(same table as the current best)";
+      }
+    } else if (s.kind == "llm_code") {
+      ++strategy_index;
+      const auto pc = provider_config(ctx.config);
+      if (pc.kind == llm::ProviderKind::Builtin) {
+        result.note("strategy '" + s.name + "' skipped: source changes need an LLM endpoint (--llm openai|anthropic)");
+        continue;
+      }
+      // The LLM path: prompt with the profile, every prior notebook and the source; apply its diff.
+      std::string notebooks;
+      for (const auto& h : history) notebooks += "\n---\n" + read_or_empty(od / h.name / "notebook.md");
+      kainjow::mustache::mustache t(util::read_file(skills_dir() / "prompts" / "optimize.md"));
+      kainjow::mustache::data view;
+      view.set("op", in.op);
+      view.set("arch", "sm_" + std::to_string(sm));
+      view.set("goal", in.goal);
+      view.set("bottleneck", ctx.profile["bottleneck"]["class"].as<std::string>());
+      view.set("bottleneck_reason", ctx.profile["bottleneck"]["evidence"].as<std::string>());
+      view.set("strategy", s.name);
+      view.set("changes", s.changes);
+      view.set("notebooks", notebooks);
+      view.set("source_path", spec.kernel_source);
+      view.set("source", original_source);
+      const std::string prompt = t.render(view);
+      write(od / rec.name / "prompt.md", prompt);
+      std::string answer;
+      try {
+        auto provider = llm::make_provider(pc);
+        llm::Request req;
+        req.messages.push_back(llm::user_message(prompt));
+        req.kind = "kernel-perf/optimize";
+        answer = provider->complete(req).text;
+      } catch (const Error& e) {
+        result.warn("LLM request for '" + s.name + "' failed", e.what());
+        continue;
+      }
+      write(od / rec.name / "answer.md", answer);
+      static const std::regex diff_re(R"(```(?:diff|patch)?\n([\s\S]*?)```)");
+      std::smatch m;
+      rec.source_diff = std::regex_search(answer, m, diff_re) ? std::string(m[1]) : answer;
+      write(od / rec.name / "change.diff", rec.source_diff);
+      rec.change = "source diff from " + provider_config(ctx.config).model + " (change.diff)";
+      nb.hypothesis = s.changes + " (LLM proposal; see change.diff)";
+      tuning_text = best_tuning;
+    } else {
+      ++strategy_index;
+      continue;
+    }
+
+    ++n;
+    nb.change = rec.change.empty() ? why_not : rec.change;
+    nb.change_detail = rec.source_diff.empty() ? engine::unified_diff(best_tuning, tuning_text, "a/" + spec.tuning, "b/" + spec.tuning)
+                                               : rec.source_diff;
+    if (nb.change_detail.empty()) nb.change_detail = "(no change to the table: the search kept the current rows)";
+    rec.tuning = tuning_text;
+    write(od / rec.name / "tuning.h", tuning_text.empty() ? original_tuning : tuning_text);
+    write(od / rec.name / "notebook.md", render_notebook(templates_dir(), nb));  // before it runs
+
+    // Realise: write the variant into the work tree, rebuild, smoke test, benchmark.
+    bool ok = !tuning_text.empty();
+    std::string smoke = tuning_text.empty() ? "not built: " + why_not : "";
+    if (ok) {
+      write(work_dir(ctx) / spec.tuning, tuning_text);
+      if (!rec.source_diff.empty()) {
+        auto p = run_logged(ctx, {"patch", "-p1", "-d", work_dir(ctx).string(), "-i", (od / rec.name / "change.diff").string()},
+                            {}, 60, od / rec.name / "patch.log");
+        if (!p.ok()) {
+          ok = false;
+          smoke = "the diff does not apply (patch.log)";
+        }
+      }
+    }
+    if (ok) {
+      if (auto err = build_work(ctx, in, sm, od / rec.name / "build.log"); !err.empty()) {
+        ok = false;
+        smoke = "does not build: " + tail(err, 300);
+      }
+    }
+    if (ok) {
+      std::string summary;
+      ok = run_tests(ctx, spec, od / rec.name / "smoke.log", &summary);
+      smoke = (ok ? "passed (" : "FAILED (") + summary + ")";
+    }
+    rec.smoke = smoke;
+    nb.smoke = smoke;
+    if (ok) {
+      const BenchRun run = bench(ctx, in, {}, in.bench_min_time_ms, od / rec.name / "bench.json");
+      const Verdict v = judge(v0, run, goal);
+      const Verdict vs_best = judge(best_run, run, goal);
+      rec.measured = true;
+      rec.verdict = v.verdict;
+      rec.summary = v.summary;
+      rec.speedup = v.geomean_speedup;
+      rec.memory_change_pct = v.memory_change_pct;
+      const double improvement = (vs_best.geomean_speedup - 1) * 100;
+      improvements.push_back(v.verdict == "REJECTED" ? 0.0 : improvement);
+      nb.status = "measured";
+      nb.verdict = v;
+      nb.learnings.push_back(rec.change.empty() ? "no change" : rec.change);
+      nb.learnings.push_back(fmt("geo-mean %.3fx vs v0", v.geomean_speedup) + fmt(", %.2f%% vs the best before it", improvement) +
+                             " (" + best_name + ")");
+      for (const auto& c : v.cases)
+        if (c.outcome == "slower") nb.learnings.push_back(c.key + " got slower (" + fmt("%.1f%%", c.change_pct) + ")");
+      if (v.verdict != "REJECTED" && vs_best.geomean_speedup > 1 && vs_best.verdict != "REJECTED") {
+        best_run = run;
+        best_name = rec.name;
+        best_tuning = tuning_text;
+        nb.learnings.push_back("new best: " + rec.name);
+      } else {
+        nb.learnings.push_back("kept " + best_name + " as the best");
+      }
+    } else {
+      improvements.push_back(0.0);
+      nb.status = "discarded";
+      rec.verdict = "REJECTED";
+      rec.summary = "discarded: " + smoke;
+      nb.learnings.push_back("discarded before benchmarking: " + smoke);
+    }
+    write(od / rec.name / "notebook.md", render_notebook(templates_dir(), nb));  // after it ran
+    history.push_back(rec);
+    restore_work();
+  }
+  if (auto why = stop_reason({n, in.max_variants, improvements, target && target_met(*target, best_run, goal, &v0)})) stop = *why;
+
+  ComparisonInfo info;
+  info.op = in.op;
+  info.goal = in.goal;
+  info.modes = in.mode.empty() ? "forward, backward, full" : in.mode;
+  info.device = v0.device;
+  info.sm = sm;
+  info.start = v0.tunables;
+  info.winner = best_name == "v0" ? "none (v0 stays: no variant improved outside the spread)" : best_name;
+  info.stop_reason = stop;
+  nlohmann::json variants = nlohmann::json::array();
+  for (const auto& h : history) {
+    info.variants.push_back({h.name, h.strategy, h.change, h.smoke, h.verdict, h.summary, h.speedup, h.memory_change_pct});
+    variants.push_back({{"name", h.name}, {"strategy", h.strategy}, {"verdict", h.verdict}, {"speedup", h.speedup},
+                        {"summary", h.summary}, {"measured", h.measured}});
+  }
+  write(od / "comparison.md", render_comparison(templates_dir(), info));
+  state = {{"variants", variants}, {"winner", best_name == "v0" ? "" : best_name}, {"stop_reason", stop}, {"excluded", nlohmann::json::array()}};
+  write(od / "act.json", state.dump(2));
+  if (best_name != "v0" && best_tuning != original_tuning) {
+    ctx.staging->write(spec.tuning, best_tuning);
+    result.note("winner " + best_name + " staged as " + spec.tuning + fmt(" (%.3fx geo-mean vs v0)", best_run.results.empty() ? 1.0 : judge(v0, best_run, goal).geomean_speedup));
+  } else {
+    result.note(best_name == "v0" ? "no variant improved on v0 outside the run-to-run spread; nothing to apply"
+                                  : "the winner keeps the tuning table unchanged; nothing to apply");
+  }
+  result.note(std::to_string(history.size()) + " variant(s); stopped: " + stop);
+  return result;
+}
+
+// ---------------------------------------------------------------- Finalize (verify)
+
+std::string render_report(const StageContext& ctx, const KernelPerfInput& in, const OpSpec& spec, const BenchRun* orig,
+                          const BenchRun* opt, const std::string& tests, const std::string& diff,
+                          const std::string& plot, const std::string& torch_status, const std::string& winner,
+                          const std::string& stop) {
+  using kainjow::mustache::data;
+  kainjow::mustache::mustache t(util::read_file(templates_dir() / "report.md.mustache"));
+  data view;
+  const YAML::Node& p = ctx.profile;
+  view.set("op", in.op);
+  view.set("goal", in.goal);
+  view.set("modes", in.mode.empty() ? std::string("forward, backward, full") : in.mode);
+  view.set("target_metric", in.target_metric.empty() ? std::string("none") : in.target_metric);
+  view.set("device", orig ? orig->device : std::string("(no GPU run)"));
+  view.set("sm", std::to_string(p["architecture"]["sm"].as<int>(0)));
+  view.set("copy_gbps", orig ? fmt("%.1f", orig->copy_gbps) : std::string("n/a"));
+  view.set("bottleneck", p["bottleneck"]["class"].as<std::string>("unknown"));
+  view.set("bottleneck_reason", p["bottleneck"]["evidence"].as<std::string>(""));
+  int variants = 0;
+  if (fs::exists(opt_dir(ctx) / "act.json"))
+    variants = static_cast<int>(nlohmann::json::parse(util::read_file(opt_dir(ctx) / "act.json")).value("variants", nlohmann::json::array()).size());
+  view.set("variant_count", std::to_string(variants));
+  view.set("winner", winner);
+  view.set("stop_reason", stop);
+  view.set("test_filter", spec.test_filter);
+  view.set("tests", tests);
+  data rows{data::type::list};
+  std::vector<double> speedups;
+  if (orig && opt)
+    for (const auto& o : orig->results) {
+      data d;
+      d.set("key", o.key());
+      const auto* n = opt->find(o.key());
+      d.set("orig", o.ok ? fmt("%.2f", o.median_us) : std::string("FAILED"));
+      d.set("opt", n && n->ok ? fmt("%.2f", n->median_us) : std::string("FAILED"));
+      const double sp = n && n->ok && o.ok && n->median_us > 0 ? o.median_us / n->median_us : 0;
+      if (sp > 0 && in_target(in.goal_spec(), o.mode)) speedups.push_back(sp);
+      d.set("speedup", sp > 0 ? fmt("%.3fx", sp) : std::string("-"));
+      d.set("orig_copy", fmt("%.1f", o.copy_fraction * 100));
+      d.set("opt_copy", n ? fmt("%.1f", n->copy_fraction * 100) : std::string("-"));
+      d.set("torch", std::string("see below"));
+      rows.push_back(d);
+    }
+  view.set("rows", rows);
+  view.set("geomean", speedups.empty() ? std::string("n/a") : fmt("%.3fx", geomean(speedups)));
+  view.set("torch_status", torch_status);
+  view.set("plot", plot);
+  view.set("default_threads", std::to_string(p["compiler_resources"]["default_threads"].as<int>(0)));
+  data kernels{data::type::list};
+  for (const auto& k : p["compiler_resources"]["kernels"]) {
+    data d;
+    d.set("name", k["name"].as<std::string>());
+    d.set("registers", std::to_string(k["registers"].as<int>()));
+    d.set("spills", std::to_string(k["spill_stores_bytes"].as<long long>()) + "/" + std::to_string(k["spill_loads_bytes"].as<long long>()));
+    d.set("smem", std::to_string(k["smem_bytes"].as<long long>()));
+    d.set("occupancy", fmt("%.0f%%", k["occupancy_at_default_threads"].as<double>() * 100));
+    kernels.push_back(d);
+  }
+  view.set("kernels", kernels);
+  view.set("diff", diff.empty() ? std::string("(nothing applied)") : diff);
+  return t.render(view);
+}
+
+StageResult verify(StageContext& ctx) {
+  StageResult result;
+  const KernelPerfInput in = parse_kernel_perf_input(ctx.input);
+  const OpSpec spec = load_op_spec(skills_dir() / "search_spaces.yaml", in.op);
+  const fs::path fd = opt_dir(ctx) / "final";
+  fs::create_directories(fd);
+  if (ctx.profile["profile_only"].as<bool>(false) || !ctx.profile["baseline"]) {
+    write(fd / "report.md", render_report(ctx, in, spec, nullptr, nullptr, "not run (--profile-only)", "", "not drawn",
+                                          "not run", "none (--profile-only)", "--profile-only"));
+    result.note("profile-only report: " + (fd / "report.md").string());
+    return result;
+  }
+  const int sm = ctx.profile["architecture"]["sm"].as<int>();
+  const nlohmann::json state = nlohmann::json::parse(util::read_file(opt_dir(ctx) / "act.json"));
+  const std::string winner = state.value("winner", "");
+  const std::string stop = state.value("stop_reason", "");
+  const std::string original_tuning = util::read_file(ctx.input_dir / "snapshot" / spec.tuning);
+  const std::string applied = read_or_empty(ctx.tree_root / spec.tuning);
+  const std::string diff = engine::unified_diff(original_tuning, applied, "a/" + spec.tuning, "b/" + spec.tuning);
+  const Candidate start = in.start_tunables;
+
+  // Hard gate: the op's full GPU test suite with what was applied.
+  std::string tests = "not run (nothing applied)";
+  write(work_dir(ctx) / spec.tuning, applied);
+  if (auto err = build_work(ctx, in, sm, fd / "build-applied.log"); !err.empty()) return result.fail("the applied winner does not build", err);
+  std::string summary;
+  const bool passed = run_tests(ctx, spec, fd / "tests.log", &summary);
+  tests = (passed ? "passed: " : "FAILED: ") + summary;
+  if (!passed) {
+    write(fd / "report.md", render_report(ctx, in, spec, nullptr, nullptr, tests, diff, "not drawn", "not run", winner,
+                                          stop + "; the op's test suite failed with the winner, which is reverted"));
+    return result.fail("the op's test suite failed with " + (winner.empty() ? std::string("the tree") : winner) + " applied (reverted)",
+                       tail(read_or_empty(fd / "tests.log"), 2000));
+  }
+
+  // Original vs optimized, each from its own build of the work tree.
+  ctx.progress("re-benchmarking the optimized library");
+  const BenchRun opt = bench(ctx, in, winner.empty() ? start : Candidate{}, in.bench_min_time_ms, fd / "optimized.json");
+  write(work_dir(ctx) / spec.tuning, original_tuning);
+  if (auto err = build_work(ctx, in, sm, fd / "build-original.log"); !err.empty()) return result.fail("the original does not rebuild", err);
+  ctx.progress("re-benchmarking the original library");
+  const BenchRun orig = bench(ctx, in, start, in.bench_min_time_ms, fd / "original.json");
+  write(work_dir(ctx) / spec.tuning, applied);
+
+  // PyTorch baseline.
+  std::string torch_status = "not run: python3 not found";
+  auto runner = current_runner();
+  if (runner->has_tool("python3")) {
+    auto probe = runner->run({"python3", "-c", "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 3)"}, {}, seconds(120));
+    if (!probe.ok()) {
+      torch_status = "not run: python3 has no CUDA-enabled torch";
+    } else {
+      auto r = run_logged(ctx,
+                          {"env", "LIGER_KERNELS_LIBRARY=" + (build_dir(ctx) / "kernels" / "libliger_kernels.so").string(), "python3",
+                           (work_dir(ctx) / "benchmarks" / "compare_torch.py").string(), "--ops", in.op, "--out",
+                           (fd / "torch").string()},
+                          work_dir(ctx), 1200, fd / "torch.log");
+      torch_status = r.ok() ? "PyTorch eager / torch.compile vs liger: final/torch.md" : "compare_torch.py failed (final/torch.log)";
+    }
+  }
+
+  // Plot.
+  std::string plot = "not drawn: gnuplot not found";
+  {
+    std::ostringstream tsv;
+    for (const auto& o : orig.results) {
+      const auto* n = opt.find(o.key());
+      if (!o.ok || !n || !n->ok) continue;
+      std::string label = o.key();
+      std::replace(label.begin(), label.end(), ' ', '_');
+      tsv << label << "\t" << o.median_us << "\t" << n->median_us << "\n";
+    }
+    write(fd / "plot.tsv", tsv.str());
+    kainjow::mustache::mustache t(util::read_file(templates_dir() / "plot.gp.mustache"));
+    kainjow::mustache::data view;
+    view.set("png", (fd / "comparison.png").string());
+    view.set("op", in.op);
+    view.set("device", orig.device);
+    view.set("data", (fd / "plot.tsv").string());
+    view.set("has_torch", false);
+    write(fd / "plot.gp", t.render(view));
+    if (runner->has_tool("gnuplot")) {
+      auto r = run_logged(ctx, {"gnuplot", (fd / "plot.gp").string()}, fd, 120, fd / "gnuplot.log");
+      plot = r.ok() ? "final/comparison.png" : "gnuplot failed (final/gnuplot.log)";
+    }
+  }
+  const std::string report = render_report(ctx, in, spec, &orig, &opt, tests, diff, plot, torch_status,
+                                           winner.empty() ? "none (no variant improved outside the spread)" : winner, stop);
+  write(fd / "report.md", report);
+  const Verdict v = judge(orig, opt, in.goal_spec());
+  if (!winner.empty() && v.verdict == "REJECTED")
+    result.warn("the final re-benchmark does not confirm the winner's gain", v.summary);
+  result.note(fmt("original vs optimized: %.3fx geo-mean; report ", v.geomean_speedup) + (fd / "report.md").string());
+  return result;
+}
+
+std::string diagnose(const std::vector<engine::AttemptRecord>& attempts) {
+  std::string out = "kernel-perf: every applied winner failed the op's test suite; the tree is unchanged.";
+  for (const auto& a : attempts)
+    for (const auto& h : a.hard) out += "\n- attempt " + std::to_string(a.attempt) + ": " + h.summary;
+  return out;
+}
+
+}  // namespace
+
+engine::Workflow make_workflow() {
+  engine::Workflow w;
+  w.name = "kernel-perf";
+  w.description = "make an existing library kernel faster: profile, variants with lab notebooks, guarded winner";
+  w.profile_schema = skills_dir() / "profile.schema.yaml";
+  w.understand = understand;
+  w.act = act;
+  w.verify = verify;
+  w.diagnose = diagnose;
+  return w;
+}
+
+}  // namespace liger::kernel_perf
