@@ -99,6 +99,13 @@ template <typename T, int VEC>
 liger_status launch(const Params& p, int lanes, int rows, cudaStream_t stream) {
   const int64_t blocks = (p.tokens + rows - 1) / rows;
   if (blocks > 0x7fffffff) return fail(LIGER_STATUS_UNSUPPORTED_SHAPE, "rope: %lld tokens is too many", static_cast<long long>(p.tokens));
+  cudaFuncAttributes attributes{};
+  if (cudaFuncGetAttributes(&attributes, rope_kernel<T, VEC>) == cudaSuccess &&
+      lanes * rows > attributes.maxThreadsPerBlock)
+    return fail(LIGER_STATUS_INVALID_ARGUMENT,
+                "rope: threads_per_block=%d exceeds what this kernel variant can launch (%d; it uses %d registers)",
+                lanes * rows, attributes.maxThreadsPerBlock, attributes.numRegs);
+  cudaGetLastError();
   rope_kernel<T, VEC><<<static_cast<unsigned>(blocks), dim3(lanes, rows), 0, stream>>>(p);
   return check_launch("rope");
 }

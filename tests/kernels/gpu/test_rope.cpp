@@ -216,9 +216,14 @@ TEST(RopeTunables, SweepRoundTrip) {
         t.rows_per_block = rows;
         t.vector_bytes = vector;
         DeviceTensor qb(qi, dtype), kb(ki, dtype);
-        LIGER_ASSERT_OK(liger_rope_forward(qb.data(), qs.strides.data(), nullptr, nullptr, Hq, kb.data(),
-                                           ks.strides.data(), nullptr, nullptr, Hk, cb.data(), sb.data(), 1, T * D, D,
-                                           B, T, D, dtype, &t, nullptr));
+        liger_status fwd = liger_rope_forward(qb.data(), qs.strides.data(), nullptr, nullptr, Hq, kb.data(),
+                                              ks.strides.data(), nullptr, nullptr, Hk, cb.data(), sb.data(), 1, T * D,
+                                              D, B, T, D, dtype, &t, nullptr);
+        if (threads >= 512 && fwd == LIGER_STATUS_INVALID_ARGUMENT) {  // register-limited variant: refused, not crashed
+          EXPECT_NE(std::string(liger_last_error()).find("exceeds"), std::string::npos) << liger_last_error();
+          continue;
+        }
+        LIGER_ASSERT_OK(fwd);
         LIGER_ASSERT_CUDA(cudaDeviceSynchronize());
         EXPECT_TRUE(all_close("q fwd", extract(qb.download(), qs, B, Hq, T, D), q_ref, base_tolerance(dtype)));
         LIGER_ASSERT_OK(liger_rope_backward(qb.data(), qs.strides.data(), nullptr, nullptr, Hq, kb.data(),
