@@ -60,6 +60,7 @@ int main(int argc, char** argv) {
   register_kernels_command(app, options);
   register_config_command(app, options);
   register_version_command(app, options);
+  register_llm_command(app, options);
 
   try {
     app.parse(argc, argv);

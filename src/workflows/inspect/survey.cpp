@@ -138,7 +138,7 @@ StageResult act(StageContext& ctx) {
         if (!params.empty()) params += ", ";
         params += param["type"].as<std::string>();
         const std::string name = param["name"].as<std::string>("");
-        if (!name.empty()) params += (params.back() == '*' ? "" : " ") + name;
+        if (!name.empty()) params += " " + name;
       }
       kainjow::mustache::data row;
       row.set("op", markdown_cell(op["name"].as<std::string>()));

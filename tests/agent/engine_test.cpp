@@ -1,0 +1,443 @@
+// The engine driven in-process with workflows defined here, each test in a fresh temp dir.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "agent_test_support.h"
+#include "engine/apply.h"
+#include "engine/run_state.h"
+#include "liger/engine.h"
+#include "liger/error.h"
+
+namespace liger::engine {
+namespace {
+
+using testing::snapshot_tree;
+using testing::TempDir;
+
+// Counts stage executions in a file, so runs in forked children are counted too.
+int count_of(const fs::path& file) {
+  std::ifstream in(file);
+  int lines = 0;
+  for (std::string line; std::getline(in, line);) ++lines;
+  return lines;
+}
+void bump(const fs::path& file) { std::ofstream(file, std::ios::app) << "x\n"; }
+
+struct Fixture {
+  TempDir dir;
+  fs::path tree = dir.path() / "repo";
+  fs::path runs = dir.path() / "runs";
+  fs::path counts = dir.path() / "counts";
+  Config config = Config::defaults();
+  WorkflowRegistry registry;
+  Workflow workflow;
+
+  Fixture() {
+    fs::create_directories(tree);
+    fs::create_directories(counts);
+    util::write_file_atomic(tree / "out" / "result.txt", "original contents\n");
+    util::write_file_atomic(dir.path() / "schema.yaml",
+                            "type: map\nfields:\n  value: {type: string, required: true}\n"
+                            "  mode: {type: string, enum: [fast, slow]}\n");
+    workflow.name = "testflow";
+    workflow.profile_schema = dir.path() / "schema.yaml";
+    workflow.understand = [this](StageContext& ctx) {
+      bump(counts / "understand");
+      ctx.profile["value"] = ctx.input.value("value", "hello");
+      ctx.profile["mode"] = "fast";
+      return StageResult{};
+    };
+    workflow.act = [this](StageContext& ctx) {
+      bump(counts / "act");
+      ctx.staging->write("out/result.txt", ctx.profile["value"].as<std::string>() + " attempt " +
+                                               std::to_string(ctx.attempt) + "\n");
+      ctx.staging->write("out/new/extra.txt", "new file\n");
+      StageResult result;
+      if (!ctx.previous_failures.empty()) result.note("addressed: " + ctx.previous_failures.front().summary);
+      return result;
+    };
+    workflow.verify = [this](StageContext& ctx) {
+      bump(counts / "verify");
+      StageResult result;
+      if (!fs::exists(ctx.tree_root / "out/result.txt")) result.fail("result missing");
+      return result;
+    };
+  }
+
+  EngineOptions options(CheckpointPolicy policy) {
+    EngineOptions o;
+    o.run_root = runs;
+    o.checkpoints = policy;
+    o.config = &config;
+    o.quiet = true;
+    return o;
+  }
+  RunRequest request() {
+    RunRequest r;
+    r.workflow = "testflow";
+    r.label = "case";
+    r.tree_root = tree;
+    r.arguments = {{"value", "hello"}};
+    return r;
+  }
+  void register_workflow() { registry.add(workflow); }
+};
+
+TEST(Engine, AutonomousRunCompletesAndAppliesStagedFiles) {
+  Fixture f;
+  f.register_workflow();
+  Engine engine(f.registry, f.options(CheckpointPolicy::AutoApprove));
+  const RunOutcome outcome = engine.start(f.request());
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.message;
+  EXPECT_EQ(outcome.status, "completed");
+  EXPECT_EQ(util::read_file(f.tree / "out/result.txt"), "hello attempt 1\n");
+  for (const char* file : {"state.json", "profile.yaml", "report.md", "report.json", "logs/run.log",
+                           "input/arguments.json", "staging/out/result.txt", "staged.diff"})
+    EXPECT_TRUE(fs::exists(outcome.run_dir / file)) << file;
+  EXPECT_NE(util::read_file(outcome.run_dir / "staged.diff").find("-original contents"), std::string::npos);
+  EXPECT_FALSE(fs::exists(f.tree / ".liger-agent/locks/" / (outcome.name + ".lock"))) << "lock released";
+}
+
+TEST(Engine, UnregisteredWorkflowFailsClearlyWithoutCreatingARun) {
+  Fixture f;
+  Engine engine(f.registry, f.options(CheckpointPolicy::AutoApprove));
+  try {
+    engine.start(f.request());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("stages are not registered"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(f.runs));
+}
+
+TEST(Engine, RunKilledMidStageResumesFromTheLastCompletedStage) {
+  Fixture f;
+  const fs::path kill_marker = f.dir.path() / "kill-in-act";
+  util::write_file_atomic(kill_marker, "");
+  auto act = f.workflow.act;
+  f.workflow.act = [act, kill_marker](StageContext& ctx) {
+    if (fs::exists(kill_marker)) {
+      ctx.staging->write("out/half.txt", "partial");
+      ::raise(SIGKILL);  // a crash in the middle of Act: no cleanup runs
+    }
+    return act(ctx);
+  };
+  f.register_workflow();
+
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    Engine engine(f.registry, f.options(CheckpointPolicy::AutoApprove));
+    engine.start(f.request());
+    _exit(0);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "the child should have died in Act";
+
+  const auto runs = list_runs(f.runs);
+  ASSERT_EQ(runs.size(), 1u);
+  const RunState killed = RunState::load(runs[0].run_dir);
+  EXPECT_EQ(killed.stages.at("understand").status, "done");
+  EXPECT_EQ(killed.stages.at("act").status, "running");
+  EXPECT_EQ(util::read_file(f.tree / "out/result.txt"), "original contents\n") << "tree untouched by the crash";
+
+  fs::remove(kill_marker);
+  Engine engine(f.registry, f.options(CheckpointPolicy::AutoApprove));
+  const RunOutcome outcome = engine.resume(runs[0].run_dir);
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.message;
+  EXPECT_EQ(count_of(f.counts / "understand"), 1) << "understand must not run again";
+  EXPECT_EQ(count_of(f.counts / "act"), 1) << "act re-runs (its first run died before counting)";
+  EXPECT_EQ(util::read_file(f.tree / "out/result.txt"), "hello attempt 1\n");
+  EXPECT_FALSE(fs::exists(f.tree / "out/half.txt")) << "the dead attempt's staging was discarded";
+  EXPECT_EQ(RunState::load(runs[0].run_dir).stages.at("act").runs, 2);
+}
+
+TEST(Engine, InterruptLeavesTheRunResumableWithExit130) {
+  Fixture f;
+  auto act = f.workflow.act;
+  bool interrupt = true;
+  f.workflow.act = [act, &interrupt](StageContext& ctx) {
+    if (interrupt) signals::simulate_interrupt_for_testing();
+    return act(ctx);
+  };
+  f.register_workflow();
+  Engine engine(f.registry, f.options(CheckpointPolicy::AutoApprove));
+  const RunOutcome first = engine.start(f.request());
+  signals::reset_for_testing();
+  EXPECT_EQ(first.exit_code, 130);
+  EXPECT_EQ(first.status, "interrupted");
+  EXPECT_EQ(RunState::load(first.run_dir).stages.at("act").status, "interrupted");
+  EXPECT_EQ(util::read_file(f.tree / "out/result.txt"), "original contents\n");
+
+  interrupt = false;
+  const RunOutcome second = engine.resume(first.run_dir);
+  EXPECT_EQ(second.exit_code, 0) << second.message;
+  EXPECT_EQ(count_of(f.counts / "understand"), 1);
+  EXPECT_EQ(count_of(f.counts / "act"), 2);
+}
+
+TEST(Engine, ParkedCheckpointsNeedApproveThenResume) {
+  Fixture f;
+  f.register_workflow();
+  Engine engine(f.registry, f.options(CheckpointPolicy::Park));
+  RunOutcome outcome = engine.start(f.request());
+  EXPECT_EQ(outcome.exit_code, 3);
+  EXPECT_EQ(outcome.pending_checkpoint, "profile");
+  EXPECT_NE(outcome.message.find("liger-agent approve"), std::string::npos);
+
+  try {
+    engine.resume(outcome.run_dir);
+    FAIL() << "resume must refuse while the checkpoint is pending";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), ExitCode::AwaitingApproval);
+  }
+  approve_run(outcome.run_dir);
+  outcome = engine.resume(outcome.run_dir);
+  EXPECT_EQ(outcome.exit_code, 3);
+  EXPECT_EQ(outcome.pending_checkpoint, "diff");
+  EXPECT_EQ(util::read_file(f.tree / "out/result.txt"), "original contents\n") << "nothing applied before approval";
+  approve_run(outcome.run_dir);
+  outcome = engine.resume(outcome.run_dir);
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.message;
+  EXPECT_EQ(util::read_file(f.tree / "out/result.txt"), "hello attempt 1\n");
+  EXPECT_EQ(count_of(f.counts / "understand"), 1);
+}
+
+TEST(Engine, ApproveRefusesUndecidedAndInvalidProfiles) {
+  Fixture f;
+  f.register_workflow();
+  Engine engine(f.registry, f.options(CheckpointPolicy::Park));
+  const RunOutcome outcome = engine.start(f.request());
+  ASSERT_EQ(outcome.exit_code, 3);
+  const fs::path profile = outcome.run_dir / "profile.yaml";
+
+  util::write_file_atomic(profile, "value: {undecided: \"which value?\"}\nmode: fast\n");
+  try {
+    approve_run(outcome.run_dir);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("value: which value?"), std::string::npos) << e.what();
+  }
+  util::write_file_atomic(profile, "value: ok\nmode: medium\n");
+  try {
+    approve_run(outcome.run_dir);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(":2:7: mode: value not allowed; found \"medium\"; allowed: one of: fast, slow"),
+              std::string::npos)
+        << e.what();
+    EXPECT_EQ(e.exit_code(), ExitCode::Usage);
+  }
+  util::write_file_atomic(profile, "value: edited by hand\nmode: slow\n");
+  approve_run(outcome.run_dir);
+  Engine autonomous(f.registry, f.options(CheckpointPolicy::AutoApprove));
+  EXPECT_EQ(autonomous.resume(outcome.run_dir).exit_code, 0);
+  EXPECT_EQ(util::read_file(f.tree / "out/result.txt"), "edited by hand attempt 1\n");
+}
+
+TEST(Engine, AutonomousModeStillStopsOnUndecidedFields) {
+  Fixture f;
+  f.workflow.understand = [](StageContext& ctx) {
+    ctx.profile["value"]["undecided"] = "the builtin provider cannot tell";
+    return StageResult{};
+  };
+  f.register_workflow();
+  Engine engine(f.registry, f.options(CheckpointPolicy::AutoApprove));
+  const RunOutcome outcome = engine.start(f.request());
+  EXPECT_EQ(outcome.exit_code, 3);
+  ASSERT_EQ(outcome.undecided.size(), 1u);
+  EXPECT_EQ(outcome.undecided[0], "value: the builtin provider cannot tell");
+}
+
+TEST(Engine, RejectedRunLeavesTheTreeByteForByteUntouched) {
+  Fixture f;
+  f.register_workflow();
+  const auto before = snapshot_tree(f.tree);
+  Engine engine(f.registry, f.options(CheckpointPolicy::Park));
+  RunOutcome outcome = engine.start(f.request());
+  approve_run(outcome.run_dir);
+  outcome = engine.resume(outcome.run_dir);
+  ASSERT_EQ(outcome.pending_checkpoint, "diff");
+  outcome = reject_run(outcome.run_dir, "not what I wanted");
+  EXPECT_EQ(outcome.status, "rejected");
+  EXPECT_EQ(snapshot_tree(f.tree), before);
+  EXPECT_TRUE(fs::exists(outcome.run_dir / "staging/out/result.txt")) << "staged files kept for inspection";
+  EXPECT_THROW(engine.resume(outcome.run_dir), Error);
+}
+
+TEST(Engine, InteractiveRejectAtTheTerminal) {
+  Fixture f;
+  f.register_workflow();
+  const auto before = snapshot_tree(f.tree);
+  std::istringstream answers("x\na\nr\n");  // nonsense, approve profile, reject diff
+  std::ostringstream shown;
+  auto options = f.options(CheckpointPolicy::Interactive);
+  options.prompt_in = &answers;
+  options.prompt_out = &shown;
+  Engine engine(f.registry, options);
+  const RunOutcome outcome = engine.start(f.request());
+  EXPECT_EQ(outcome.exit_code, 5);
+  EXPECT_NE(shown.str().find("value: hello"), std::string::npos) << "the profile is shown";
+  EXPECT_NE(shown.str().find("+hello attempt 1"), std::string::npos) << "the diff is shown";
+  EXPECT_NE(shown.str().find("please answer"), std::string::npos);
+  EXPECT_EQ(snapshot_tree(f.tree), before);
+}
+
+TEST(Engine, InteractiveEditRevalidatesUntilTheProfileIsValid) {
+  Fixture f;
+  f.register_workflow();
+  // First edit makes the profile invalid (rejected, profile unchanged), second one is valid.
+  const fs::path script = f.dir.path() / "editor.sh";
+  const fs::path edits = f.dir.path() / "edit-count";
+  util::write_file_atomic(script,
+                          "#!/bin/sh\nn=$(cat " + edits.string() + " 2>/dev/null || echo 0)\necho $((n+1)) > " +
+                              edits.string() + "\nif [ $n = 0 ]; then printf 'value: x\\nmode: turbo\\n' > \"$1\"; "
+                              "else printf 'value: from editor\\nmode: slow\\n' > \"$1\"; fi\n");
+  fs::permissions(script, fs::perms::owner_all);
+  ConfigInputs inputs;
+  inputs.flags["editor"] = script.string();
+  f.config = Config::load(inputs);
+  std::istringstream answers("e\ne\na\na\n");  // edit (invalid) -> edit again (valid) -> approve x2
+  std::ostringstream shown;
+  auto options = f.options(CheckpointPolicy::Interactive);
+  options.prompt_in = &answers;
+  options.prompt_out = &shown;
+  Engine engine(f.registry, options);
+  const RunOutcome outcome = engine.start(f.request());
+  EXPECT_EQ(outcome.exit_code, 0) << shown.str();
+  EXPECT_NE(shown.str().find("mode: value not allowed; found \"turbo\""), std::string::npos) << shown.str();
+  EXPECT_EQ(util::read_file(f.tree / "out/result.txt"), "from editor attempt 1\n");
+}
+
+TEST(Engine, VerifyFailingHardStopsAfterThreeAttemptsWithExit4) {
+  Fixture f;
+  f.workflow.verify = [&f](StageContext& ctx) {
+    bump(f.counts / "verify");
+    // Verify sees the applied files in the tree.
+    EXPECT_EQ(util::read_file(ctx.tree_root / "out/result.txt"), "hello attempt " + std::to_string(ctx.attempt) + "\n");
+    StageResult result;
+    result.fail("kernel produces NaN", "max abs error: nan");
+    result.warn("tolerance loose");
+    return result;
+  };
+  f.register_workflow();
+  const auto before = snapshot_tree(f.tree);
+  Engine engine(f.registry, f.options(CheckpointPolicy::AutoApprove));
+  const RunOutcome outcome = engine.start(f.request());
+  EXPECT_EQ(outcome.exit_code, 4);
+  EXPECT_EQ(outcome.status, "verification_failed");
+  EXPECT_EQ(count_of(f.counts / "act"), 3);
+  EXPECT_EQ(count_of(f.counts / "verify"), 3);
+  EXPECT_EQ(snapshot_tree(f.tree), before) << "a failed run restores the tree";
+  const RunState state = RunState::load(outcome.run_dir);
+  ASSERT_EQ(state.attempts.size(), 3u);
+  EXPECT_EQ(state.attempts[1].fixes.at(0), "addressed: kernel produces NaN") << "diagnostics reach Act";
+  const std::string report = util::read_file(outcome.run_dir / "report.md");
+  EXPECT_NE(report.find("## Diagnosis"), std::string::npos);
+  EXPECT_NE(report.find("persisted through all 3 attempts"), std::string::npos) << report;
+  EXPECT_NE(report.find("Fixes tried"), std::string::npos);
+  EXPECT_NE(report.find("max abs error: nan"), std::string::npos);
+}
+
+TEST(Engine, AttemptLimitIsConfigurableAndASecondAttemptCanSucceed) {
+  Fixture f;
+  f.workflow.verify = [](StageContext& ctx) {
+    StageResult result;
+    if (ctx.attempt == 1) result.fail("first attempt wrong");
+    return result;
+  };
+  f.register_workflow();
+  ConfigInputs inputs;
+  inputs.flags["max_attempts"] = "2";
+  f.config = Config::load(inputs);
+  Engine engine(f.registry, f.options(CheckpointPolicy::AutoApprove));
+  const RunOutcome outcome = engine.start(f.request());
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.message;
+  EXPECT_EQ(RunState::load(outcome.run_dir).max_attempts, 2);
+  EXPECT_EQ(util::read_file(f.tree / "out/result.txt"), "hello attempt 2\n");
+}
+
+TEST(Apply, IsAllOrNothing) {
+  TempDir dir;
+  const fs::path tree = dir.path() / "tree", staging = dir.path() / "staging", backup = dir.path() / "backup";
+  util::write_file_atomic(tree / "a.txt", "original a\n");
+  util::write_file_atomic(tree / "blocker", "a file where the second target needs a directory\n");
+  util::write_file_atomic(staging / "a.txt", "new a\n");
+  util::write_file_atomic(staging / "new/b.txt", "new b\n");
+  util::write_file_atomic(staging / "blocker/c.txt", "cannot be written\n");
+  const auto before = snapshot_tree(tree);
+  EXPECT_THROW(apply_staged_files(staging, tree, {"a.txt", "new/b.txt", "blocker/c.txt"}, backup), Error);
+  EXPECT_EQ(snapshot_tree(tree), before);
+  EXPECT_FALSE(fs::exists(tree / "new")) << "directories created by the failed apply are removed";
+
+  apply_staged_files(staging, tree, {"a.txt", "new/b.txt"}, backup);
+  EXPECT_EQ(util::read_file(tree / "a.txt"), "new a\n");
+  restore_backups(backup, tree);
+  EXPECT_EQ(snapshot_tree(tree), before);
+}
+
+TEST(Lock, OverlappingRunsConflictStaleLocksAreTakenOver) {
+  TempDir dir;
+  ApplyLock first = ApplyLock::acquire(dir.path(), "run-a", {"kernels/x.cu", "docs/x.md"});
+  try {
+    ApplyLock::acquire(dir.path(), "run-b", {"docs/x.md"});
+    FAIL() << "overlapping files must conflict";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("run-a"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("docs/x.md"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(ApplyLock::acquire(dir.path(), "run-c", {"other.md"}));
+  first.release();
+  EXPECT_NO_THROW(ApplyLock::acquire(dir.path(), "run-b", {"docs/x.md"}));
+
+  // A claim left by a process that is gone does not block anyone.
+  pid_t child = ::fork();
+  if (child == 0) _exit(0);
+  ::waitpid(child, nullptr, 0);
+  util::write_file_atomic(dir.path() / ".liger-agent/locks/dead.lock",
+                          nlohmann::json{{"run", "dead"}, {"pid", child}, {"files", {"docs/x.md"}}}.dump());
+  EXPECT_NO_THROW(ApplyLock::acquire(dir.path(), "run-d", {"docs/x.md"}));
+  EXPECT_FALSE(fs::exists(dir.path() / ".liger-agent/locks/dead.lock"));
+}
+
+TEST(Engine, ApplyRefusedWhileAnotherLiveRunHoldsTheFiles) {
+  Fixture f;
+  f.register_workflow();
+  ApplyLock other = ApplyLock::acquire(f.tree, "other-run", {"out/result.txt"});
+  Engine engine(f.registry, f.options(CheckpointPolicy::AutoApprove));
+  EXPECT_THROW(engine.start(f.request()), Error);
+  EXPECT_EQ(util::read_file(f.tree / "out/result.txt"), "original contents\n");
+  other.release();
+  const auto runs = list_runs(f.runs);
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].status, "failed");
+  EXPECT_EQ(engine.resume(runs[0].run_dir).exit_code, 0) << "a failed apply can be resumed once the lock is free";
+}
+
+TEST(StateFile, NeverPartiallyWrittenWhenTheWriterIsKilled) {
+  TempDir dir;
+  const fs::path file = dir.path() / "state.json";
+  const std::string a = nlohmann::json{{"fill", std::string(2 << 20, 'a')}}.dump();
+  const std::string b = nlohmann::json{{"fill", std::string(3 << 20, 'b')}}.dump();
+  util::write_file_atomic(file, a);
+  for (int round = 0; round < 5; ++round) {
+    pid_t child = ::fork();
+    if (child == 0) {
+      for (int i = 0;; ++i) util::write_file_atomic(file, i % 2 ? a : b);
+    }
+    ::usleep(30'000 + round * 7'000);
+    ::kill(child, SIGKILL);
+    ::waitpid(child, nullptr, 0);
+    const std::string content = util::read_file(file);
+    EXPECT_TRUE(content == a || content == b) << "round " << round << ": " << content.size() << " bytes";
+    EXPECT_NO_THROW((void)nlohmann::json::parse(content));
+  }
+}
+
+}  // namespace
+}  // namespace liger::engine
