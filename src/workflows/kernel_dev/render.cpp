@@ -1,0 +1,254 @@
+#include "workflows/kernel_dev/render.h"
+
+#include <mustache.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "workflows/kernel_dev/codegen.h"
+
+namespace liger::kernel_dev {
+
+namespace mu = kainjow::mustache;
+
+namespace {
+
+std::string number_text(double value) {
+  // Shortest text that reads back as the same double; valid in C++ and Python.
+  char buffer[64];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buffer, sizeof(buffer), "%.*g", digits, value);
+    if (std::strtod(buffer, nullptr) == value) break;
+  }
+  std::string text = buffer;
+  if (text.find_first_of(".e") == std::string::npos && text.find("inf") == std::string::npos) text += ".0";
+  return text;
+}
+
+std::string c_string(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string indent_lines(const std::string& text, const std::string& extra) {
+  std::string out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) out += extra + line + "\n";
+  if (!out.empty()) out.pop_back();  // the template supplies the final newline
+  return out;
+}
+
+std::string upper(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string dtype_enum(const std::string& dtype) {
+  if (dtype == "fp32") return "LIGER_DTYPE_FLOAT32";
+  if (dtype == "fp16") return "LIGER_DTYPE_FLOAT16";
+  if (dtype == "bf16") return "LIGER_DTYPE_BFLOAT16";
+  throw std::invalid_argument("profile tolerance for unknown dtype '" + dtype + "'");
+}
+
+std::string read_template(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("kernel-dev template not found: " + path.string());
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+mu::data context(const KernelProfile& p) {
+  if (p.tier != 1) throw std::invalid_argument("render: profile '" + p.op_name + "' is not Tier 1 (tier " + std::to_string(p.tier) + ")");
+  if (!p.complete()) {
+    std::string fields;
+    for (const auto& [field, reason] : p.undecided) fields += (fields.empty() ? "" : "; ") + field + ": " + reason;
+    throw std::invalid_argument("render: profile '" + p.op_name + "' has undecided fields: " + fields);
+  }
+  if (!p.forward || !p.backward || !p.gradients || !p.tolerances || p.inputs.empty() || p.outputs.empty())
+    throw std::invalid_argument("render: profile '" + p.op_name + "' lacks forward/backward/gradients/tolerances/tensors");
+
+  mu::data d;
+  d.set("op", p.op_name);
+  d.set("OP", upper(p.op_name));
+  d.set("Camel", camel_case(p.op_name));
+  d.set("display", p.display_name);
+  d.set("expression", p.forward->expression);
+  d.set("output", p.outputs.front().name);
+  d.set("upstream", "d" + p.outputs.front().name);
+  d.set("closest_kernel", p.closest_kernel);
+  d.set("python_module", p.python_module);
+  d.set("source_kind", p.source_kind);
+  d.set("first_input", p.inputs.front().name);
+
+  mu::list inputs;
+  for (std::size_t i = 0; i < p.inputs.size(); ++i) {
+    mu::object o{{"name", p.inputs[i].name}, {"index", std::to_string(i)}};
+    inputs.push_back(o);
+  }
+  d.set("inputs", inputs);
+
+  mu::list scalars, channels, learnable;
+  std::string first_channel;
+  for (std::size_t i = 0; i < p.learnable_parameters.size(); ++i) {
+    const auto& l = p.learnable_parameters[i];
+    mu::object o{{"name", l.name}, {"pindex", std::to_string(i)}, {"init_text", number_text(l.value)}, {"shape", l.shape}};
+    if (l.shape == "channel") {
+      o["cindex"] = std::to_string(channels.size());
+      channels.push_back(o);
+      if (first_channel.empty()) first_channel = l.name;
+    } else {
+      o["sindex"] = std::to_string(scalars.size());
+      scalars.push_back(o);
+    }
+    learnable.push_back(o);
+  }
+  d.set("scalar_params", scalars);
+  d.set("channel_params", channels);
+  d.set("learnable", learnable);
+  d.set("first_channel", first_channel);
+  mu::list hyper;
+  for (const auto& m : p.module_parameters)
+    hyper.push_back(mu::object{{"name", m.name},
+                               {"default_text", number_text(m.value)},
+                               {"default_literal", emit_literal(m.value, Dialect::CudaF32)}});
+  d.set("hyperparameters", hyper);
+  d.set("has_scalar", mu::data(!scalars.empty()));
+  d.set("has_channel", mu::data(!channels.empty()));
+  d.set("has_learnable", mu::data(!learnable.empty()));
+  d.set("has_param_grads", mu::data(!learnable.empty()));
+  d.set("has_options", mu::data(!hyper.empty()));
+  d.set("n_inputs", std::to_string(p.inputs.size()));
+  d.set("n_scalar", std::to_string(scalars.size()));
+  d.set("n_channel", std::to_string(channels.size()));
+  d.set("n_learnable", std::to_string(learnable.size()));
+  d.set("n_tensors", std::to_string(p.inputs.size() + learnable.size()));
+
+  d.set("forward_cuda", indent_lines(p.forward->cuda, ""));
+  d.set("backward_cuda", indent_lines(p.backward->cuda, ""));
+  d.set("forward_reference", indent_lines(p.forward->reference, "    "));
+  d.set("backward_reference", indent_lines(p.backward->reference, "    "));
+
+  mu::list gradients;
+  for (const auto& g : *p.gradients)
+    gradients.push_back(mu::object{{"wrt", g.wrt}, {"expression", g.expression}, {"reduction", mu::data(g.reduction)}});
+  d.set("gradients", gradients);
+
+  mu::list tolerances;
+  for (const auto& t : *p.tolerances) {
+    bool is_param = t.applies_to == "parameter gradients";
+    char brace[512];
+    std::snprintf(brace, sizeof(brace), "{%.9g, %.9g, %.9g, ", t.atol, t.rtol, t.max_relative_l2);
+    tolerances.push_back(mu::object{{"dtype", t.dtype},
+                                    {"dtype_enum", dtype_enum(t.dtype)},
+                                    {"is_param", is_param ? "true" : "false"},
+                                    {"applies_to", t.applies_to},
+                                    {"atol", number_text(t.atol)},
+                                    {"rtol", number_text(t.rtol)},
+                                    {"reason", t.reason},
+                                    {"brace_init", std::string(brace) + c_string(t.reason) + "}"}});
+  }
+  d.set("tolerances", tolerances);
+
+  mu::list rows;
+  std::string cols = p.inputs.size() > 1 ? "14336" : "4096";
+  std::string variable = "rows";
+  if (p.benchmark) {
+    for (long long v : p.benchmark->values) rows.push_back(mu::object{{"value", std::to_string(v)}});
+    auto fixed = p.benchmark->fixed.find("cols");
+    if (fixed != p.benchmark->fixed.end()) {
+      std::string digits;
+      for (char c : fixed->second) {
+        if (!std::isdigit(static_cast<unsigned char>(c))) break;
+        digits += c;
+      }
+      if (!digits.empty()) cols = digits;
+    }
+    variable = p.benchmark->variable;
+  }
+  if (rows.empty())
+    for (const char* v : {"4096", "16384"}) rows.push_back(mu::object{{"value", v}});
+  d.set("bench_rows", rows);
+  d.set("bench_cols", cols);
+  d.set("bench_variable", variable);
+  return d;
+}
+
+}  // namespace
+
+std::vector<RenderedFile> render(const KernelProfile& profile, const std::filesystem::path& templates_dir) {
+  mu::data data = context(profile);
+  const std::string& op = profile.op_name;
+  struct Target {
+    const char* template_name;
+    std::string path;
+    bool insert;
+  };
+  const std::vector<Target> targets = {
+      {"header.h.mustache", "kernels/include/liger_kernels/" + op + ".h", false},
+      {"kernel.cu.mustache", "kernels/src/" + op + "/" + op + ".cu", false},
+      {"tuning.h.mustache", "kernels/src/" + op + "/tuning.h", false},
+      {"reference.h.mustache", "kernels/reference/" + op + "_ref.h", false},
+      {"reference.cpp.mustache", "kernels/reference/" + op + "_ref.cpp", false},
+      {"test_reference.cpp.mustache", "tests/kernels/reference/test_" + op + "_ref.cpp", false},
+      {"test_gpu.cpp.mustache", "tests/kernels/gpu/test_" + op + ".cpp", false},
+      {"bench.cpp.mustache", "benchmarks/bench_" + op + ".cpp", false},
+      {"python_op.py.mustache", "kernels/python/liger_kernels/ops/" + op + ".py", false},
+      {"doc.md.mustache", "docs/kernels/" + op + ".md", false},
+      {"docs_row.md.mustache", "docs/kernels/README.md", true},
+  };
+  std::vector<RenderedFile> files;
+  for (const auto& target : targets) {
+    std::filesystem::path path = templates_dir / target.template_name;
+    mu::mustache tmpl{read_template(path)};
+    if (!tmpl.is_valid()) throw std::runtime_error(path.string() + ": " + tmpl.error_message());
+    tmpl.set_custom_escape([](const std::string& s) { return s; });  // code, not HTML
+    std::string content = tmpl.render(data);
+    if (!tmpl.is_valid()) throw std::runtime_error(path.string() + ": " + tmpl.error_message());
+    files.push_back({target.path, content, target.template_name, target.insert});
+  }
+  return files;
+}
+
+std::string insert_sorted_line(const std::string& text, const std::string& line, const std::string& prefix) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  std::string current;
+  while (std::getline(in, current)) lines.push_back(current);
+  std::string new_line = line;
+  while (!new_line.empty() && (new_line.back() == '\n' || new_line.back() == '\r')) new_line.pop_back();
+  std::size_t begin = lines.size(), end = lines.size();
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].rfind(prefix, 0) == 0) {
+      begin = i;
+      end = i;
+      while (end < lines.size() && lines[end].rfind(prefix, 0) == 0) ++end;
+      break;
+    }
+  }
+  if (begin == lines.size()) return text;
+  if (std::find(lines.begin() + static_cast<long>(begin), lines.begin() + static_cast<long>(end), new_line) !=
+      lines.begin() + static_cast<long>(end))
+    return text;
+  std::size_t at = begin;
+  while (at < end && lines[at] < new_line) ++at;
+  lines.insert(lines.begin() + static_cast<long>(at), new_line);
+  std::string out;
+  for (const auto& l : lines) out += l + "\n";
+  if (!text.empty() && text.back() != '\n') out.pop_back();
+  return out;
+}
+
+}  // namespace liger::kernel_dev

@@ -1,0 +1,31 @@
+// Act for kernel-dev: renders every file of a generated Tier-1 op from templates/kernel_dev/ and
+// the approved profile. Deterministic: the same profile gives the same files.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "workflows/kernel_dev/profile.h"
+
+namespace liger::kernel_dev {
+
+struct RenderedFile {
+  std::string path;           // relative to the repository root
+  std::string content;
+  std::string template_name;  // templates/kernel_dev/<template_name>
+  // true: `content` is one line to insert, in alphabetical order, into the list or table of the
+  // existing file `path` (see insert_sorted_line); false: a new file.
+  bool insert = false;
+};
+
+// Throws std::invalid_argument when the profile is not a complete Tier-1 profile (naming the
+// undecided fields) and std::runtime_error when a template is missing or malformed.
+std::vector<RenderedFile> render(const KernelProfile& profile, const std::filesystem::path& templates_dir);
+
+// Inserts `line` into the block of consecutive lines of `text` that start with `prefix` (a
+// Markdown table's "| `", a Python list's '    "'), keeping that block alphabetically sorted;
+// a line already present is not duplicated. Returns the text unchanged when no such block exists.
+std::string insert_sorted_line(const std::string& text, const std::string& line, const std::string& prefix);
+
+}  // namespace liger::kernel_dev
