@@ -19,6 +19,7 @@
 #include "common/cuda_utils.cuh"
 #include "common/dtype.cuh"
 #include "common/status.h"
+#include "common/vector_io.cuh"
 
 namespace liger::kernels::glu {
 
@@ -81,15 +82,6 @@ struct Params {
   int64_t grid_row_step, grid_col_step;  // gridDim.x = grid_row_step * tiles_per_row + grid_col_step
 };
 
-template <typename T, int VEC>
-__device__ __forceinline__ Vec<T, VEC> load_vec(const T* p) {
-  return *reinterpret_cast<const Vec<T, VEC>*>(p);
-}
-template <typename T, int VEC>
-__device__ __forceinline__ void store_vec(T* p, const Vec<T, VEC>& v) {
-  *reinterpret_cast<Vec<T, VEC>*>(p) = v;
-}
-
 template <typename T, int VEC, int UNROLL, class Act, bool BACKWARD>
 __global__ void glu_kernel(Params p) {
   const T* dc = static_cast<const T*>(p.dc);
@@ -109,14 +101,15 @@ __global__ void glu_kernel(Params p) {
     T* o0_row = out0 + row * p.out0_stride;
     T* o1_row = BACKWARD ? out1 + row * p.out1_stride : nullptr;
 
-    Vec<T, VEC> av[UNROLL], bv[UNROLL], dv[UNROLL];
+    // fp32 copies of the inputs; every load is issued before the first use.
+    float av[UNROLL][VEC], bv[UNROLL][VEC], dv[BACKWARD ? UNROLL : 1][VEC];
 #pragma unroll
     for (int j = 0; j < UNROLL; ++j) {
       const int64_t col = col0 + static_cast<int64_t>(j) * blockDim.x * VEC;
       if (col + VEC <= p.cols) {
-        av[j] = load_vec<T, VEC>(a_row + col);
-        bv[j] = load_vec<T, VEC>(b_row + col);
-        if constexpr (BACKWARD) dv[j] = load_vec<T, VEC>(dc_row + col);
+        load_floats<T, VEC>(a_row + col, av[j]);
+        load_floats<T, VEC>(b_row + col, bv[j]);
+        if constexpr (BACKWARD) load_floats<T, VEC>(dc_row + col, dv[j]);
       }
     }
 #pragma unroll
@@ -124,23 +117,21 @@ __global__ void glu_kernel(Params p) {
       const int64_t col = col0 + static_cast<int64_t>(j) * blockDim.x * VEC;
       if (col + VEC <= p.cols) {
         if constexpr (!BACKWARD) {
-          Vec<T, VEC> cv;
+          float c[VEC];
 #pragma unroll
-          for (int e = 0; e < VEC; ++e)
-            cv.values[e] = from_float<T>(Act::forward(to_float(av[j].values[e])) * to_float(bv[j].values[e]));
-          store_vec<T, VEC>(o0_row + col, cv);
+          for (int e = 0; e < VEC; ++e) c[e] = Act::forward(av[j][e]) * bv[j][e];
+          store_floats<T, VEC>(o0_row + col, c);
         } else {
-          Vec<T, VEC> da, db;
+          float da[VEC], db[VEC];
 #pragma unroll
           for (int e = 0; e < VEC; ++e) {
             float act, grad;
-            Act::both(to_float(av[j].values[e]), act, grad);
-            const float d = to_float(dv[j].values[e]);
-            db.values[e] = from_float<T>(d * act);
-            da.values[e] = from_float<T>(d * to_float(bv[j].values[e]) * grad);
+            Act::both(av[j][e], act, grad);
+            db[e] = dv[j][e] * act;
+            da[e] = dv[j][e] * bv[j][e] * grad;
           }
-          store_vec<T, VEC>(o0_row + col, da);
-          store_vec<T, VEC>(o1_row + col, db);
+          store_floats<T, VEC>(o0_row + col, da);
+          store_floats<T, VEC>(o1_row + col, db);
         }
       } else if (VEC > 1 && col < p.cols) {
         // The row's last partial vector: element by element.
