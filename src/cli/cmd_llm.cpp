@@ -1,0 +1,98 @@
+// `liger-agent llm check`: tells a user whether the configured LLM endpoint works, and if not,
+// which of reachability, the key or the model is wrong and how to fix it.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "cli/run_support.h"
+#include "liger/config.h"
+#include "liger/llm/provider.h"
+
+namespace liger::cli {
+
+// Maps the layered configuration onto the LLM layer's plain config. Settings that have no
+// config key yet come from the environment (LIGER_AGENT_RECORD, LIGER_AGENT_CASSETTE_DIR).
+llm::ProviderConfig llm_provider_config(const Config& config) {
+  llm::ProviderConfig out;
+  out.kind = llm::parse_provider_kind(config.get_string("llm.provider"));
+  out.base_url = config.get_string("llm.base_url");
+  out.model = config.get_string("llm.model");
+  out.api_key_env = config.get_string("llm.api_key_env");
+  out.timeout_s = config.get_number("llm.timeout_s");
+  out.connect_timeout_s = config.get_number("llm.connect_timeout_s");
+  out.max_retries = static_cast<int>(config.get_int("llm.max_retries"));
+  llm::Price price{config.get_number("llm.price.input_per_mtok"), config.get_number("llm.price.output_per_mtok")};
+  // 0/0 is the default of both keys: it means "not configured", so the shipped price table
+  // (skills/llm/prices.yaml) applies rather than reporting every run as free.
+  if (price.input_per_mtok > 0 || price.output_per_mtok > 0) out.price = price;
+  out.record_mode = llm::record_mode_from_env(llm::RecordMode::Disabled);
+  if (const char* dir = std::getenv("LIGER_AGENT_CASSETTE_DIR"); dir && *dir) {
+    out.cassette_dir = dir;
+    if (out.record_mode == llm::RecordMode::Disabled) out.record_mode = llm::RecordMode::Once;
+  }
+  return out;
+}
+
+namespace {
+
+const char* yes_no(bool value) { return value ? "ok" : "FAILED"; }
+
+void print_check_text(const llm::ProviderConfig& config, const llm::EndpointCheck& check) {
+  std::cout << fmt::format("provider:  {}\n", llm::to_string(config.kind));
+  if (!check.needs_endpoint) {
+    std::cout << check.message << "\n";
+    return;
+  }
+  std::string key_env = llm::api_key_variable(config);
+  std::cout << fmt::format("endpoint:  {}\n", check.endpoint);
+  std::cout << fmt::format("model:     {}\n", check.model);
+  std::cout << fmt::format("key:       {}\n", key_env.empty() ? "(none sent)" : "$" + key_env);
+  std::cout << fmt::format("reachable: {}\n", yes_no(check.reachable));
+  if (check.reachable) {
+    std::cout << fmt::format("auth:      {}\n", yes_no(check.auth_ok));
+    if (check.auth_ok) std::cout << fmt::format("model:     {}\n", yes_no(check.model_ok));
+  }
+  std::cout << fmt::format("latency:   {:.2f} s\n", check.latency_s);
+  std::cout << (check.ok() ? "" : "error:     ") << check.message << "\n";
+  if (!check.hint.empty()) std::cout << "hint:      " << check.hint << "\n";
+}
+
+}  // namespace
+
+void register_llm_command(CLI::App& app, GlobalOptions& options) {
+  auto* llm_cmd = app.add_subcommand("llm", "Inspect the configured LLM provider.");
+  llm_cmd->require_subcommand(1);
+  auto* check_cmd = llm_cmd->add_subcommand(
+      "check",
+      "Send one tiny request to the configured LLM endpoint and report whether it is reachable, "
+      "whether the key is accepted, whether the model exists, and the latency.");
+  check_cmd->footer(examples_footer({"liger-agent llm check",
+                                     "liger-agent --llm anthropic llm check --json",
+                                     "LIGER_AGENT_LLM_BASE_URL=http://localhost:8000/v1 liger-agent --llm openai llm check"}));
+  check_cmd->callback([&options] {
+    llm::ProviderConfig config = llm_provider_config(options.config());
+    llm::EndpointCheck check = llm::check_endpoint(config);
+    if (options.json) {
+      print_json({{"provider", llm::to_string(config.kind)},
+                  {"needs_endpoint", check.needs_endpoint},
+                  {"endpoint", check.endpoint},
+                  {"model", check.model},
+                  {"key_env", llm::api_key_variable(config)},
+                  {"reachable", check.reachable},
+                  {"auth_ok", check.auth_ok},
+                  {"model_ok", check.model_ok},
+                  {"latency_s", check.latency_s},
+                  {"ok", check.ok()},
+                  {"message", check.message},
+                  {"hint", check.hint}});
+    } else {
+      print_check_text(config, check);
+    }
+    options.exit_code = check.ok() ? 0 : 1;
+  });
+}
+
+}  // namespace liger::cli
