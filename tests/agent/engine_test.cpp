@@ -161,8 +161,10 @@ TEST(Engine, InterruptLeavesTheRunResumableWithExit130) {
   Fixture f;
   auto act = f.workflow.act;
   bool interrupt = true;
+  // The real handler: SIGINT only sets the flag, the engine notices after the stage returns.
+  signals::install_handlers();
   f.workflow.act = [act, &interrupt](StageContext& ctx) {
-    if (interrupt) signals::simulate_interrupt_for_testing();
+    if (interrupt) ::raise(SIGINT);
     return act(ctx);
   };
   f.register_workflow();
@@ -417,6 +419,31 @@ TEST(Engine, ApplyRefusedWhileAnotherLiveRunHoldsTheFiles) {
   ASSERT_EQ(runs.size(), 1u);
   EXPECT_EQ(runs[0].status, "failed");
   EXPECT_EQ(engine.resume(runs[0].run_dir).exit_code, 0) << "a failed apply can be resumed once the lock is free";
+}
+
+TEST(Runs, FoundByPathNameOrUniquePrefix) {
+  Fixture f;
+  f.register_workflow();
+  Engine engine(f.registry, f.options(CheckpointPolicy::Park));
+  auto request = f.request();
+  const RunOutcome first = engine.start(request);
+  request.label = "other";
+  const RunOutcome second = engine.start(request);
+  EXPECT_EQ(find_run(f.runs, first.run_dir.string()), first.run_dir);
+  EXPECT_EQ(find_run(f.runs, second.name), f.runs / second.name);
+  EXPECT_EQ(find_run(f.runs, second.name.substr(0, second.name.size() - 2)), f.runs / second.name);
+  try {
+    find_run(f.runs, first.name.substr(0, 8));  // the date: both runs share it
+    FAIL() << "an ambiguous prefix must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(first.name), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(second.name), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(find_run(f.runs, "nothing-like-this"), Error);
+  const auto runs = list_runs(f.runs);
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].status, "awaiting_approval");
+  EXPECT_EQ(runs[0].pending_checkpoint, "profile");
 }
 
 TEST(StateFile, NeverPartiallyWrittenWhenTheWriterIsKilled) {
