@@ -55,7 +55,8 @@ void usage(std::FILE* out) {
                "  --op a,b  --mode forward,backward,full  --dtype bf16,fp16,fp32  --shape LABEL,...\n"
                "                             filters (comma-separated, exact match; default all)\n"
                "  --tunable key=value        override a liger_tunables field (repeatable): threads_per_block,\n"
-               "                             rows_per_block, vector_bytes, reduction_blocks, chunk_rows\n"
+               "                             rows_per_block, vector_bytes, reduction_blocks, chunk_rows,\n"
+               "                             pipeline_depth\n"
                "  --csv FILE  --json FILE    also write the results there\n"
                "  --commit SHA               recorded in the JSON/CSV output\n"
                "  --min-time-ms X            timed GPU time per case (default 400)\n"
@@ -78,6 +79,7 @@ bool parse_tunable(const std::string& text, liger_tunables& tunables) {
   else if (key == "vector_bytes") tunables.vector_bytes = v;
   else if (key == "reduction_blocks") tunables.reduction_blocks = v;
   else if (key == "chunk_rows") tunables.chunk_rows = v;
+  else if (key == "pipeline_depth") tunables.pipeline_depth = v;
   else return false;
   return true;
 }
@@ -183,6 +185,7 @@ std::string tunables_text(const liger_tunables* t) {
   add("vector_bytes", t->vector_bytes);
   add("reduction_blocks", t->reduction_blocks);
   add("chunk_rows", t->chunk_rows);
+  add("pipeline_depth", t->pipeline_depth);
   std::string text = out.str();
   return text.empty() ? "default" : text;
 }

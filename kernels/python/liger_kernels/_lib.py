@@ -71,7 +71,8 @@ class LigerTunables(ctypes.Structure):
         ("vector_bytes", ctypes.c_int32),
         ("reduction_blocks", ctypes.c_int32),
         ("chunk_rows", ctypes.c_int32),
-        ("reserved", ctypes.c_int32 * 3),
+        ("pipeline_depth", ctypes.c_int32),
+        ("reserved", ctypes.c_int32 * 2),
     ]
 
 

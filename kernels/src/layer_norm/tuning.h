@@ -9,9 +9,11 @@ namespace liger::kernels::layer_norm_tuning {
 using norm::TuningRow;
 using norm::TuningTable;
 
-//                                 max_cols  vectors/thread  min_threads  blocks/SM (backward)
-inline constexpr TuningRow kSm80[] = {{1024, 2, 256, 2}, {4096, 2, 512, 1}, {8192, 2, 512, 1}, {1 << 30, 2, 512, 1}};
-inline constexpr TuningRow kSm90[] = {{1024, 2, 256, 2}, {4096, 2, 512, 1}, {8192, 2, 512, 1}, {1 << 30, 2, 512, 1}};
+// max_cols, vectors/thread (backward; forward too unless the last column is set), min_threads,
+// blocks/SM (backward grid), pipeline_depth (backward: 1 no prefetch, 2 prefetch the next tile),
+// forward vectors/thread (0 = the same)
+inline constexpr TuningRow kSm80[] = {{1024, 2, 256, 2, 2, 4}, {4096, 2, 512, 1, 2, 4}, {8192, 2, 512, 1, 2, 4}, {1 << 30, 2, 512, 1, 2, 4}};
+inline constexpr TuningRow kSm90[] = {{1024, 2, 256, 2, 2, 4}, {4096, 2, 512, 1, 2, 4}, {8192, 2, 512, 1, 2, 4}, {1 << 30, 2, 512, 1, 2, 4}};
 inline constexpr TuningTable kTables[] = {{80, kSm80, 4}, {90, kSm90, 4}};
 inline constexpr int kTableCount = 2;
 

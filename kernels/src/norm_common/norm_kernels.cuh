@@ -161,10 +161,80 @@ __device__ __forceinline__ void row_sum(float (&v)[N], float* smem) {
   }
 }
 
+// Chan et al.'s combination of (count, mean, M2) partial statistics: a = a (+) b.
+__device__ __forceinline__ void welford_combine(float& n, float& m, float& m2, float nb, float mb, float m2b) {
+  const float nt = n + nb;
+  if (nt > 0.f) {
+    const float delta = mb - m;
+    const float fb = nb / nt;
+    m += delta * fb;
+    m2 += m2b + delta * delta * n * fb;
+  }
+  n = nt;
+}
+
+// Combines the (count, mean, M2) of the tx threads of each row in ONE reduction (one barrier
+// pair instead of the two of mean-then-variance); every thread of the row gets identical
+// totals (each pair is combined lower lane first on both sides). smem: blockDim.y * 32 * 3 floats.
+__device__ __forceinline__ void row_welford(float& n, float& m, float& m2, float* smem) {
+  const int tx = blockDim.x;
+  const int width = tx < 32 ? tx : 32;
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    if (offset < width) {
+      float on = __shfl_xor_sync(0xffffffffu, n, offset);
+      float om = __shfl_xor_sync(0xffffffffu, m, offset);
+      float om2 = __shfl_xor_sync(0xffffffffu, m2, offset);
+      if (threadIdx.x & offset) {  // the partner is the lower lane: combine partner (+) own
+        float t;
+        t = n, n = on, on = t;
+        t = m, m = om, om = t;
+        t = m2, m2 = om2, om2 = t;
+      }
+      welford_combine(n, m, m2, on, om, om2);
+    }
+  }
+  if (tx > 32) {
+    const int warps = tx >> 5, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    float* row_smem = smem + threadIdx.y * 32 * 3;
+    if (lane == 0) {
+      row_smem[warp * 3 + 0] = n;
+      row_smem[warp * 3 + 1] = m;
+      row_smem[warp * 3 + 2] = m2;
+    }
+    __syncthreads();
+    n = row_smem[0];
+    m = row_smem[1];
+    m2 = row_smem[2];
+    for (int w = 1; w < warps; ++w) welford_combine(n, m, m2, row_smem[w * 3], row_smem[w * 3 + 1], row_smem[w * 3 + 2]);
+    __syncthreads();
+  }
+}
+
 // ------------------------------------------------------------------------------------------
 // Forward.
+// Register cap: with up to 64 bytes of the row per thread the forward is compiled for 64
+// registers (two 512-thread blocks, or one of 1024, per SM: the non-persistent forward lives on
+// occupancy; LayerNorm's 4-vector shape was 65 without it); larger NV is left to ptxas.
+template <typename T, int VEC, int NV>
+constexpr bool forward_capped() {
+  return NV * VEC * static_cast<int>(sizeof(T)) <= 64;
+}
+
+template <Kind K, typename T, typename TW, int VEC, int NV>
+__device__ __forceinline__ void norm_forward_body(const FwdParams& p);
+
 template <Kind K, typename T, typename TW, int VEC, int NV>
 __global__ void norm_forward_kernel(FwdParams p) {
+  norm_forward_body<K, T, TW, VEC, NV>(p);
+}
+template <Kind K, typename T, typename TW, int VEC, int NV>
+__global__ void __launch_bounds__(1024) norm_forward_capped_kernel(FwdParams p) {
+  norm_forward_body<K, T, TW, VEC, NV>(p);
+}
+
+template <Kind K, typename T, typename TW, int VEC, int NV>
+__device__ __forceinline__ void norm_forward_body(const FwdParams& p) {
   extern __shared__ float smem[];
   const int tx = blockDim.x, rpb = blockDim.y;
   const int nvec = p.cols / VEC;
@@ -225,10 +295,30 @@ __global__ void norm_forward_kernel(FwdParams p) {
           stat[0] += (K == Kind::kLayer) ? xf : xf * xf;
         }
     }
-    row_sum<1>(stat, smem);
 
     float mean = 0.f, rstd;
-    if constexpr (K == Kind::kLayer) {
+    if (K == Kind::kLayer && chunks == 1) {
+      // Row held in registers: this thread's count, mean and M2 (exact two passes over its
+      // registers), then one combined reduction.
+      float n = 0.f;
+#pragma unroll
+      for (int k = 0; k < NV; ++k)
+        if (k * tx + static_cast<int>(threadIdx.x) < nvec) n += static_cast<float>(VEC);
+      float m = n > 0.f ? stat[0] / n : 0.f, m2 = 0.f;
+#pragma unroll
+      for (int k = 0; k < NV; ++k) {
+        if (k * tx + static_cast<int>(threadIdx.x) >= nvec) continue;
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+          const float d = to_float(xv[k].values[e]) - m;
+          m2 += d * d;
+        }
+      }
+      row_welford(n, m, m2, smem);
+      mean = m;
+      rstd = rsqrtf(m2 * inv_cols + p.eps);
+    } else if constexpr (K == Kind::kLayer) {
+      row_sum<1>(stat, smem);
       mean = stat[0] * inv_cols;
       float var[1] = {0.f};
       for (int c = 0; c < chunks; ++c) {
@@ -248,6 +338,7 @@ __global__ void norm_forward_kernel(FwdParams p) {
       row_sum<1>(var, smem);
       rstd = rsqrtf(var[0] * inv_cols + p.eps);
     } else {
+      row_sum<1>(stat, smem);
       rstd = rsqrtf(stat[0] * inv_cols + p.eps);
       if (p.mode == kNone) rstd = round_to<T>(rstd);
     }
@@ -456,6 +547,175 @@ __global__ void __launch_bounds__(kMaxBackwardThreads) norm_backward_kernel(BwdP
     if (want_dw) store_partial_row<NV, VEC>(dw_acc, dw_row, p.cols, smem);
     if (want_db) store_partial_row<NV, VEC>(db_acc, db_row, p.cols, smem);
   }
+}
+
+// ------------------------------------------------------------------------------------------
+// Backward, software-pipelined (pipeline_depth 2), for rows that fit one chunk
+// (nvec <= NV * blockDim.x; the launcher guarantees it). The loads of the block's NEXT row tile
+// (x, dy, ds, rstd, mean) are issued into a second register buffer before the current tile's
+// sums, block reduction and dx stores, so the SM keeps a tile of loads in flight while it
+// reduces (the unpipelined kernel has none in flight then). Loads into registers do not wait at
+// bar.sync: the first use of the buffer does. The weight stays in registers across tiles when
+// it takes at most 8 registers (otherwise it is re-read, from L1, per tile: 16 more registers
+// spill the 4-vectors-per-thread shapes).
+// Registers the pipelined kernel's data needs: two tile buffers plus the dW (and dB)
+// accumulators. From 96 (of the 128 a 512-thread block gets) ptxas spills (sm_90, nvcc 13:
+// RMSNorm bf16 at 4 vectors per thread spilled ~460 bytes); the launcher runs those shapes
+// unpipelined (16-bit activations at 4 vectors per thread, any norm).
+template <Kind K, typename T, int VEC, int NV>
+constexpr bool pipelined_backward_fits() {
+  constexpr int tensors = K == Kind::kAddRms ? 3 : 2;
+  constexpr int buffers = 2 * tensors * NV * VEC * static_cast<int>(sizeof(T)) / 4;
+  constexpr int accumulators = (K == Kind::kLayer ? 2 : 1) * NV * VEC;
+  return buffers + accumulators < 96;
+}
+
+template <Kind K, typename T, int VEC, int NV>
+struct BwdTile {
+  Vec<T, VEC> x[NV], dy[NV];
+  Vec<T, VEC> ds[K == Kind::kAddRms ? NV : 1];
+  float rstd, mean;
+};
+
+template <Kind K, typename T, typename TW, int VEC, int NV>
+__global__ void __launch_bounds__(kMaxBackwardThreads) norm_backward_pipelined_kernel(BwdParams p) {
+  extern __shared__ float smem[];
+  constexpr bool kAdd = K == Kind::kAddRms;
+  constexpr bool kLayer = K == Kind::kLayer;
+  constexpr bool kKeepW = !kAdd && NV * VEC * sizeof(TW) <= 32;  // FusedAdd: 3 buffers, no room
+  const int tx = blockDim.x, rpb = blockDim.y;
+  const int nvec = p.cols / VEC;
+  const int64_t tiles = (p.rows + rpb - 1) / rpb;
+  const int64_t stride = gridDim.x;
+  const float inv_cols = 1.f / static_cast<float>(p.cols);
+  const TW* w = static_cast<const TW*>(p.w);
+  const bool has_ds = kAdd && p.ds != nullptr;
+  const bool want_dw = p.dw_partial != nullptr;
+  const bool want_db = kLayer && p.db_partial != nullptr;
+
+  Vec<TW, VEC> wreg[kKeepW ? NV : 1];
+  if constexpr (kKeepW) {
+#pragma unroll
+    for (int k = 0; k < NV; ++k) {
+      const int v = k * tx + threadIdx.x;
+      if (v < nvec) wreg[k] = load_vec<TW, VEC>(w + v * VEC);
+    }
+  }
+  // Only called for v < nvec.
+  auto weight = [&](int k, int v) -> Vec<TW, VEC> {
+    if constexpr (kKeepW) {
+      return wreg[k];
+    } else {
+      return load_vec<TW, VEC>(w + v * VEC);
+    }
+  };
+
+  // Issues the loads of `tile` (zeros past the last tile and for rows past the end).
+  auto load_tile = [&](int64_t tile, BwdTile<K, T, VEC, NV>& b) {
+    const int64_t row = tile * rpb + threadIdx.y;
+    const bool active = tile < tiles && row < p.rows;
+    b.rstd = active ? p.rstd[row] : 0.f;
+    b.mean = (kLayer && active) ? p.mean[row] : 0.f;
+    const T* x = static_cast<const T*>(p.x) + row * p.x_stride;
+    const T* dy = static_cast<const T*>(p.dy) + row * p.dy_stride;
+#pragma unroll
+    for (int k = 0; k < NV; ++k) {
+      const int v = k * tx + threadIdx.x;
+      if (active && v < nvec) {
+        b.x[k] = load_vec<T, VEC>(x + v * VEC);
+        b.dy[k] = load_vec<T, VEC>(dy + v * VEC);
+        if constexpr (kAdd) {
+          if (has_ds) b.ds[k] = load_vec<T, VEC>(static_cast<const T*>(p.ds) + row * p.ds_stride + v * VEC);
+        }
+      } else {
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) b.x[k].values[e] = b.dy[k].values[e] = from_float<T>(0.f);
+      }
+    }
+  };
+
+  float dw_acc[NV][VEC];
+  float db_acc[NV][VEC];
+#pragma unroll
+  for (int k = 0; k < NV; ++k)
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) dw_acc[k][e] = db_acc[k][e] = 0.f;
+
+  BwdTile<K, T, VEC, NV> cur;
+  load_tile(blockIdx.x, cur);
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += stride) {
+    BwdTile<K, T, VEC, NV> nxt;
+    load_tile(tile + stride, nxt);  // in flight during this tile's reduction and stores
+
+    const int64_t row = tile * rpb + threadIdx.y;
+    const bool active = row < p.rows;
+    const float rstd = cur.rstd, mean = cur.mean;
+    float sums[2] = {0.f, 0.f};
+#pragma unroll
+    for (int k = 0; k < NV; ++k) {
+      const int v = k * tx + threadIdx.x;
+      if (v >= nvec) continue;
+      const Vec<TW, VEC> wv = weight(k, v);
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) {
+        const float xf = to_float(cur.x[k].values[e]), dyf = to_float(cur.dy[k].values[e]);
+        if constexpr (kLayer) {
+          const float g = to_float(wv.values[e]) * dyf;
+          sums[0] += (xf - mean) * rstd * g;
+          sums[1] += g;
+        } else {
+          sums[0] += dyf * (to_float(wv.values[e]) + p.offset) * xf;
+        }
+      }
+    }
+    if constexpr (kLayer) {
+      row_sum<2>(sums, smem);
+    } else {
+      float s1[1] = {sums[0]};
+      row_sum<1>(s1, smem);
+      sums[0] = s1[0];
+    }
+    const float c1 = sums[0] * inv_cols, c2 = sums[1] * inv_cols;
+    const float rms_coef = rstd * rstd * rstd * sums[0] * inv_cols;
+
+    if (active) {
+      T* dx = static_cast<T*>(p.dx) + row * p.dx_stride;
+#pragma unroll
+      for (int k = 0; k < NV; ++k) {
+        const int v = k * tx + threadIdx.x;
+        if (v >= nvec) continue;
+        const Vec<TW, VEC> wv = weight(k, v);
+        float out[VEC];
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+          const float xf = to_float(cur.x[k].values[e]), dyf = to_float(cur.dy[k].values[e]);
+          if constexpr (kLayer) {
+            const float xhat = (xf - mean) * rstd;
+            const float g = to_float(wv.values[e]) * dyf;
+            out[e] = (g - (xhat * c1 + c2)) * rstd;
+            dw_acc[k][e] += dyf * xhat;
+            db_acc[k][e] += dyf;
+          } else {
+            const float m = dyf * (to_float(wv.values[e]) + p.offset);
+            float dxf = rstd * m - rms_coef * xf;
+            if constexpr (kAdd) {
+              if (has_ds) dxf += to_float(cur.ds[k].values[e]);
+            }
+            out[e] = dxf;
+            const float n = p.mode == kLlama ? round_to<T>(xf * rstd) : xf * rstd;
+            dw_acc[k][e] += dyf * n;
+          }
+        }
+        store_floats<T, VEC>(dx + v * VEC, out);
+      }
+    }
+    cur = nxt;
+  }
+
+  float* dw_row = want_dw ? p.dw_partial + static_cast<int64_t>(blockIdx.x) * p.cols : nullptr;
+  float* db_row = want_db ? p.db_partial + static_cast<int64_t>(blockIdx.x) * p.cols : nullptr;
+  if (want_dw) store_partial_row<NV, VEC>(dw_acc, dw_row, p.cols, smem);
+  if (want_db) store_partial_row<NV, VEC>(db_acc, db_row, p.cols, smem);
 }
 
 // Sums `blocks` partial rows [blocks, cols] into out[cols] (weight dtype). Block (32, 16).

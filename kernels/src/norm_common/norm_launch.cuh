@@ -22,6 +22,7 @@ struct Resolved {
   int vec = 1;          // elements per access
   int tx = 0, rpb = 0;  // threads per row, rows per block
   int nv = 0;           // vectors per thread per chunk (a template value)
+  int pipeline = 1;     // backward: 1 no prefetch, 2 prefetch the next row tile (rows of one chunk)
   int64_t reduction_blocks = 0;
   int sm_count = 0;
 };
@@ -127,7 +128,8 @@ inline liger_status resolve(const char* op, const liger_tunables* t, const Tunin
   const int64_t nvec = cols / r.vec;
 
   const TuningRow& row = pick_row(tables, table_count, sm_arch, cols);
-  const int d_tx = threads_per_row_for(nvec, row.vectors_per_thread, kMaxThreadsPerRow);
+  const int d_tx =
+      threads_per_row_for(nvec, backward ? row.vectors_per_thread : fwd_vectors_of(row), kMaxThreadsPerRow);
   const int d_rpb = row.min_threads / d_tx < 1 ? 1 : row.min_threads / d_tx;
 
   if (user.threads_per_block < 0 || user.threads_per_block > 1024 || user.threads_per_block % 32 != 0)
@@ -177,6 +179,10 @@ inline liger_status resolve(const char* op, const liger_tunables* t, const Tunin
   if (rb > rows) rb = rows;
   if (rb < 1) rb = 1;
   r.reduction_blocks = rb;
+  if (user.pipeline_depth < 0 || user.pipeline_depth > 2)
+    return fail(LIGER_STATUS_INVALID_ARGUMENT, "%s: pipeline_depth=%d invalid (0 default, 1 no prefetch, 2 prefetch)",
+                op, user.pipeline_depth);
+  r.pipeline = user.pipeline_depth ? user.pipeline_depth : (row.pipeline_depth > 0 ? row.pipeline_depth : 1);
   *out = r;
   return LIGER_STATUS_SUCCESS;
 }
@@ -184,21 +190,37 @@ inline liger_status resolve(const char* op, const liger_tunables* t, const Tunin
 using FwdKernel = void (*)(FwdParams);
 using BwdKernel = void (*)(BwdParams);
 
+template <Kind K, typename T, typename TW, int VEC, int NV>
+FwdKernel forward_kernel_of() {
+  if constexpr (forward_capped<T, VEC, NV>()) return norm_forward_capped_kernel<K, T, TW, VEC, NV>;
+  else return norm_forward_kernel<K, T, TW, VEC, NV>;
+}
+
 template <Kind K, typename T, typename TW>
 FwdKernel forward_kernel_for(bool vector, int nv) {
   constexpr int V = 16 / static_cast<int>(sizeof(T));
-  if (!vector) return norm_forward_kernel<K, T, TW, 1, 8>;
+  if (!vector) return forward_kernel_of<K, T, TW, 1, 8>();
   switch (nv) {
-    case 1: return norm_forward_kernel<K, T, TW, V, 1>;
-    case 2: return norm_forward_kernel<K, T, TW, V, 2>;
-    case 4: return norm_forward_kernel<K, T, TW, V, 4>;
-    default: return norm_forward_kernel<K, T, TW, V, 8>;
+    case 1: return forward_kernel_of<K, T, TW, V, 1>();
+    case 2: return forward_kernel_of<K, T, TW, V, 2>();
+    case 4: return forward_kernel_of<K, T, TW, V, 4>();
+    default: return forward_kernel_of<K, T, TW, V, 8>();
   }
 }
 
 template <Kind K, typename T, typename TW>
-BwdKernel backward_kernel_for(bool vector, int nv) {
+BwdKernel backward_kernel_for(bool vector, int nv, bool pipelined) {
   constexpr int V = 16 / static_cast<int>(sizeof(T));
+  if (pipelined) {  // shapes whose two buffers do not fit the registers run unpipelined
+    if (!vector) return norm_backward_pipelined_kernel<K, T, TW, 1, 4>;
+    switch (nv) {
+      case 1: return norm_backward_pipelined_kernel<K, T, TW, V, 1>;
+      case 2: return norm_backward_pipelined_kernel<K, T, TW, V, 2>;
+      default:
+        if constexpr (pipelined_backward_fits<K, T, V, 4>()) return norm_backward_pipelined_kernel<K, T, TW, V, 4>;
+        else return norm_backward_kernel<K, T, TW, V, 4>;
+    }
+  }
   if (!vector) return norm_backward_kernel<K, T, TW, 1, 4>;
   switch (nv) {
     case 1: return norm_backward_kernel<K, T, TW, V, 1>;
@@ -243,8 +265,9 @@ liger_status launch_forward(const char* op, const FwdParams& p, liger_dtype dtyp
     using TW = decltype(tw);
     FwdKernel kernel = forward_kernel_for<K, T, TW>(r.vector, r.nv);
     const dim3 block(r.tx, r.rpb);
-    // Cross-warp row sums need shared memory only when a row spans several warps.
-    const std::size_t smem = r.tx > 32 ? static_cast<std::size_t>(r.rpb) * 32 * 2 * sizeof(float) : 0;
+    // Cross-warp row sums need shared memory only when a row spans several warps (3 floats per
+    // warp: LayerNorm's count, mean, M2).
+    const std::size_t smem = r.tx > 32 ? static_cast<std::size_t>(r.rpb) * 32 * 3 * sizeof(float) : 0;
     status = check_fits(op, reinterpret_cast<const void*>(kernel), r.tx * r.rpb, smem);
     if (status != LIGER_STATUS_SUCCESS) return;
     int64_t tiles = (p.rows + r.rpb - 1) / r.rpb;
@@ -271,7 +294,10 @@ liger_status launch_backward(const char* op, BwdParams p, liger_dtype dtype, lig
   dispatch_pair(dtype, weight_dtype, [&](auto t, auto tw) {
     using T = decltype(t);
     using TW = decltype(tw);
-    BwdKernel kernel = backward_kernel_for<K, T, TW>(r.vector, r.nv);
+    const int64_t nvec = p.cols / r.vec;
+    const int64_t chunks = (nvec + static_cast<int64_t>(r.nv) * r.tx - 1) / (static_cast<int64_t>(r.nv) * r.tx);
+    // The pipelined kernel holds whole rows: rows longer than one chunk run unpipelined.
+    BwdKernel kernel = backward_kernel_for<K, T, TW>(r.vector, r.nv, r.pipeline == 2 && chunks == 1);
     const dim3 block(r.tx, r.rpb);
     const int threads = r.tx * r.rpb;
     std::size_t smem = r.tx > 32 ? static_cast<std::size_t>(r.rpb) * 32 * 2 * sizeof(float) : 0;
@@ -279,8 +305,6 @@ liger_status launch_backward(const char* op, BwdParams p, liger_dtype dtype, lig
     if (partial_smem > smem) smem = partial_smem;
     status = check_fits(op, reinterpret_cast<const void*>(kernel), threads, smem);
     if (status != LIGER_STATUS_SUCCESS) return;
-    const int64_t nvec = p.cols / r.vec;
-    const int64_t chunks = (nvec + static_cast<int64_t>(r.nv) * r.tx - 1) / (static_cast<int64_t>(r.nv) * r.tx);
     const std::size_t partial_bytes = static_cast<std::size_t>(r.reduction_blocks) * p.cols * sizeof(float);
     if (chunks > 1) {  // chunked rows accumulate with atomics into zeroed partial rows
       if (p.dw_partial) {

@@ -15,7 +15,13 @@ struct TuningRow {
   int32_t vectors_per_thread;  // target vectors each thread holds (sets threads_per_row)
   int32_t min_threads;         // rows are packed into a block until it has this many threads
   int32_t blocks_per_sm;       // backward persistent grid: reduction_blocks = this x SM count
+  int32_t pipeline_depth;      // backward: 1 = no prefetch, 2 = prefetch the next row tile (0 = 1)
+  int32_t fwd_vectors_per_thread;  // forward's target vectors per thread (0 = vectors_per_thread)
 };
+
+inline int fwd_vectors_of(const TuningRow& row) {
+  return row.fwd_vectors_per_thread > 0 ? row.fwd_vectors_per_thread : row.vectors_per_thread;
+}
 
 struct TuningTable {
   int sm_arch;  // 80, 90
@@ -54,19 +60,26 @@ constexpr int kMaxThreadsPerRow = 512;
 // Fills `out` from a table row. vector_bytes: 16 when cols allows it (the launcher still checks
 // pointers and strides), else the element size. reduction_blocks = 0: blocks_per_sm x SM count,
 // resolved at launch on the tensors' device.
+// When the forward and the backward default to different block shapes (fwd_vectors_per_thread),
+// one struct cannot hold both: threads_per_block and rows_per_block are left 0 (= each pass's
+// tuned default); an explicit shape applies to both passes.
 inline void fill_defaults(const TuningRow& row, int64_t cols, liger_dtype dtype, liger_tunables* out) {
   const int elem = dtype == LIGER_DTYPE_FLOAT32 ? 4 : 2;
   const int vec = 16 / elem;
   const bool vector_ok = cols % vec == 0;
   const int64_t nvec = vector_ok ? cols / vec : cols;
   const int tx = threads_per_row_for(nvec, row.vectors_per_thread, kMaxThreadsPerRow);
+  const int fwd_tx = threads_per_row_for(nvec, fwd_vectors_of(row), kMaxThreadsPerRow);
   int rpb = row.min_threads / tx;
   if (rpb < 1) rpb = 1;
   *out = liger_tunables{};
-  out->threads_per_block = tx * rpb;
-  out->rows_per_block = rpb;
+  if (fwd_tx == tx) {
+    out->threads_per_block = tx * rpb;
+    out->rows_per_block = rpb;
+  }
   out->vector_bytes = vector_ok ? 16 : elem;
   out->reduction_blocks = 0;
+  out->pipeline_depth = row.pipeline_depth > 0 ? row.pipeline_depth : 1;
 }
 
 }  // namespace liger::kernels::norm

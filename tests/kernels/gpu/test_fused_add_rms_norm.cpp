@@ -53,6 +53,8 @@ struct Case {
   int mode;
   bool with_ds_out;
   bool in_place;  // dx written into dy
+  liger_tunables tunables{};
+  bool use_tunables = false;
 };
 
 void check(const Case& c, uint64_t seed) {
@@ -70,7 +72,7 @@ void check(const Case& c, uint64_t seed) {
   rstd.poison();
   LIGER_ASSERT_OK(liger_fused_add_rms_norm_forward(x.data(), st, res.data(), st, w.data(), wdt, y.data(), st,
                                                    s.data(), st, rstd.as<float>(), rows, cols, c.dtype, &options,
-                                                   nullptr, nullptr));
+                                                   c.use_tunables ? &c.tunables : nullptr, nullptr));
   LIGER_ASSERT_CUDA(cudaDeviceSynchronize());
   liger::ref::RmsNormConfig config;
   config.rows = rows;
@@ -97,7 +99,7 @@ void check(const Case& c, uint64_t seed) {
   for (size_t i = 0; i < rstd_ref.size(); ++i) rstd_f32[i] = static_cast<float>(rstd_ref[i]);
   DeviceTensor rstd_in(rstd_f32, LIGER_DTYPE_FLOAT32), dw(static_cast<size_t>(cols), wdt);
   size_t ws_bytes = 0;
-  LIGER_ASSERT_OK(liger_fused_add_rms_norm_backward_workspace_size(-1, rows, cols, c.dtype, nullptr, &ws_bytes));
+  LIGER_ASSERT_OK(liger_fused_add_rms_norm_backward_workspace_size(-1, rows, cols, c.dtype, c.use_tunables ? &c.tunables : nullptr, &ws_bytes));
   DeviceTensor ws((ws_bytes + 3) / 4, LIGER_DTYPE_FLOAT32);
   ws.poison();
   dw.poison();
@@ -106,8 +108,8 @@ void check(const Case& c, uint64_t seed) {
   // s as the kernel itself wrote it (equal to the reference, checked above).
   LIGER_ASSERT_OK(liger_fused_add_rms_norm_backward(dy.data(), st, c.with_ds_out ? ds.data() : nullptr, st, s.data(),
                                                     st, w.data(), wdt, rstd_in.as<float>(), dx_ptr, st, dw.data(),
-                                                    ws.data(), ws_bytes, rows, cols, c.dtype, &options, nullptr,
-                                                    nullptr));
+                                                    ws.data(), ws_bytes, rows, cols, c.dtype, &options,
+                                                    c.use_tunables ? &c.tunables : nullptr, nullptr));
   LIGER_ASSERT_CUDA(cudaDeviceSynchronize());
   std::vector<double> dx_ref, dw_ref;
   liger::ref::fused_add_rms_norm_backward(config, compact(dy_host, rows, cols, st),
@@ -154,6 +156,19 @@ std::vector<Case> cases() {
       for (int mode : {0, 1, 2}) out.push_back({t.d, t.w32, s.rows, s.cols, s.stride, mode, mode != 2, false});
   out.push_back({LIGER_DTYPE_BFLOAT16, false, 17, 4096, 4096, 0, true, true});
   out.push_back({LIGER_DTYPE_FLOAT32, false, 5, 4231, 4231, 1, false, true});
+  // Backward pipelining (pipeline_depth 1 = no prefetch, 2 = prefetch the next tile): several
+  // tiles per block, rows not a multiple of the grid or of rows_per_block, odd (scalar) and
+  // aligned columns, with and without ds_out, in place.
+  for (int depth : {1, 2})
+    for (const liger_tunables& v : {liger_tunables{0, 0, 0, 7, 0, depth, {}}, liger_tunables{256, 8, 0, 5, 0, depth, {}},
+                                    liger_tunables{64, 4, 0, 3, 0, depth, {}}})
+      for (const S& s : {S{203, 4096, 4096}, S{203, 123, 123}, S{61, 1000, 1000}, S{37, 96, 96}})
+        for (liger_dtype d : {LIGER_DTYPE_BFLOAT16, LIGER_DTYPE_FLOAT32}) {
+          Case c{d, false, s.rows, s.cols, s.stride, 0, s.cols != 96, s.cols == 123};
+          c.tunables = v;
+          c.use_tunables = true;
+          out.push_back(c);
+        }
   return out;
 }
 
@@ -162,7 +177,12 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
   return std::string(dtype_label(c.dtype)) + (c.fp32_weight ? "_w32_" : "_") + modes[c.mode] + "_" +
          std::to_string(c.rows) + "x" + std::to_string(c.cols) + "_s" + std::to_string(c.stride) +
-         (c.with_ds_out ? "_dsout" : "") + (c.in_place ? "_inplace" : "");
+         (c.with_ds_out ? "_dsout" : "") + (c.in_place ? "_inplace" : "") +
+         (c.use_tunables ? "_tpb" + std::to_string(c.tunables.threads_per_block) + "_rpb" +
+                               std::to_string(c.tunables.rows_per_block) + "_rb" +
+                               std::to_string(c.tunables.reduction_blocks) + "_pd" +
+                               std::to_string(c.tunables.pipeline_depth)
+                         : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(All, FusedAddRmsNormTest, ::testing::ValuesIn(cases()), case_name);

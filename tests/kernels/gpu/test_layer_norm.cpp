@@ -150,6 +150,16 @@ std::vector<Case> cases() {
   for (const liger_tunables& v : variants)
     for (int64_t cols : {int64_t{96}, int64_t{4096}, int64_t{12288}})
       out.push_back({LIGER_DTYPE_BFLOAT16, false, 37, cols, cols, true, false, 0, v, true});
+  // Backward pipelining (pipeline_depth 1 = no prefetch, 2 = prefetch the next tile): several
+  // tiles per block, rows not a multiple of the grid or of rows_per_block, odd (scalar) and
+  // aligned columns, fp32 weights, in place.
+  for (int depth : {1, 2})
+    for (const liger_tunables& v : {liger_tunables{0, 0, 0, 7, 0, depth, {}}, liger_tunables{256, 8, 0, 5, 0, depth, {}},
+                                    liger_tunables{64, 4, 0, 3, 0, depth, {}}})
+      for (int64_t cols : {int64_t{4096}, int64_t{123}, int64_t{1000}, int64_t{96}})
+        for (liger_dtype d : {LIGER_DTYPE_BFLOAT16, LIGER_DTYPE_FLOAT32})
+          out.push_back({d, d == LIGER_DTYPE_BFLOAT16 && cols == 1000, cols == 96 ? 37 : 203, cols, cols, cols != 123,
+                         cols == 4096, 0, v, true});
   return out;
 }
 
@@ -160,7 +170,8 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
                      (c.in_place ? "_inplace" : "") + (c.misalign ? "_misaligned" : "");
   if (c.use_tunables)
     name += "_tpb" + std::to_string(c.tunables.threads_per_block) + "_rpb" + std::to_string(c.tunables.rows_per_block) +
-            "_vec" + std::to_string(c.tunables.vector_bytes) + "_rb" + std::to_string(c.tunables.reduction_blocks);
+            "_vec" + std::to_string(c.tunables.vector_bytes) + "_rb" + std::to_string(c.tunables.reduction_blocks) +
+            (c.tunables.pipeline_depth ? "_pd" + std::to_string(c.tunables.pipeline_depth) : "");
   return name;
 }
 
@@ -180,7 +191,7 @@ TEST(LayerNormMisc, InvalidArguments) {
   EXPECT_EQ(liger_layer_norm_forward(a.data(), 8, w.data(), nullptr, F, a.data(), 8, nullptr, nullptr, 8, 8, F,
                                      &bad_eps, nullptr, nullptr),
             LIGER_STATUS_INVALID_ARGUMENT);
-  const liger_tunables bad{0, 0, 4, 70000, 0, {}};
+  const liger_tunables bad{0, 0, 4, 70000, 0, 0, {}};
   EXPECT_EQ(liger_layer_norm_forward(a.data(), 8, w.data(), nullptr, F, a.data(), 8, nullptr, nullptr, 8, 8, F, nullptr,
                                      &bad, nullptr),
             LIGER_STATUS_INVALID_ARGUMENT);

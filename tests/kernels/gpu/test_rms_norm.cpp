@@ -256,6 +256,37 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, RmsNormLayoutTest, ::testing::Values(LIGER_DTYP
                            return std::string(dtype_label(info.param));
                          });
 
+// Backward pipelining (pipeline_depth 1 = no prefetch, 2 = prefetch the next tile): several
+// tiles per block (few reduction blocks), rows not a multiple of the grid or of rows_per_block
+// (inactive rows in the last tile), odd (scalar) and aligned columns, both casting modes that
+// change dw, in place, fp32 weights.
+TEST_P(RmsNormLayoutTest, PipelineDepth) {
+  LIGER_REQUIRE_GPU();
+  const liger_dtype d = GetParam();
+  for (int depth : {1, 2}) {
+    const liger_tunables variants[] = {
+        {0, 0, 0, 7, 0, depth, {}},    // default shape, 7 blocks
+        {256, 8, 0, 5, 0, depth, {}},  // 8 rows per block
+        {64, 4, 0, 3, 0, depth, {}},   // 16 threads per row
+        {512, 1, 0, 2, 0, depth, {}},  // one row per block, 2 blocks
+    };
+    for (const liger_tunables& t : variants) {
+      for (int64_t cols : {int64_t{4096}, int64_t{123}, int64_t{1000}, int64_t{96}, int64_t{2048}}) {
+        SCOPED_TRACE("depth " + std::to_string(depth) + " tpb=" + std::to_string(t.threads_per_block) +
+                     " rpb=" + std::to_string(t.rows_per_block) + " rb=" + std::to_string(t.reduction_blocks) +
+                     " cols=" + std::to_string(cols));
+        const int64_t rows = cols == 96 ? 37 : 203;
+        NormRun run{d, d, rows, cols, cols, cols, cols, cols == 1000 ? 1 : 0, cols == 1000 ? 1.0 : 0.0};
+        run.in_place = cols == 2048;
+        if (d == LIGER_DTYPE_BFLOAT16 && cols == 123) run.wdtype = LIGER_DTYPE_FLOAT32;
+        run.tunables = &t;
+        check(run, 700 + static_cast<uint64_t>(cols) + 10 * static_cast<uint64_t>(depth));
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
 TEST(RmsNormMisc, ManyRows) {
   LIGER_REQUIRE_GPU();
   NormRun run{LIGER_DTYPE_BFLOAT16, LIGER_DTYPE_FLOAT32, 70000, 32, 32, 32, 32, 0, 0.0};
@@ -296,7 +327,8 @@ TEST(RmsNormMisc, InvalidArguments) {
   EXPECT_EQ(fwd(x.data(), 8, 8, F, F, &bad_eps, nullptr), LIGER_STATUS_INVALID_ARGUMENT);
   const liger_tunables bad[] = {{33, 0, 0, 0, 0, {}},   {2048, 0, 0, 0, 0, {}}, {64, 3, 0, 0, 0, {}},
                                 {96, 2, 0, 0, 0, {}},   {0, 0, 8, 0, 0, {}},    {0, 0, 0, -1, 0, {}},
-                                {0, 0, 0, 70000, 0, {}}, {0, -2, 0, 0, 0, {}}};
+                                {0, 0, 0, 70000, 0, {}}, {0, -2, 0, 0, 0, {}}, {0, 0, 0, 0, 0, 3, {}},
+                                {0, 0, 0, 0, 0, -1, {}}};
   for (const liger_tunables& t : bad) {
     EXPECT_EQ(fwd(x.data(), 8, 8, F, F, nullptr, &t), LIGER_STATUS_INVALID_ARGUMENT)
         << "tpb " << t.threads_per_block << " rpb " << t.rows_per_block << " vec " << t.vector_bytes << " rb "
@@ -327,7 +359,8 @@ TEST(RmsNormMisc, InvalidArguments) {
   liger_tunables defaults{};
   LIGER_ASSERT_OK(liger_rms_norm_default_tunables(90, 16384, 4096, LIGER_DTYPE_BFLOAT16, &defaults));
   EXPECT_EQ(defaults.vector_bytes, 16);
-  EXPECT_GT(defaults.threads_per_block, 0);
+  EXPECT_GE(defaults.pipeline_depth, 1);
+  EXPECT_LE(defaults.pipeline_depth, 2);
 }
 
 // The checks can fail: an all-zero or slightly wrong output is rejected.
