@@ -233,7 +233,8 @@ Occupancy estimate_occupancy(const ArchLimits& arch, int registers, long long sm
   o.blocks_per_sm = std::min({o.blocks_by_registers, o.blocks_by_smem, o.blocks_by_threads, o.blocks_by_blocks});
   // The first limit in this order that equals the minimum is reported (the binding constraint).
   if (o.blocks_per_sm == o.blocks_by_registers && o.blocks_by_registers < o.blocks_by_threads) o.limiter = "registers";
-  else if (o.blocks_per_sm == o.blocks_by_smem && o.blocks_by_smem < o.blocks_by_threads) o.limiter = "shared memory";
+  else if (smem_block > 0 && o.blocks_per_sm == o.blocks_by_smem && o.blocks_by_smem < o.blocks_by_threads)
+    o.limiter = "shared memory";
   else if (o.blocks_per_sm == o.blocks_by_blocks && o.blocks_by_blocks < o.blocks_by_threads) o.limiter = "blocks";
   else o.limiter = "threads";
   o.active_warps = o.blocks_per_sm * warps;
