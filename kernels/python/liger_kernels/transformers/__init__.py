@@ -19,6 +19,23 @@ def register(model_type: str, apply_fn: Callable, revert_fn: Callable) -> None:
     MODEL_TYPE_TO_REVERT_LIGER_FN[model_type] = revert_fn
 
 
+def _register_module(model_type: str, module: str) -> None:
+    """Registers liger_kernels.transformers.<module> (apply_liger_kernel_to_<module> /
+    revert_liger_kernel_to_<module>) for `model_type`; the generated integrations use this."""
+    import importlib
+
+    mod = importlib.import_module(f"{__name__}.{module}")
+    register(model_type, getattr(mod, f"apply_liger_kernel_to_{module}"), getattr(mod, f"revert_liger_kernel_to_{module}"))
+
+
+# One line per model type, sorted; `liger-agent autopatch` inserts its lines here (hand-written
+# references included, so the generator never rewrites the rest of this file).
+# BEGIN autopatch registry
+_register_module("gemma", "gemma")
+_register_module("qwen3_moe", "qwen3_moe")
+# END autopatch registry
+
+
 def _apply_liger_kernel_to_instance(model, **kwargs) -> None:
     """Patches an existing model by its config.model_type (keyword arguments go to the apply function)."""
     model_type = getattr(getattr(model, "config", None), "model_type", None)
@@ -43,6 +60,7 @@ __all__ = [
     "MODEL_TYPE_TO_APPLY_LIGER_FN",
     "MODEL_TYPE_TO_REVERT_LIGER_FN",
     "register",
+    "_register_module",
     "apply_liger_kernel",
     "_apply_liger_kernel_to_instance",
 ]

@@ -1,0 +1,231 @@
+"""Shared machinery of the integrations `liger-agent autopatch` generates (and of the hand-written
+Gemma and MoE references, which are written in the same form).
+
+An integration module describes its model with a plain dict (SPEC) and keeps the model-specific code
+(the fused-linear-cross-entropy forward, the apply/revert signatures) itself; this module does the
+patching both ways:
+  - class level (before instantiation): norm classes replaced by LigerRMSNorm/LigerLayerNorm
+    subclasses built with the decided offset / casting mode / in-place flag, gated-MLP classes'
+    forward replaced by the SwiGLU/GeGLU forward (the class, its constructor and its state dict are
+    kept, so MLPs built with any constructor signature work), the rotary function replaced, the
+    causal-LM forward replaced;
+  - instance level (model=...): every module of a patched class, reached under an allowed attribute
+    name (so a vision tower's norms of the same class are left alone), is switched in place:
+    parameters, devices and dtypes are kept.
+
+SPEC keys (all names as in the modeling module):
+  modeling:  "transformers.models.<m>.modeling_<m>"
+  causal_lm: the causal-LM class whose forward is replaced
+  norms:     [{cls, attrs, offset, casting_mode, in_place, init_fn}]  RMSNorm classes
+  layer_norms: [{cls, attrs}]                                          LayerNorm classes (with bias)
+  mlps:      [{cls, kind: swiglu|geglu, gate, up, down} | {cls, kind, gate_up, down}]
+  rope:      name of the rotate-half rotary function, or None
+"""
+from __future__ import annotations
+
+import importlib
+import types
+from typing import Any, Callable, Dict, List, Optional
+
+import torch
+
+from .. import functional as LF
+from ..modules import LigerLayerNorm, LigerRMSNorm
+
+_MISSING = object()
+_ACTIVATIONS: Dict[str, Callable] = {"swiglu": LF.swiglu, "geglu": LF.geglu}
+
+
+def make_rms_norm_class(name: str, offset: float, casting_mode: str, in_place: bool, init_fn: str):
+    """A LigerRMSNorm subclass that takes the HF norm's constructor arguments ((dim|hidden_size), eps)."""
+
+    def __init__(self, *args, **kwargs):
+        hidden_size = args[0] if args else kwargs.pop("hidden_size", kwargs.pop("dim", None))
+        eps = args[1] if len(args) > 1 else kwargs.pop("eps", 1e-6)
+        LigerRMSNorm.__init__(self, hidden_size, eps=eps, offset=offset, casting_mode=casting_mode,
+                              init_fn=init_fn, in_place=in_place)
+
+    return type(f"Liger{name}", (LigerRMSNorm,), {"__init__": __init__, "_liger_spec": dict(
+        offset=offset, casting_mode=casting_mode, in_place=in_place, init_fn=init_fn)})
+
+
+def make_layer_norm_class(name: str):
+    def __init__(self, *args, **kwargs):
+        hidden_size = args[0] if args else kwargs.pop("normalized_shape", kwargs.pop("hidden_size", None))
+        if isinstance(hidden_size, (tuple, list)):
+            hidden_size = hidden_size[-1]
+        eps = args[1] if len(args) > 1 else kwargs.pop("eps", 1e-5)
+        LigerLayerNorm.__init__(self, hidden_size, eps=eps, bias=kwargs.pop("bias", True))
+
+    return type(f"Liger{name}", (LigerLayerNorm,), {"__init__": __init__})
+
+
+def make_mlp_forward(kind: str, gate: Optional[str] = None, up: Optional[str] = None, down: str = "down_proj",
+                     gate_up: Optional[str] = None):
+    """forward(self, x) = down(act(gate(x)) * up(x)) on the library's fused gated kernel."""
+    act = _ACTIVATIONS[kind]
+    if gate_up is not None:
+        def forward(self, x):
+            g, u = getattr(self, gate_up)(x).chunk(2, dim=-1)
+            return getattr(self, down)(act(g.contiguous(), u.contiguous()))
+    else:
+        def forward(self, x):
+            return getattr(self, down)(act(getattr(self, gate)(x), getattr(self, up)(x)))
+    forward.__name__ = f"liger_{kind}_forward"
+    forward._liger_kind = kind
+    return forward
+
+
+class Patcher:
+    """Applies and reverts one model's patches from its SPEC (see the module docstring)."""
+
+    def __init__(self, spec: Dict[str, Any], lce_forward: Optional[Callable] = None):
+        self.spec = spec
+        self.lce_forward = lce_forward
+        self._originals: Dict[str, Any] = {}  # "module:attr" or "Class.forward" -> original
+        self._norm_classes: Dict[str, type] = {}
+        for n in spec.get("norms", []):
+            self._norm_classes[n["cls"]] = make_rms_norm_class(
+                n["cls"], n.get("offset", 0.0), n.get("casting_mode", "llama"), n.get("in_place", False),
+                n.get("init_fn", "ones"))
+        for n in spec.get("layer_norms", []):
+            self._norm_classes[n["cls"]] = make_layer_norm_class(n["cls"])
+        self._mlp_forwards: Dict[str, Callable] = {}
+        for m in spec.get("mlps", []):
+            self._mlp_forwards[m["cls"]] = make_mlp_forward(
+                m["kind"], gate=m.get("gate"), up=m.get("up"), down=m.get("down", "down_proj"), gate_up=m.get("gate_up"))
+
+    # ---- module helpers
+    def modeling(self):
+        return importlib.import_module(self.spec["modeling"])
+
+    def _set(self, owner, attr: str, value, key: str) -> None:
+        if key not in self._originals:
+            # A class attribute it inherits is restored by deleting ours (_MISSING).
+            original = owner.__dict__.get(attr, _MISSING) if isinstance(owner, type) else getattr(owner, attr)
+            self._originals[key] = (owner, attr, original)
+        setattr(owner, attr, value)
+
+    def patch_norm_classes(self, kinds: List[str]) -> None:
+        modeling = self.modeling()
+        for n in self.spec.get("norms", []) if "rms_norm" in kinds else []:
+            self._set(modeling, n["cls"], self._norm_classes[n["cls"]], f"{modeling.__name__}:{n['cls']}")
+        for n in self.spec.get("layer_norms", []) if "layer_norm" in kinds else []:
+            self._set(modeling, n["cls"], self._norm_classes[n["cls"]], f"{modeling.__name__}:{n['cls']}")
+
+    def patch_mlp_classes(self, kinds: List[str]) -> None:
+        modeling = self.modeling()
+        for m in self.spec.get("mlps", []):
+            if m["kind"] not in kinds:
+                continue
+            cls = getattr(modeling, m["cls"])
+            self._set(cls, "forward", self._mlp_forwards[m["cls"]], f"{m['cls']}.forward")
+
+    def patch_rope(self, fn) -> None:
+        modeling = self.modeling()
+        name = self.spec.get("rope")
+        if name:
+            self._set(modeling, name, fn, f"{modeling.__name__}:{name}")
+
+    def patch_causal_lm(self) -> None:
+        cls = getattr(self.modeling(), self.spec["causal_lm"])
+        self._set(cls, "forward", self.lce_forward, f"{self.spec['causal_lm']}.forward")
+
+    def patch_cross_entropy(self, fixed_cross_entropy) -> None:
+        from transformers.loss import loss_utils
+
+        self._set(loss_utils, "fixed_cross_entropy", fixed_cross_entropy, "transformers.loss.loss_utils:fixed_cross_entropy")
+
+    def revert_classes(self) -> None:
+        for key in list(self._originals):
+            owner, attr, original = self._originals.pop(key)
+            if original is _MISSING:
+                delattr(owner, attr)
+            else:
+                setattr(owner, attr, original)
+
+    def is_patched(self) -> bool:
+        return bool(self._originals)
+
+    # ---- instance helpers
+    def _allowed(self, entry: Dict[str, Any], name: str) -> bool:
+        attrs = entry.get("attrs")
+        return not attrs or name.rsplit(".", 1)[-1] in attrs or name.rsplit(".", 1)[-1].isdigit()
+
+    def patch_instance(self, model, kinds: List[str]) -> Dict[str, int]:
+        """Switches model's modules in place; returns counts per kernel (for tests and logs)."""
+        counts = {"rms_norm": 0, "layer_norm": 0, "swiglu": 0, "geglu": 0}
+        norms = {n["cls"]: ("rms_norm", n) for n in self.spec.get("norms", [])}
+        norms.update({n["cls"]: ("layer_norm", n) for n in self.spec.get("layer_norms", [])})
+        mlps = {m["cls"]: m for m in self.spec.get("mlps", [])}
+        for name, module in model.named_modules():
+            cls_name = module.__dict__.get("_liger_original_class", type(module)).__name__
+            if cls_name in norms:
+                kind, entry = norms[cls_name]
+                if kind in kinds and self._allowed(entry, name) and "_liger_original_class" not in module.__dict__:
+                    self._patch_norm(module, kind, entry)
+                    counts[kind] += 1
+            elif cls_name in mlps:
+                entry = mlps[cls_name]
+                if entry["kind"] in kinds and "_liger_patched" not in module.__dict__:
+                    module.forward = types.MethodType(self._mlp_forwards[cls_name], module)
+                    module._liger_patched = True
+                    counts[entry["kind"]] += 1
+        return counts
+
+    def _patch_norm(self, norm: torch.nn.Module, kind: str, entry: Dict[str, Any]) -> None:
+        original = type(norm)
+        eps = getattr(norm, "variance_epsilon", None)
+        if eps is None:
+            eps = norm.__dict__.get("eps", getattr(norm, "eps", 1e-6))
+        norm.__class__ = self._norm_classes[entry["cls"]]
+        norm._liger_original_class = original
+        norm.variance_epsilon = eps
+        if kind == "rms_norm":
+            norm.offset = entry.get("offset", 0.0)
+            norm.casting_mode = entry.get("casting_mode", "llama")
+            norm.in_place = entry.get("in_place", False)
+        elif "hidden_size" not in norm.__dict__:
+            norm.hidden_size = norm.weight.shape[-1]
+
+    def patch_forward(self, model) -> bool:
+        if self.lce_forward is None or not hasattr(model, "lm_head"):
+            return False
+        model.forward = types.MethodType(self.lce_forward, model)
+        model._liger_forward_patched = True
+        return True
+
+    def revert_instance(self, model) -> None:
+        for module in model.modules():
+            original = module.__dict__.pop("_liger_original_class", None)
+            if original is not None:
+                module.__class__ = original
+                for attr in ("offset", "casting_mode", "in_place"):
+                    module.__dict__.pop(attr, None)
+            if module.__dict__.pop("_liger_patched", None):
+                module.__dict__.pop("forward", None)
+        if model.__dict__.pop("_liger_forward_patched", None):
+            model.__dict__.pop("forward", None)
+
+
+def causal_lm_loss(self, hidden_states, labels, kwargs, softcap=None):
+    """The fused loss from the kept hidden states (transformers' ForCausalLMLoss semantics)."""
+    from .llama import liger_causal_lm_loss
+
+    lm_head = self.lm_head
+    return liger_causal_lm_loss(
+        hidden_states,
+        lm_head.weight,
+        labels=labels,
+        shift_labels=kwargs.get("shift_labels", None),
+        num_items_in_batch=kwargs.get("num_items_in_batch"),
+        ignore_index=kwargs.get("ignore_index", -100),
+        lm_head_bias=getattr(lm_head, "bias", None),
+        softcap=softcap,
+    )
+
+
+def softcap_logits(logits, cap):
+    if cap is None:
+        return logits
+    return torch.tanh(logits / cap) * cap

@@ -1,0 +1,23 @@
+// autopatch's stages (Understand / Act / Verify) and the pieces tests exercise directly.
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <string>
+
+#include "liger/workflow.h"
+
+namespace liger::autopatch {
+
+engine::Workflow make_workflow();
+
+// Which decisions, patch-plan items and mini-model settings differ between the profile an
+// integration was generated from (its <m>.autopatch.yaml) and a new analysis; `regenerate` lists
+// the artefacts to re-render (integration, test).
+YAML::Node compute_change_impact(const YAML::Node& old_doc, const YAML::Node& now);
+// __init__.py with `_register_module("<type>", "<module>")` in the sorted autopatch block.
+std::string insert_registry_line(const std::string& init_text, const std::string& model_type, const std::string& module);
+// "tolerance" (a pure tolerance miss: soft) or "hard" for a failed convergence test's message.
+std::string classify_pytest_failure(const std::string& message);
+
+}  // namespace liger::autopatch
