@@ -13,6 +13,11 @@ void register_kernel_perf_command(CLI::App& app, GlobalOptions& options) {
     std::string target;
     int variants = 8;
     std::string tree;
+    std::string mode = "full";
+    std::string target_gpu;
+    std::string start_tunables;
+    std::string dtype = "bf16";
+    bool profile_only = false;
   };
   auto args = std::make_shared<Args>();
   auto* cmd = app.add_subcommand(
@@ -24,11 +29,28 @@ void register_kernel_perf_command(CLI::App& app, GlobalOptions& options) {
       ->check(CLI::IsMember({"speed", "memory", "balanced"}))
       ->capture_default_str();
   cmd->add_option("--target", args->target, "Stop when reached, e.g. \"1.3x\" or \"900GB/s\"");
-  cmd->add_option("--variants", args->variants, "Variant budget")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--max-variants,--variants", args->variants, "Variant budget (v1..vN)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--mode", args->mode, "Pass to optimise")
+      ->check(CLI::IsMember({"forward", "backward", "full"}))
+      ->capture_default_str();
+  cmd->add_option("--dtype", args->dtype, "Data type benchmarked")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}))
+      ->capture_default_str();
+  cmd->add_option("--target-gpu", args->target_gpu,
+                  "Architecture to optimise for (ampere, hopper, blackwell or sm_XX); default: the GPU present");
+  cmd->add_option("--start-tunables", args->start_tunables,
+                  "Launch parameters of the v0 baseline, e.g. threads_per_block=64,vector_bytes=4 "
+                  "(reproduces a de-tuned start)");
+  cmd->add_flag("--profile-only", args->profile_only,
+                "Stop after Profile: compiler resource report (works without a GPU), no variants");
   cmd->add_option("--tree", args->tree, "Repository holding the kernel (default: the bundled source tree)");
   cmd->footer(examples_footer({
       "liger-agent kernel-perf rms_norm --goal speed",
-      "liger-agent kernel-perf cross_entropy --goal memory --variants 4 --yes",
+      "liger-agent kernel-perf cross_entropy --goal memory --max-variants 4 --yes",
+      "liger-agent kernel-perf swiglu --goal speed --start-tunables threads_per_block=64,vector_bytes=4 --autonomous",
+      "liger-agent kernel-perf rms_norm --profile-only --target-gpu hopper",
   }));
   cmd->callback([args, &options] {
     engine::RunRequest request;
@@ -36,7 +58,11 @@ void register_kernel_perf_command(CLI::App& app, GlobalOptions& options) {
     request.label = args->kernel;
     request.tree_root = args->tree.empty() ? workflows::data_dir() : std::filesystem::path(args->tree);
     request.arguments = {
-        {"kernel", args->kernel}, {"goal", args->goal}, {"target", args->target}, {"variants", args->variants}};
+        {"kernel", args->kernel},         {"goal", args->goal},
+        {"target", args->target},         {"variants", args->variants},
+        {"mode", args->mode},             {"dtype", args->dtype},
+        {"target_gpu", args->target_gpu}, {"start_tunables", args->start_tunables},
+        {"profile_only", args->profile_only}};
     engine::Engine engine(workflow_registry(), engine_options(options));
     options.exit_code = print_outcome(options, engine.start(request));
   });
