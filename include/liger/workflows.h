@@ -10,6 +10,7 @@ void register_builtin_workflows(engine::WorkflowRegistry& registry);
 
 // Individual registrations, called by register_builtin_workflows().
 void register_survey_workflow(engine::WorkflowRegistry& registry);
+void register_kernel_perf_workflow(engine::WorkflowRegistry& registry);
 void register_autopatch_workflow(engine::WorkflowRegistry& registry);
 
 // Directory holding skills/ and templates/: $LIGER_AGENT_DATA_DIR, else the source tree the

@@ -2,11 +2,12 @@
 
 namespace liger::workflows {
 
-// One line per workflow. kernel-dev, autopatch and kernel-perf add theirs when their stages
-// exist; until then their subcommands report that the stages are not registered.
+// One line per workflow; a subcommand whose workflow is not listed reports that its stages are
+// not registered.
 void register_builtin_workflows(engine::WorkflowRegistry& registry) {
   register_survey_workflow(registry);
   register_autopatch_workflow(registry);
+  register_kernel_perf_workflow(registry);
 }
 
 }  // namespace liger::workflows
