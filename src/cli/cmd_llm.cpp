@@ -50,12 +50,16 @@ void print_check_text(const llm::ProviderConfig& config, const llm::EndpointChec
   std::cout << fmt::format("endpoint:  {}\n", check.endpoint);
   std::cout << fmt::format("model:     {}\n", check.model);
   std::cout << fmt::format("key:       {}\n", key_env.empty() ? "(none sent)" : "$" + key_env);
-  std::cout << fmt::format("reachable: {}\n", yes_no(check.reachable));
+  if (!check.configured) {
+    std::cout << "config:    FAILED\n";
+  } else {
+    std::cout << fmt::format("reachable: {}\n", yes_no(check.reachable));
+  }
   if (check.reachable) {
     std::cout << fmt::format("auth:      {}\n", yes_no(check.auth_ok));
     if (check.auth_ok) std::cout << fmt::format("model:     {}\n", yes_no(check.model_ok));
   }
-  std::cout << fmt::format("latency:   {:.2f} s\n", check.latency_s);
+  if (check.configured) std::cout << fmt::format("latency:   {:.2f} s\n", check.latency_s);
   std::cout << (check.ok() ? "" : "error:     ") << check.message << "\n";
   if (!check.hint.empty()) std::cout << "hint:      " << check.hint << "\n";
 }
@@ -81,6 +85,7 @@ void register_llm_command(CLI::App& app, GlobalOptions& options) {
                   {"endpoint", check.endpoint},
                   {"model", check.model},
                   {"key_env", llm::api_key_variable(config)},
+                  {"configured", check.configured},
                   {"reachable", check.reachable},
                   {"auth_ok", check.auth_ok},
                   {"model_ok", check.model_ok},

@@ -86,6 +86,7 @@ EndpointCheck check_endpoint(const ProviderConfig& config) {
     provider = make_provider(config);
   } catch (const Error& error) {
     EndpointCheck result;
+    result.configured = false;
     result.endpoint = config.base_url.empty() ? default_base_url(config.kind) : config.base_url;
     result.model = config.model.empty() ? default_model(config.kind) : config.model;
     result.message = error.what();

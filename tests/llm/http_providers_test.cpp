@@ -449,6 +449,8 @@ TEST(HttpProviderCheck, ReportsUnreachableAndMissingKey) {
   config.api_key_env = "LIGER_LLM_TEST_UNSET_KEY";
   EndpointCheck no_key = check_endpoint(config);
   EXPECT_FALSE(no_key.ok());
+  EXPECT_FALSE(no_key.configured);
+  EXPECT_TRUE(unreachable.configured);
   EXPECT_NE(no_key.message.find("LIGER_LLM_TEST_UNSET_KEY"), std::string::npos);
 }
 

@@ -53,6 +53,7 @@ struct ProviderConfig {
 // What `liger-agent llm check` reports.
 struct EndpointCheck {
   bool needs_endpoint = true;
+  bool configured = true;  // false: the provider could not even be built (missing key, bad URL)
   bool reachable = false;
   bool auth_ok = false;
   bool model_ok = false;
