@@ -5,6 +5,7 @@
 #include <cmath>
 #include <random>
 
+#include "liger/profile.h"
 #include "workflows/kernel_dev/profile.h"
 
 namespace kd = liger::kernel_dev;
@@ -270,4 +271,25 @@ TEST(KernelDevSuite, TwentyFiveOpsAsWordsExpressionsAndPyTorch) {
     check_profile_numerics(code, expected, std::string("pytorch: ") + op.pytorch);
     EXPECT_EQ(code.op_name, op.catalogue_name) << op.pytorch;
   }
+}
+
+// The profiles the analyser writes validate against skills/kernel_dev/profile.schema.yaml (with
+// the project's schema validator); Tier-2 profiles validate too, their gaps reported as pending
+// decisions rather than errors.
+
+TEST(KernelDevProfileSchema, AnalysedProfilesValidate) {
+  auto schema = liger::profile::Schema::load_file(std::filesystem::path(LIGER_SOURCE_DIR) / "skills/kernel_dev/profile.schema.yaml");
+  for (const char* text : {"ReLU squared activation function", "DyT", "leaky relu", "c = gelu(a) * b",
+                           "def f(x):\n    return x * torch.sigmoid(1.702 * x)\n"}) {
+    auto report = schema.validate(YAML::Load(kd::profile_to_text(analyse(text))));
+    EXPECT_TRUE(report.ok()) << text << ":\n" << report.format_errors("profile.yaml");
+    EXPECT_TRUE(report.undecided.empty()) << text << ":\n" << report.format_undecided("profile.yaml");
+  }
+  auto softmax = schema.validate(YAML::Load(kd::profile_to_text(analyse("softmax"))));
+  EXPECT_TRUE(softmax.ok()) << softmax.format_errors("profile.yaml");
+  EXPECT_GE(softmax.undecided.size(), 8u) << softmax.format_undecided("profile.yaml");
+  // A wrong value is an error.
+  auto bad = YAML::Load(kd::profile_to_text(analyse("relu squared")));
+  bad["tiling"]["vector_bytes"] = 3;
+  EXPECT_FALSE(schema.validate(bad).ok());
 }

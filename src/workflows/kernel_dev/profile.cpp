@@ -109,8 +109,13 @@ const Activation* catalogue_match(const Program& program, const Catalogue& catal
 }
 
 bool contains_words(const std::string& normalised, const std::string& phrase) {
-  std::string key = " " + normalise_description(phrase) + " ";
-  return (" " + normalised + " ").find(key) != std::string::npos;
+  std::string key(1, ' ');
+  key += normalise_description(phrase);
+  key += ' ';
+  std::string haystack(1, ' ');
+  haystack += normalised;
+  haystack += ' ';
+  return haystack.find(key) != std::string::npos;
 }
 
 const TierRequest* match_request(const std::string& text, const TierKnowledge& tiers) {
