@@ -74,7 +74,7 @@ const std::vector<std::string> kOps = {"ReLU squared activation function", "SwiG
 
 TEST(KernelDevRender, RendersEveryFileWithTheLibraryConventions) {
   auto files = render("ReLU squared activation function");
-  ASSERT_EQ(files.size(), 11u);
+  ASSERT_EQ(files.size(), 14u);
   const auto& header = file(files, "include/liger_kernels/relu_squared.h");
   EXPECT_NE(header.content.find("LIGER_API liger_status liger_relu_squared_forward(const void* x, int64_t x_row_stride, "
                                 "void* y, int64_t y_row_stride, int64_t rows, int64_t cols, liger_dtype dtype, "
@@ -94,6 +94,23 @@ TEST(KernelDevRender, RendersEveryFileWithTheLibraryConventions) {
   const auto& row = file(files, "docs/kernels/README.md");
   EXPECT_TRUE(row.insert);
   EXPECT_EQ(row.content.rfind("| `relu_squared` |", 0), 0u) << row.content;
+  // Inserting the exports into the library's functional.py keeps it importable text with the
+  // new lines in their blocks.
+  std::ifstream functional_in(kSource / "kernels/python/liger_kernels/functional.py");
+  std::stringstream functional;
+  functional << functional_in.rdbuf();
+  std::string text = functional.str();
+  int inserts = 0;
+  for (const auto& f : files) {
+    if (!f.insert || f.path != "kernels/python/liger_kernels/functional.py") continue;
+    std::string updated = kd::insert_sorted_line(text, f.content, f.insert_prefix);
+    EXPECT_NE(updated, text) << f.template_name << ": nothing inserted (prefix '" << f.insert_prefix << "')";
+    text = updated;
+    ++inserts;
+  }
+  EXPECT_EQ(inserts, 3);
+  EXPECT_NE(text.find("from .ops.relu_squared import relu_squared\n"), std::string::npos);
+  EXPECT_NE(text.find("    \"relu_squared\",\n"), std::string::npos);
 
   auto dyt = render("DyT");
   const auto& dyt_header = file(dyt, "include/liger_kernels/dyt.h");

@@ -195,6 +195,7 @@ std::vector<RenderedFile> render(const KernelProfile& profile, const std::filesy
     const char* template_name;
     std::string path;
     bool insert;
+    std::string prefix = {};
   };
   const std::vector<Target> targets = {
       {"header.h.mustache", "kernels/include/liger_kernels/" + op + ".h", false},
@@ -207,7 +208,11 @@ std::vector<RenderedFile> render(const KernelProfile& profile, const std::filesy
       {"bench.cpp.mustache", "benchmarks/bench_" + op + ".cpp", false},
       {"python_op.py.mustache", "kernels/python/liger_kernels/ops/" + op + ".py", false},
       {"doc.md.mustache", "docs/kernels/" + op + ".md", false},
-      {"docs_row.md.mustache", "docs/kernels/README.md", true},
+      {"docs_row.md.mustache", "docs/kernels/README.md", true, "| `"},
+      // Python exports (the build lists are CMake globs: nothing to insert there).
+      {"exports_import.py.mustache", "kernels/python/liger_kernels/functional.py", true, "from .ops."},
+      {"exports_alias.py.mustache", "kernels/python/liger_kernels/functional.py", true, "liger_"},
+      {"exports_all.py.mustache", "kernels/python/liger_kernels/functional.py", true, "    \""},
   };
   std::vector<RenderedFile> files;
   for (const auto& target : targets) {
@@ -217,7 +222,7 @@ std::vector<RenderedFile> render(const KernelProfile& profile, const std::filesy
     tmpl.set_custom_escape([](const std::string& s) { return s; });  // code, not HTML
     std::string content = tmpl.render(data);
     if (!tmpl.is_valid()) throw std::runtime_error(path.string() + ": " + tmpl.error_message());
-    files.push_back({target.path, content, target.template_name, target.insert});
+    files.push_back({target.path, content, target.template_name, target.insert, target.prefix});
   }
   return files;
 }

@@ -17,6 +17,7 @@ struct RenderedFile {
   // true: `content` is one line to insert, in alphabetical order, into the list or table of the
   // existing file `path` (see insert_sorted_line); false: a new file.
   bool insert = false;
+  std::string insert_prefix;  // the prefix of the block's lines, for insert_sorted_line
 };
 
 // Throws std::invalid_argument when the profile is not a complete Tier-1 profile (naming the
