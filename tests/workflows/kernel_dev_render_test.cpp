@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "workflows/kernel_dev/codegen.h"
 #include "workflows/kernel_dev/render.h"
 
 namespace kd = liger::kernel_dev;
@@ -227,4 +228,80 @@ TEST(KernelDevRender, GeneratedCudaCompilesWithNvcc) {
     EXPECT_TRUE(error.empty()) << error;
     fs::remove_all(root);
   }
+}
+
+// The emitted fp32 CUDA statements of every catalogue op (forward and backward, with their CSE
+// temporaries and safe forms), compiled as host C++ and compared with the emitted fp64 statements
+// at random points, and checked finite at x = +-80: the code the kernels embed, not the evaluator.
+TEST(KernelDevRender, EmittedFp32CodeMatchesFp64CodeForEveryCatalogueOp) {
+  std::string gxx = find_tool({"g++", "c++"});
+  if (gxx.empty()) GTEST_SKIP() << "no C++ compiler (g++) on PATH: the emitted statements were not compiled";
+  std::ostringstream src;
+  src << R"(#include <cmath>
+#include <cstdio>
+#include <math.h>
+#include <random>
+static inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+static inline float sigmoid_f32(float x) { if (x >= 0.0f) return 1.0f / (1.0f + expf(-x)); const float z = expf(x); return z / (1.0f + z); }
+static inline float softplus_f32(float x) { return log1pf(expf(-fabsf(x))) + fmaxf(x, 0.0f); }
+static inline float sign_f32(float x) { return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f); }
+static inline double sigmoid_f64(double x) { if (x >= 0.0) return 1.0 / (1.0 + std::exp(-x)); const double z = std::exp(x); return z / (1.0 + z); }
+static inline double softplus_f64(double x) { return std::log1p(std::exp(-std::fabs(x))) + std::fmax(x, 0.0); }
+static inline double sign_f64(double x) { return x > 0.0 ? 1.0 : (x < 0.0 ? -1.0 : 0.0); }
+static int failures = 0;
+)";
+  int ops = 0;
+  for (const auto& entry : kb().catalogue.entries()) {
+    kd::Program program = entry.program();
+    kd::Tier1Code code = kd::generate_tier1(program);
+    std::vector<std::string> outputs = {program.output};
+    for (const auto& [name, e] : code.backward) outputs.push_back(name);
+    std::string op = entry.name;
+    auto body = [&](const char* type, const std::string& forward, const std::string& backward) {
+      std::ostringstream b;
+      b << "    {\n";
+      std::size_t k = 0;
+      for (const auto& in : program.inputs) b << "      const " << type << " " << in << " = (" << type << ")v[" << k++ << "];\n";
+      for (const auto& p : program.params) b << "      const " << type << " " << p.name << " = (" << type << ")v[" << k++ << "];\n";
+      b << "      const " << type << " d" << program.output << " = (" << type << ")v[" << k++ << "];\n";
+      for (const auto& o : outputs) b << "      " << type << " " << o << ";\n";
+      b << "      {\n" << forward << "      }\n      {\n" << backward << "      }\n";  // separate functions in the kernel
+      for (std::size_t i = 0; i < outputs.size(); ++i) b << "      r[" << i << "] = " << outputs[i] << ";\n";
+      b << "    }\n";
+      return b.str();
+    };
+    std::size_t nvalues = program.inputs.size() + program.params.size() + 1;
+    src << "static void check_" << op << "() {\n  std::mt19937_64 rng(11);\n  std::uniform_real_distribution<double> u(-6.0, 6.0);\n"
+        << "  for (int i = 0; i < 2000; ++i) {\n    double v[" << nvalues << "];\n";
+    std::size_t k = 0;
+    for (std::size_t j = 0; j < program.inputs.size(); ++j)
+      src << "    v[" << k++ << "] = (float)(i < 4 ? (i % 2 ? 80.0 : -80.0) : u(rng));\n";
+    for (const auto& p : program.params)
+      src << "    v[" << k++ << "] = (float)(" << p.init << (p.learnable ? " + 0.1 * u(rng)" : "") << ");\n";
+    src << "    v[" << k++ << "] = (float)(u(rng) / 3.0);\n";
+    src << "    float r32[" << outputs.size() << "]; double r64[" << outputs.size() << "];\n";
+    src << "    { float* r = r32;\n" << body("float", code.forward_cuda.statements, code.backward_cuda.statements) << "    }\n";
+    src << "    { double* r = r64;\n" << body("double", code.forward_reference.statements, code.backward_reference.statements) << "    }\n";
+    src << "    for (int k = 0; k < " << outputs.size() << "; ++k) {\n"
+        << "      bool finite = std::isfinite(r32[k]);\n"
+        << "      bool close = std::fabs(r32[k] - r64[k]) <= 2e-4 * (1.0 + std::fabs(r64[k]));\n"
+        << "      if (!finite || (i >= 4 && !close)) { if (failures++ < 20) std::printf(\"" << op
+        << " output %d at point %d: fp32 %.9g fp64 %.17g\\n\", k, i, (double)r32[k], r64[k]); }\n"
+        << "    }\n  }\n}\n";
+    ++ops;
+  }
+  src << "int main() {\n";
+  for (const auto& entry : kb().catalogue.entries()) src << "  check_" << entry.name << "();\n";
+  src << "  std::printf(\"%d failures\\n\", failures);\n  return failures == 0 ? 0 : 1;\n}\n";
+  ASSERT_GE(ops, 25);
+  fs::path root = fs::temp_directory_path() / ("liger_kdev_emitted_" + std::to_string(::getpid()));
+  fs::create_directories(root);
+  std::ofstream(root / "emitted.cpp") << src.str();
+  std::string error = run(gxx + " -std=c++17 -O1 -Wall -Werror -Wno-unused-variable -Wno-unused-but-set-variable " +
+                              (root / "emitted.cpp").string() + " -o " + (root / "emitted").string(),
+                          root / "build.log");
+  ASSERT_TRUE(error.empty()) << error;
+  error = run((root / "emitted").string(), root / "run.log");
+  EXPECT_TRUE(error.empty()) << error;
+  fs::remove_all(root);
 }
