@@ -44,10 +44,18 @@ constexpr const char* kDocsEnd = "<!-- END autopatch models -->";
 fs::path skills_dir() { return workflows::data_dir() / "skills" / "autopatch"; }
 fs::path templates_dir() { return workflows::data_dir() / "templates" / "autopatch"; }
 
+// A canonical one-line text of a node (flow style whatever style the node was loaded with), so a
+// profile read back from disk compares equal to the same profile built in memory.
 std::string emit(const YAML::Node& n) {
-  YAML::Emitter e;
-  e << YAML::Flow << n;
-  return e.c_str();
+  if (!n || n.IsNull()) return "null";
+  if (n.IsScalar()) return n.Scalar();
+  std::string out;
+  if (n.IsSequence()) {
+    for (const auto& x : n) out += (out.empty() ? "" : ", ") + emit(x);
+    return "[" + out + "]";
+  }
+  for (const auto& kv : n) out += (out.empty() ? "" : ", ") + kv.first.Scalar() + ": " + emit(kv.second);
+  return "{" + out + "}";
 }
 
 std::string py_str(const std::string& s) {
