@@ -1289,7 +1289,15 @@ struct Analyzer {
       it.target = mlp.details["mlp_class"].as<std::string>();
       it.attributes = {arch.details["decoder_attribute"] ? arch.details["decoder_attribute"].as<std::string>() : "mlp"};
       it.params["projections"] = mlp.details["projections"];
-      if (k == "swiglu" || k == "fused_swiglu") {
+      // The MLP decision fell back to fused 3-D experts (no dense or shared-expert MLP module): the
+      // experts item below declines them; do not also apply the gated-MLP forward to that class.
+      const bool mlp_is_fused_experts =
+          arch.details["experts"] && arch.details["experts"]["layout"] && arch.details["experts"]["layout"].IsScalar() &&
+          arch.details["experts"]["layout"].as<std::string>() == "fused_3d" && arch.details["experts"]["class"] &&
+          arch.details["experts"]["class"].as<std::string>() == it.target;
+      if (mlp_is_fused_experts) {
+        // declined below with the experts' reason
+      } else if (k == "swiglu" || k == "fused_swiglu") {
         it.kernel = "swiglu";
         if (k == "fused_swiglu") it.params["fused_gate_up"] = true;
         p.apply.push_back(it);
