@@ -151,6 +151,19 @@ TEST(KernelDevProfile, ReluSquaredFromWords) {
   ASSERT_EQ(p.tolerances->size(), 3u);
 }
 
+TEST(KernelDevProfile, ModuleParameterValuesFromWords) {
+  auto p = analyse("leaky ReLU with negative slope 0.2");
+  ASSERT_EQ(p.op_name, "leaky_relu");
+  ASSERT_EQ(p.module_parameters.size(), 1u);
+  EXPECT_DOUBLE_EQ(p.module_parameters[0].value, 0.2);
+  p = analyse("softplus activation, beta=2, threshold: 10");
+  ASSERT_EQ(p.module_parameters.size(), 2u);
+  EXPECT_DOUBLE_EQ(p.module_parameters[0].value, 2.0);
+  EXPECT_DOUBLE_EQ(p.module_parameters[1].value, 10.0);
+  p = analyse("leaky relu");
+  EXPECT_DOUBLE_EQ(p.module_parameters[0].value, 0.01);  // the default when not given
+}
+
 TEST(KernelDevProfile, ExpressionsAreRecognisedAndClosestKernelFollowsTheMath) {
   auto p = analyse("y = x * sigmoid(1.702 * x)");
   EXPECT_EQ(p.source_kind, "expression");

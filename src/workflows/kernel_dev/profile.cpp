@@ -4,6 +4,7 @@
 #include <cmath>
 #include <fstream>
 #include <random>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -457,7 +458,21 @@ KernelProfile analyse(const AnalysisRequest& request, const KnowledgeBase& knowl
       p.resolved_from = "catalogue entry '" + r.activation->name + "' matched '" + r.matched + "' in '" + r.normalised + "'";
       if (!r.activation->torch.empty()) p.notes.push_back("PyTorch eager baseline: " + r.activation->torch);
       if (!r.activation->gradient_note.empty()) p.notes.push_back("gradient: " + r.activation->gradient_note);
-      return finish_tier1(r.activation->program(), r.activation->name, r.activation->display);
+      Program program = r.activation->program();
+      // "leaky relu with negative slope 0.2", "softplus beta=2": module-parameter values in words.
+      std::string lowered = request.text;
+      for (auto& c : lowered) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      for (auto& param : program.params) {
+        if (param.learnable) continue;
+        std::string words = std::regex_replace(param.name, std::regex("_"), "[ _-]?");
+        std::regex pattern("\\b" + words + "\\s*(?:=|:|of|is)?\\s*([-+]?(?:[0-9]+\\.?[0-9]*|\\.[0-9]+)(?:e[-+]?[0-9]+)?)");
+        std::smatch match;
+        if (std::regex_search(lowered, match, pattern)) {
+          param.init = std::strtod(match[1].str().c_str(), nullptr);
+          p.notes.push_back("module parameter " + param.name + " = " + match[1].str() + " (from the description)");
+        }
+      }
+      return finish_tier1(program, r.activation->name, r.activation->display);
     }
     if (const TierRequest* req = match_request(request.text, knowledge.tiers)) {
       set_identity(p, request.name.empty() ? req->name : snake_case(request.name), req->name);
