@@ -30,9 +30,13 @@ MODELING = importlib.import_module("transformers.models.gemma.modeling_gemma")
 CAUSAL_LM = getattr(MODELING, "GemmaForCausalLM")
 # The profile's mini-model configuration (mini_model.attributes).
 MINI = json.loads("{\"vocab_size\": 1024, \"hidden_size\": 128, \"intermediate_size\": 256, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 32, \"max_position_embeddings\": 512}")
+# (kernel, class) the integration patches; classes the modeling module does not define itself
+# (nn.LayerNorm used directly) are patched on instances only.
 PATCHED_CLASSES = [
-    ("rms_norm", "GemmaRMSNorm"),
-    ("geglu", "GemmaMLP"),
+    (k, c) for k, c in [
+        ("rms_norm", "GemmaRMSNorm"),
+        ("geglu", "GemmaMLP"),
+    ] if c in vars(MODELING)
 ]
 HAS_FLCE = True
 SUB_VOCAB = 128

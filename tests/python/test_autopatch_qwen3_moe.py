@@ -30,9 +30,13 @@ MODELING = importlib.import_module("transformers.models.qwen3_moe.modeling_qwen3
 CAUSAL_LM = getattr(MODELING, "Qwen3MoeForCausalLM")
 # The profile's mini-model configuration (mini_model.attributes).
 MINI = json.loads("{\"vocab_size\": 1024, \"hidden_size\": 128, \"intermediate_size\": 256, \"moe_intermediate_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 32, \"max_position_embeddings\": 512, \"num_experts\": 4, \"num_experts_per_tok\": 2}")
+# (kernel, class) the integration patches; classes the modeling module does not define itself
+# (nn.LayerNorm used directly) are patched on instances only.
 PATCHED_CLASSES = [
-    ("rms_norm", "Qwen3MoeRMSNorm"),
-    ("swiglu", "Qwen3MoeMLP"),
+    (k, c) for k, c in [
+        ("rms_norm", "Qwen3MoeRMSNorm"),
+        ("swiglu", "Qwen3MoeMLP"),
+    ] if c in vars(MODELING)
 ]
 HAS_FLCE = True
 SUB_VOCAB = 128

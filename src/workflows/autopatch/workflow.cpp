@@ -342,7 +342,9 @@ Plan plan_of(const YAML::Node& doc) {
   const std::string modeling_file = fs::path(doc["source"]["modeling"].as<std::string>()).stem().string();
   // Installed transformers: transformers.models.<dir>.modeling_<x>; a path: the same package by
   // convention (the generated code targets the installed library).
-  const std::string dir = modeling_file.rfind("modeling_", 0) == 0 ? modeling_file.substr(9) : pl.model_type;
+  std::string dir = modeling_file.rfind("modeling_", 0) == 0 ? modeling_file.substr(9) : pl.model_type;
+  if (doc["source"]["resolved_from"] && doc["source"]["resolved_from"].as<std::string>("").rfind("transformers", 0) == 0)
+    dir = fs::path(doc["source"]["modeling"].as<std::string>()).parent_path().filename().string();
   pl.modeling = "transformers.models." + dir + "." + modeling_file;
   const YAML::Node d = doc["decisions"];
   auto decided = [&](const char* k) { return d[k] && d[k]["value"] && !(d[k]["value"].IsMap() && d[k]["value"]["undecided"]); };

@@ -33,6 +33,12 @@ from .. import functional as LF
 from ..modules import LigerLayerNorm, LigerRMSNorm
 
 _MISSING = object()
+
+
+def _short(cls: str) -> str:
+    """"nn.LayerNorm" -> "LayerNorm": the name as type(module).__name__ reports it."""
+    return cls.rsplit(".", 1)[-1]
+
 _ACTIVATIONS: Dict[str, Callable] = {"swiglu": LF.swiglu, "geglu": LF.geglu}
 
 
@@ -86,10 +92,10 @@ class Patcher:
         self._norm_classes: Dict[str, type] = {}
         for n in spec.get("norms", []):
             self._norm_classes[n["cls"]] = make_rms_norm_class(
-                n["cls"], n.get("offset", 0.0), n.get("casting_mode", "llama"), n.get("in_place", False),
+                _short(n["cls"]), n.get("offset", 0.0), n.get("casting_mode", "llama"), n.get("in_place", False),
                 n.get("init_fn", "ones"))
         for n in spec.get("layer_norms", []):
-            self._norm_classes[n["cls"]] = make_layer_norm_class(n["cls"])
+            self._norm_classes[n["cls"]] = make_layer_norm_class(_short(n["cls"]))
         self._mlp_forwards: Dict[str, Callable] = {}
         for m in spec.get("mlps", []):
             self._mlp_forwards[m["cls"]] = make_mlp_forward(
@@ -108,17 +114,21 @@ class Patcher:
 
     def patch_norm_classes(self, kinds: List[str]) -> None:
         modeling = self.modeling()
-        for n in self.spec.get("norms", []) if "rms_norm" in kinds else []:
-            self._set(modeling, n["cls"], self._norm_classes[n["cls"]], f"{modeling.__name__}:{n['cls']}")
-        for n in self.spec.get("layer_norms", []) if "layer_norm" in kinds else []:
-            self._set(modeling, n["cls"], self._norm_classes[n["cls"]], f"{modeling.__name__}:{n['cls']}")
+        entries = [n for n in self.spec.get("norms", []) if "rms_norm" in kinds]
+        entries += [n for n in self.spec.get("layer_norms", []) if "layer_norm" in kinds]
+        for n in entries:
+            name = _short(n["cls"])
+            # A class the modeling module does not define itself (nn.LayerNorm used directly) cannot be
+            # swapped before instantiation without touching torch; instances are still patched.
+            if name in vars(modeling) and isinstance(vars(modeling)[name], type):
+                self._set(modeling, name, self._norm_classes[n["cls"]], f"{modeling.__name__}:{name}")
 
     def patch_mlp_classes(self, kinds: List[str]) -> None:
         modeling = self.modeling()
         for m in self.spec.get("mlps", []):
-            if m["kind"] not in kinds:
+            if m["kind"] not in kinds or _short(m["cls"]) not in vars(modeling):
                 continue
-            cls = getattr(modeling, m["cls"])
+            cls = getattr(modeling, _short(m["cls"]))
             self._set(cls, "forward", self._mlp_forwards[m["cls"]], f"{m['cls']}.forward")
 
     def patch_rope(self, fn) -> None:
@@ -155,9 +165,9 @@ class Patcher:
     def patch_instance(self, model, kinds: List[str]) -> Dict[str, int]:
         """Switches model's modules in place; returns counts per kernel (for tests and logs)."""
         counts = {"rms_norm": 0, "layer_norm": 0, "swiglu": 0, "geglu": 0}
-        norms = {n["cls"]: ("rms_norm", n) for n in self.spec.get("norms", [])}
-        norms.update({n["cls"]: ("layer_norm", n) for n in self.spec.get("layer_norms", [])})
-        mlps = {m["cls"]: m for m in self.spec.get("mlps", [])}
+        norms = {_short(n["cls"]): ("rms_norm", n) for n in self.spec.get("norms", [])}
+        norms.update({_short(n["cls"]): ("layer_norm", n) for n in self.spec.get("layer_norms", [])})
+        mlps = {_short(m["cls"]): m for m in self.spec.get("mlps", [])}
         for name, module in model.named_modules():
             cls_name = module.__dict__.get("_liger_original_class", type(module)).__name__
             if cls_name in norms:
@@ -168,7 +178,7 @@ class Patcher:
             elif cls_name in mlps:
                 entry = mlps[cls_name]
                 if entry["kind"] in kinds and "_liger_patched" not in module.__dict__:
-                    module.forward = types.MethodType(self._mlp_forwards[cls_name], module)
+                    module.forward = types.MethodType(self._mlp_forwards[entry["cls"]], module)
                     module._liger_patched = True
                     counts[entry["kind"]] += 1
         return counts
