@@ -11,11 +11,17 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "liger/config.h"
+
+namespace liger::llm {
+class Provider;
+class UsageLedger;
+}  // namespace liger::llm
 
 namespace liger::engine {
 
@@ -57,6 +63,33 @@ class Staging {
   fs::path dir_;
 };
 
+// A run's LLM: one provider per run, built on first use from the configuration
+// (llm::run_provider_config), so a workflow that never asks needs no key or endpoint. Every
+// exchange goes through the cassette <run>/llm/cassette.json (mode all, keys redacted) unless
+// the user chose llm.record / llm.cassette_dir, and every response is added to the run's
+// ledger, which the engine writes into report.json ("usage") and report.md.
+class RunLlm {
+ public:
+  RunLlm(const Config& config, fs::path run_dir, std::shared_ptr<spdlog::logger> log = nullptr);
+  ~RunLlm();
+  RunLlm(const RunLlm&) = delete;
+  RunLlm& operator=(const RunLlm&) = delete;
+
+  // Thread-safe. Throws liger::Error(Config) when the provider cannot be built (missing key,
+  // bad URL, unknown provider); the next call tries again.
+  llm::Provider& provider();
+  const std::shared_ptr<llm::UsageLedger>& ledger() const noexcept { return ledger_; }
+  bool started() const;  // whether provider() has built the provider
+
+ private:
+  Config config_;
+  fs::path run_dir_;
+  std::shared_ptr<spdlog::logger> log_;
+  std::shared_ptr<llm::UsageLedger> ledger_;
+  mutable std::mutex mutex_;
+  std::unique_ptr<llm::Provider> provider_;
+};
+
 struct StageContext {
   fs::path run_dir;
   fs::path input_dir;     // <run>/input: copies of input files, arguments.json
@@ -70,6 +103,14 @@ struct StageContext {
   std::vector<Finding> previous_failures; // Verify's hard findings of the previous attempt
   std::vector<Finding> previous_warnings;
   bool quiet = false;
+  // The run's LLM, shared by every stage of the run; set by the engine.
+  std::shared_ptr<RunLlm> run_llm;
+
+  // The run's LLM provider: `ctx.llm().complete(request)` or
+  // `llm::ask_structured(ctx.llm(), ...)` (include liger/llm/provider.h, liger/llm/structured.h).
+  // Without an engine-made RunLlm (a stage called directly by a test) one is made on first use
+  // from `config` (defaults when null) and `run_dir`.
+  llm::Provider& llm();
 
   // A progress line on stderr for long stages (suppressed by -q); always written to the log.
   void progress(const std::string& message) const;

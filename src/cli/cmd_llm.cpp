@@ -3,7 +3,6 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include <cstdlib>
 #include <iostream>
 
 #include "cli/commands.h"
@@ -12,29 +11,6 @@
 #include "liger/llm/provider.h"
 
 namespace liger::cli {
-
-// Maps the layered configuration onto the LLM layer's plain config. Settings that have no
-// config key yet come from the environment (LIGER_AGENT_RECORD, LIGER_AGENT_CASSETTE_DIR).
-llm::ProviderConfig llm_provider_config(const Config& config) {
-  llm::ProviderConfig out;
-  out.kind = llm::parse_provider_kind(config.get_string("llm.provider"));
-  out.base_url = config.get_string("llm.base_url");
-  out.model = config.get_string("llm.model");
-  out.api_key_env = config.get_string("llm.api_key_env");
-  out.timeout_s = config.get_number("llm.timeout_s");
-  out.connect_timeout_s = config.get_number("llm.connect_timeout_s");
-  out.max_retries = static_cast<int>(config.get_int("llm.max_retries"));
-  llm::Price price{config.get_number("llm.price.input_per_mtok"), config.get_number("llm.price.output_per_mtok")};
-  // 0/0 is the default of both keys: it means "not configured", so the shipped price table
-  // (skills/llm/prices.yaml) applies rather than reporting every run as free.
-  if (price.input_per_mtok > 0 || price.output_per_mtok > 0) out.price = price;
-  out.record_mode = llm::record_mode_from_env(llm::RecordMode::Disabled);
-  if (const char* dir = std::getenv("LIGER_AGENT_CASSETTE_DIR"); dir && *dir) {
-    out.cassette_dir = dir;
-    if (out.record_mode == llm::RecordMode::Disabled) out.record_mode = llm::RecordMode::Once;
-  }
-  return out;
-}
 
 namespace {
 
@@ -77,7 +53,7 @@ void register_llm_command(CLI::App& app, GlobalOptions& options) {
                                      "liger-agent --llm anthropic llm check --json",
                                      "LIGER_AGENT_LLM_BASE_URL=http://localhost:8000/v1 liger-agent --llm openai llm check"}));
   check_cmd->callback([&options] {
-    llm::ProviderConfig config = llm_provider_config(options.config());
+    llm::ProviderConfig config = llm::provider_config_from(options.config());
     llm::EndpointCheck check = llm::check_endpoint(config);
     if (options.json) {
       print_json({{"provider", llm::to_string(config.kind)},

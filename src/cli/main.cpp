@@ -2,11 +2,14 @@
 // and exit codes.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 
 #include <iostream>
 
 #include "cli/commands.h"
 #include "liger/error.h"
+#include "liger/llm/redact.h"
 #include "liger/util.h"
 
 namespace {
@@ -23,6 +26,16 @@ int report_error(const liger::cli::GlobalOptions& options, const std::string& ki
     if (!hint.empty()) std::cerr << "hint: " << hint << "\n";
   }
   return exit_code;
+}
+
+// The process-wide logger (the LLM layer's retries and redirects, anything without a run):
+// stderr, so --json keeps stdout to one document, and every message scrubbed of API keys. Run
+// logs (console and <run>/logs/run.log) are scrubbed by the engine's own redacting sinks.
+std::shared_ptr<spdlog::sinks::sink> install_default_logger() {
+  auto sink = liger::llm::make_redacting_sink(std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
+  auto logger = std::make_shared<spdlog::logger>("liger-agent", sink);
+  spdlog::set_default_logger(logger);
+  return sink;
 }
 
 }  // namespace
@@ -46,6 +59,16 @@ int main(int argc, char** argv) {
       "130 interrupted",
   }));
   liger::cli::add_global_options(app, options);
+  auto log_sink = install_default_logger();
+  // Runs after the flags are parsed and before any subcommand's callback.
+  app.parse_complete_callback([&options, &log_sink] {
+    const auto level = options.quiet            ? spdlog::level::err
+                       : options.verbosity >= 2 ? spdlog::level::debug
+                       : options.verbosity == 1 ? spdlog::level::info
+                                                : spdlog::level::warn;
+    log_sink->set_level(level);
+    spdlog::set_level(level);
+  });
 
   using namespace liger::cli;
   register_survey_command(app, options);

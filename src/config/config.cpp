@@ -36,6 +36,13 @@ const std::vector<ConfigKeySpec>& config_key_specs() {
       {"llm.timeout_s", T::Int, "120", "total timeout of one LLM request, seconds"},
       {"llm.connect_timeout_s", T::Int, "10", "connect timeout of one LLM request, seconds"},
       {"llm.max_retries", T::Int, "4", "retries on transient LLM transport errors"},
+      {"llm.stall_timeout_s", T::Number, "120",
+       "abort a streamed LLM answer that sends nothing for this long, seconds"},
+      {"llm.record", T::String, "off",
+       "cassette mode: off | none (replay only) | once | all; runs record every exchange into "
+       "<run>/llm/ in mode all unless this or llm.cassette_dir is set (env also LIGER_AGENT_RECORD)"},
+      {"llm.cassette_dir", T::String, "",
+       "directory of the LLM cassette (empty: <run>/llm/ for runs; env also LIGER_AGENT_CASSETTE_DIR)"},
       {"llm.price.input_per_mtok", T::Number, "0", "USD per million input tokens (cost report)"},
       {"llm.price.output_per_mtok", T::Number, "0", "USD per million output tokens (cost report)"},
       {"cuda.arch", T::String, "", "CUDA architecture, e.g. 90 (empty: detect from the GPU)"},
@@ -50,6 +57,14 @@ std::string config_env_name(const std::string& key) {
 }
 
 namespace {
+
+// Environment names that predate the config key and keep working; the canonical
+// config_env_name() wins when both are set. An empty legacy variable counts as unset.
+const char* legacy_env_name(const std::string& key) {
+  if (key == "llm.record") return "LIGER_AGENT_RECORD";
+  if (key == "llm.cassette_dir") return "LIGER_AGENT_CASSETTE_DIR";
+  return nullptr;
+}
 
 const ConfigKeySpec* find_spec(const std::string& key) {
   for (const auto& spec : config_key_specs())
@@ -208,6 +223,11 @@ Config Config::load(const ConfigInputs& inputs) {
       if (auto value = inputs.getenv(name)) {
         set_checked(config.values_, spec.key, *value, ConfigLayer::Environment, name,
                     "environment variable " + name);
+      } else if (const char* legacy = legacy_env_name(spec.key)) {
+        if (auto old = inputs.getenv(legacy); old && !old->empty()) {
+          set_checked(config.values_, spec.key, *old, ConfigLayer::Environment, legacy,
+                      std::string("environment variable ") + legacy);
+        }
       }
     }
   }

@@ -15,6 +15,8 @@
 #include "engine/report.h"
 #include "engine/run_state.h"
 #include "liger/error.h"
+#include "liger/llm/redact.h"
+#include "liger/llm/usage.h"
 #include "liger/profile.h"
 #include "liger/util.h"
 
@@ -63,9 +65,12 @@ class RunDirectoryLock {
 std::shared_ptr<spdlog::logger> make_run_logger(const fs::path& run_dir, const std::string& name, bool quiet,
                                                 int verbosity) {
   fs::create_directories(run_dir / "logs");
-  auto file_sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>((run_dir / "logs" / "run.log").string());
+  // Both sinks scrub API keys (and anything shaped like one) before writing. The level is set
+  // on the redacting wrapper: spdlog asks the sink the logger holds whether to log.
+  auto file_sink = llm::make_redacting_sink(
+      std::make_shared<spdlog::sinks::basic_file_sink_mt>((run_dir / "logs" / "run.log").string()));
   file_sink->set_level(spdlog::level::debug);
-  auto stderr_sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+  auto stderr_sink = llm::make_redacting_sink(std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
   stderr_sink->set_level(quiet ? spdlog::level::err
                                : verbosity >= 2 ? spdlog::level::debug
                                : verbosity == 1 ? spdlog::level::info
@@ -152,6 +157,12 @@ RunOutcome Engine::drive(const fs::path& run_dir) {
   const Workflow& workflow = require_workflow(registry_, state.workflow);
   const profile::Schema schema = profile::Schema::load_file(state.schema_path);
   auto log = make_run_logger(run_dir, state.name, options_.quiet, options_.verbosity);
+  // One LLM per run: every stage of this invocation shares the provider; the ledger starts
+  // from the usage earlier invocations recorded, so report.json counts the whole run.
+  auto run_llm = std::make_shared<RunLlm>(*options_.config, run_dir, log);
+  run_llm->ledger()->add_json(state.usage);
+  auto sync_usage = [&] { state.usage = run_llm->ledger()->to_json(); };
+  sync_usage();
   Staging staging(run_dir / "staging");
   const fs::path profile_path = run_dir / "profile.yaml";
   std::optional<ApplyLock> apply_lock;
@@ -186,6 +197,7 @@ RunOutcome Engine::drive(const fs::path& run_dir) {
     ctx.config = options_.config;
     ctx.attempt = state.attempt;
     ctx.quiet = options_.quiet;
+    ctx.run_llm = run_llm;
     if (state.attempt > 1 && state.attempts.size() >= static_cast<std::size_t>(state.attempt - 1)) {
       ctx.previous_failures = state.attempts[state.attempt - 2].hard;
       ctx.previous_warnings = state.attempts[state.attempt - 2].soft;
@@ -205,6 +217,7 @@ RunOutcome Engine::drive(const fs::path& run_dir) {
                                        ? " (attempt " + std::to_string(state.attempt) + ")"
                                        : ""));
     StageResult result = fn(ctx);
+    sync_usage();
     record.finished_at = util::now_iso8601();
     if (signals::interrupted()) {
       record.status = "interrupted";
@@ -427,6 +440,7 @@ RunOutcome Engine::drive(const fs::path& run_dir) {
       }
     }
   } catch (const Error& error) {
+    sync_usage();  // a stage that threw may have asked the LLM before it did
     if (error.kind() == ErrorKind::Interrupted) return interrupted_outcome();
     for (auto& [name, record] : state.stages)
       if (record.status == "running") record.status = "failed";
@@ -437,6 +451,7 @@ RunOutcome Engine::drive(const fs::path& run_dir) {
     log->error("{}", error.what());
     throw;
   } catch (const std::exception& error) {
+    sync_usage();
     for (auto& [name, record] : state.stages)
       if (record.status == "running") record.status = "failed";
     state.status = "failed";

@@ -1,5 +1,6 @@
 #include "engine/report.h"
 
+#include <cstdio>
 #include <map>
 #include <set>
 #include <sstream>
@@ -37,6 +38,34 @@ std::string default_diagnosis(const std::vector<AttemptRecord>& attempts) {
   return text.str();
 }
 
+namespace {
+
+// "3 request(s) (1 replayed) to openai/gpt-4o; 1200 input + 300 output tokens; $0.0060"
+std::string usage_line(const nlohmann::json& usage) {
+  const nlohmann::json total = usage.is_object() ? usage.value("total", nlohmann::json::object())
+                                                 : nlohmann::json::object();
+  const int requests = total.value("requests", 0);
+  if (requests == 0) return "no requests";
+  std::ostringstream line;
+  line << requests << " request(s)";
+  if (int replayed = total.value("replayed", 0); replayed > 0) line << " (" << replayed << " replayed)";
+  std::string models;
+  for (const auto& entry : usage.value("by_model", nlohmann::json::array())) {
+    models += (models.empty() ? "" : ", ") + entry.value("provider", std::string()) + "/" +
+              entry.value("model", std::string());
+  }
+  if (!models.empty()) line << " to " << models;
+  line << "; " << total.value("input_tokens", std::int64_t{0}) << " input + "
+       << total.value("output_tokens", std::int64_t{0}) << " output tokens"
+       << (total.value("estimated", false) ? " (estimated)" : "");
+  char cost[32];
+  std::snprintf(cost, sizeof cost, "$%.4f", total.value("cost_usd", 0.0));
+  line << "; " << cost;
+  return line.str();
+}
+
+}  // namespace
+
 void write_reports(const fs::path& run_dir, const RunState& state) {
   nlohmann::json json = state.to_json();
   json["run_dir"] = fs::absolute(run_dir).string();
@@ -51,7 +80,8 @@ void write_reports(const fs::path& run_dir, const RunState& state) {
   md << "| created | " << state.created_at << " |\n";
   md << "| updated | " << state.updated_at << " |\n";
   md << "| repository | " << state.tree_root.string() << " |\n";
-  md << "| attempts | " << state.attempts.size() << " of at most " << state.max_attempts << " |\n\n";
+  md << "| attempts | " << state.attempts.size() << " of at most " << state.max_attempts << " |\n";
+  md << "| LLM | " << usage_line(state.usage) << " |\n\n";
 
   md << "## Stages\n\n| stage | status | runs | started | finished |\n|---|---|---|---|---|\n";
   for (const char* stage : {"understand", "act", "apply", "verify"}) {

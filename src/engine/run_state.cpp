@@ -1,6 +1,7 @@
 #include "engine/run_state.h"
 
 #include "liger/error.h"
+#include "liger/llm/usage.h"
 #include "liger/util.h"
 
 namespace liger::engine {
@@ -81,6 +82,7 @@ nlohmann::json RunState::to_json() const {
   json["error"] = error ? nlohmann::json{{"kind", error->kind}, {"message", error->message}, {"hint", error->hint}}
                         : nlohmann::json(nullptr);
   json["diagnosis"] = diagnosis;
+  json["usage"] = usage.is_object() ? usage : llm::UsageLedger{}.to_json();
   return json;
 }
 
@@ -128,6 +130,7 @@ RunState RunState::from_json(const nlohmann::json& json) {
                               json["error"].value("hint", "")};
   }
   state.diagnosis = json.value("diagnosis", "");
+  if (json.contains("usage") && json["usage"].is_object()) state.usage = json["usage"];
   return state;
 }
 

@@ -63,6 +63,9 @@ struct RunState {
   std::vector<std::string> undecided;
   std::optional<ErrorRecord> error;
   std::string diagnosis;
+  // LLM usage of every invocation of the run (llm::UsageLedger::to_json()); null until the
+  // engine first records it, written as an empty ledger then.
+  nlohmann::json usage;
 
   nlohmann::json to_json() const;
   static RunState from_json(const nlohmann::json& json);

@@ -125,6 +125,29 @@ void UsageLedger::add(const Response& response) {
   it->latency_s += response.latency_s;
 }
 
+void UsageLedger::add_json(const nlohmann::json& saved) {
+  if (!saved.is_object() || !saved.contains("by_model") || !saved["by_model"].is_array()) return;
+  std::lock_guard lock(mutex_);
+  for (const auto& item : saved["by_model"]) {
+    if (!item.is_object()) continue;
+    UsageEntry add{item.value("provider", std::string()), item.value("model", std::string())};
+    auto it = std::find_if(entries_.begin(), entries_.end(), [&](const UsageEntry& entry) {
+      return entry.provider == add.provider && entry.model == add.model;
+    });
+    if (it == entries_.end()) {
+      entries_.push_back(add);
+      it = entries_.end() - 1;
+    }
+    it->requests += item.value("requests", 0);
+    it->replayed += item.value("replayed", 0);
+    it->input_tokens += item.value("input_tokens", std::int64_t{0});
+    it->output_tokens += item.value("output_tokens", std::int64_t{0});
+    it->estimated = it->estimated || item.value("estimated", false);
+    it->cost_usd += item.value("cost_usd", 0.0);
+    it->latency_s += item.value("latency_s", 0.0);
+  }
+}
+
 std::vector<UsageEntry> UsageLedger::entries() const {
   std::lock_guard lock(mutex_);
   return entries_;

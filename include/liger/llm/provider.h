@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -10,6 +11,10 @@
 #include "liger/llm/cassette.h"
 #include "liger/llm/types.h"
 #include "liger/llm/usage.h"
+
+namespace liger {
+class Config;
+}
 
 namespace liger::llm {
 
@@ -97,6 +102,19 @@ std::unique_ptr<Provider> make_provider(const ProviderConfig& config);
 // Builds the provider and sends it one tiny request; never throws for endpoint problems, it
 // reports them (a missing key included) with a hint.
 EndpointCheck check_endpoint(const ProviderConfig& config);
+
+// Maps the layered configuration (the llm.* keys of liger::Config) onto a ProviderConfig; the
+// one place that does, so workflows and the CLI build providers the same way
+// (src/llm/config_bridge.cpp). llm.record / llm.cassette_dir (also LIGER_AGENT_RECORD /
+// LIGER_AGENT_CASSETTE_DIR) select the cassette: a directory without a mode means `once`.
+// Throws liger::Error(Config) for an unknown provider or record mode.
+ProviderConfig provider_config_from(const Config& config);
+
+// The configuration of a run's provider: provider_config_from(config), and unless the user set
+// llm.record or llm.cassette_dir, every exchange is recorded (mode all, keys redacted) into
+// <run_dir>/llm/cassette.json. A record mode without a directory also uses <run_dir>/llm/;
+// llm.record=off explicitly turns recording off.
+ProviderConfig run_provider_config(const Config& config, const std::filesystem::path& run_dir);
 
 // The variable the key is read from for this config ("" when no key is used).
 std::string api_key_variable(const ProviderConfig& config);

@@ -51,6 +51,9 @@ struct UsageEntry {
 class UsageLedger {
  public:
   void add(const Response& response);
+  // Adds the counts of a document written by to_json() (the engine keeps a run's usage in
+  // state.json, so a run resumed by another process goes on counting). Ignores anything else.
+  void add_json(const nlohmann::json& saved);
   std::vector<UsageEntry> entries() const;
   UsageEntry total() const;
   // {"total": {...}, "by_model": [{...}]}; keys are stable for report.json consumers.
