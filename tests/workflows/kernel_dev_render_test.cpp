@@ -5,6 +5,7 @@
 // built and its finite-difference test run. A missing compiler skips with the reason.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -142,6 +143,18 @@ TEST(KernelDevRender, RefusesIncompleteProfiles) {
     EXPECT_NE(std::string(e.what()).find("tiling: a human wants to choose"), std::string::npos) << e.what();
   }
   EXPECT_THROW(kd::render(kd::analyse({"relu", kd::InputKind::Auto, ""}, kb()), kSource / "no/such/dir"), std::runtime_error);
+}
+
+TEST(KernelDevRender, ExistingLibraryKernelsAreDetected) {
+  // swiglu is hand-written in the library: its files exist and the profile says so.
+  auto p = kd::analyse({"SwiGLU", kd::InputKind::Auto, ""}, kb());
+  bool noted = false;
+  for (const auto& n : p.notes) noted = noted || n.find("already has a kernel named 'swiglu'") != std::string::npos;
+  EXPECT_TRUE(noted);
+  auto existing = kd::existing_paths(kd::render(p, kSource / "templates/kernel_dev"), kSource);
+  EXPECT_NE(std::find(existing.begin(), existing.end(), "kernels/include/liger_kernels/swiglu.h"), existing.end());
+  auto fresh = kd::analyse({"y = x^3 + sin(x)", kd::InputKind::Auto, "kdev test only op"}, kb());
+  EXPECT_TRUE(kd::existing_paths(kd::render(fresh, kSource / "templates/kernel_dev"), kSource).empty());
 }
 
 TEST(KernelDevRender, RenderingIsDeterministic) {

@@ -204,6 +204,7 @@ TierKnowledge TierKnowledge::load_file(const std::filesystem::path& path) {
     req.generic = r["generic"] && r["generic"].as<bool>();
     k.requests.push_back(req);
   }
+  for (const auto& kernel : root["kernels"]) k.kernels.push_back(kernel["name"].as<std::string>());
   for (const auto& r : root["tier1_closest"]) {
     Tier1Rule rule;
     for (const auto& f : r["uses_any"]) rule.uses_any.push_back(f.as<std::string>());
@@ -439,6 +440,10 @@ KernelProfile analyse(const AnalysisRequest& request, const KnowledgeBase& knowl
     if (!request.name.empty()) op = snake_case(request.name);
     set_identity(p, op, display);
     derive_tier1(p, program, knowledge);
+    for (const auto& k : knowledge.tiers.kernels)
+      if (k == p.op_name)
+        p.notes.push_back("the library already has a kernel named '" + p.op_name +
+                          "': Act must not overwrite it; use --modify to change it or --name for a new op");
     return p;
   };
   auto name_from_program = [&](const Program& program, const std::string& fallback, std::string& display) {

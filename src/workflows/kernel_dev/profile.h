@@ -157,6 +157,7 @@ struct TierKnowledge {
   std::map<int, std::string> tier_tiling;
   std::vector<TierRequest> requests;
   std::vector<Tier1Rule> tier1_closest;
+  std::vector<std::string> kernels;  // the library's kernels
   static TierKnowledge load_file(const std::filesystem::path& path);
 };
 

@@ -227,6 +227,13 @@ std::vector<RenderedFile> render(const KernelProfile& profile, const std::filesy
   return files;
 }
 
+std::vector<std::string> existing_paths(const std::vector<RenderedFile>& files, const std::filesystem::path& repo_root) {
+  std::vector<std::string> out;
+  for (const auto& f : files)
+    if (!f.insert && std::filesystem::exists(repo_root / f.path)) out.push_back(f.path);
+  return out;
+}
+
 std::string insert_sorted_line(const std::string& text, const std::string& line, const std::string& prefix) {
   std::vector<std::string> lines;
   std::istringstream in(text);

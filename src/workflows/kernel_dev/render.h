@@ -24,6 +24,10 @@ struct RenderedFile {
 // undecided fields) and std::runtime_error when a template is missing or malformed.
 std::vector<RenderedFile> render(const KernelProfile& profile, const std::filesystem::path& templates_dir);
 
+// The new files (not inserts) of `files` that already exist under `repo_root`: a generated op
+// must not overwrite a library kernel (e.g. the hand-written swiglu) unless the run is --modify.
+std::vector<std::string> existing_paths(const std::vector<RenderedFile>& files, const std::filesystem::path& repo_root);
+
 // Inserts `line` into the block of consecutive lines of `text` that start with `prefix` (a
 // Markdown table's "| `", a Python list's '    "'), keeping that block alphabetically sorted;
 // a line already present is not duplicated. Returns the text unchanged when no such block exists.
