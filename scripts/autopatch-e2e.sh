@@ -29,12 +29,18 @@ if [ -z "$BIN" ]; then
     [ -x "$c" ] && BIN="$c" && break
   done
 fi
+configure() {
+  [ -f build/CMakeCache.txt ] || cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}" >>"$LOG" 2>&1
+}
 if [ -z "$BIN" ] || [ ! -x "$BIN" ]; then
   log "building liger-agent into build/"
-  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >>"$LOG" 2>&1 &&
-    cmake --build build -j "$(nproc)" --target liger-agent >>"$LOG" 2>&1 || { log "build failed (see $LOG)"; exit 2; }
-  BIN=build/liger-agent
-  [ -x "$BIN" ] || BIN="$(find build -name liger-agent -type f -perm -u+x | head -1)"
+  configure && cmake --build build -j "$(nproc)" --target liger-agent >>"$LOG" 2>&1 || { log "build failed (see $LOG)"; exit 2; }
+  BIN="$(find build -name liger-agent -type f -perm -u+x | head -1)"
+fi
+# The kernel library the Python bindings load (tests and benchmark need it).
+if ! PYTHONPATH="$ROOT/kernels/python" "$PYTHON" -c "from liger_kernels import _lib; print(_lib.library_path())" >>"$LOG" 2>&1; then
+  log "building the kernel library (liger_kernels) into build/"
+  configure && cmake --build build -j "$(nproc)" --target liger_kernels >>"$LOG" 2>&1 || { log "kernel library build failed (see $LOG)"; exit 2; }
 fi
 log "binary: $BIN"
 "$PYTHON" -c "import torch, transformers; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), 'transformers', transformers.__version__)" 2>&1 | tee -a "$LOG"

@@ -685,7 +685,7 @@ StageResult act(StageContext& ctx) {
 // ---------------------------------------------------------------- Verify
 
 struct PyEnv {
-  bool python = false, torch = false, transformers = false, cuda = false;
+  bool python = false, torch = false, transformers = false, cuda = false, pytest = false, library = false;
   std::string torch_version, transformers_version, why_not;
 };
 
@@ -717,6 +717,11 @@ PyEnv probe(const StageContext& ctx, const std::string& python) {
                         "    except Exception as e:\n"
                         "        return 'MISSING ' + type(e).__name__\n"
                         "t = v('torch'); print('torch', t); print('transformers', v('transformers'))\n"
+                        "print('pytest', v('pytest'))\n"
+                        "try:\n"
+                        "    from liger_kernels import _lib; print('library', _lib.library_path())\n"
+                        "except Exception as e:\n"
+                        "    print('library MISSING', type(e).__name__)\n"
                         "if not t.startswith('MISSING'):\n"
                         "    import torch; print('cuda', torch.cuda.is_available())\n"},
                   120);
@@ -728,6 +733,8 @@ PyEnv probe(const StageContext& ctx, const std::string& python) {
       env.transformers_version = l.substr(13);
     }
     if (l == "cuda True") env.cuda = true;
+    if (l.rfind("pytest ", 0) == 0 && l.find("MISSING") == std::string::npos) env.pytest = true;
+    if (l.rfind("library ", 0) == 0 && l.find("MISSING") == std::string::npos) env.library = true;
   }
   return env;
 }
@@ -819,6 +826,8 @@ StageResult verify(StageContext& ctx) {
   else if (!env.torch) why_tests = "torch not installed";
   else if (!env.transformers) why_tests = "transformers not installed";
   else if (!env.cuda) why_tests = "no CUDA device visible to torch";
+  else if (!env.pytest) why_tests = "pytest not installed";
+  else if (!env.library) why_tests = "the liger_kernels CUDA library is not built (cmake --build build --target liger_kernels)";
   else if (!result.ok()) why_tests = "the import check failed";
   if (!why_tests.empty()) {
     not_run.push_back("instance test: " + why_tests);
