@@ -248,8 +248,7 @@ void fill_with_llm(StageContext& ctx, YAML::Node& doc, const ModelProfile& p, St
   req.messages.push_back(llm::user_message(t.render(view)));
   req.kind = "autopatch.decide";
   req.format = llm::DocumentFormat::Yaml;
-  auto provider = llm::make_provider(pc);
-  auto answer = llm::ask_structured(*provider, req);
+  auto answer = llm::ask_structured(ctx.llm(), req);  // recorded in the run's cassette and usage ledger
   for (const auto& key : undecided) {
     if (!answer.document.contains(key)) continue;
     const auto& a = answer.document[key];
