@@ -70,7 +70,8 @@ std::string run(const std::string& command, const fs::path& log) {
   return "command failed (" + std::to_string(status) + "): " + command + "\n" + out;
 }
 
-const std::vector<std::string> kOps = {"ReLU squared activation function", "SwiGLU", "DyT", "leaky relu"};
+// tanh: an op named like a libm function (namespace liger::kernels::tanh next to ::tanh).
+const std::vector<std::string> kOps = {"ReLU squared activation function", "SwiGLU", "DyT", "leaky relu", "tanh"};
 
 }  // namespace
 
