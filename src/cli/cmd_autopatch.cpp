@@ -46,6 +46,7 @@ void register_autopatch_command(CLI::App& app, GlobalOptions& options) {
     engine::RunRequest request;
     request.workflow = "autopatch";
     request.label = std::filesystem::path(args->model).stem().string();
+    if (request.label.rfind("modeling_", 0) == 0) request.label = request.label.substr(9);
     request.tree_root = args->tree.empty() ? workflows::data_dir() : std::filesystem::path(args->tree);
     request.arguments = {{"model", std::filesystem::exists(args->model) ? std::filesystem::absolute(args->model).string() : args->model},
                          {"modify", args->modify}};
