@@ -12,6 +12,7 @@ void register_builtin_workflows(engine::WorkflowRegistry& registry);
 void register_survey_workflow(engine::WorkflowRegistry& registry);
 void register_kernel_perf_workflow(engine::WorkflowRegistry& registry);
 void register_autopatch_workflow(engine::WorkflowRegistry& registry);
+void register_kernel_dev_workflow(engine::WorkflowRegistry& registry);
 
 // Directory holding skills/ and templates/: $LIGER_AGENT_DATA_DIR, else the source tree the
 // binary was built from.

@@ -8,6 +8,7 @@ void register_builtin_workflows(engine::WorkflowRegistry& registry) {
   register_survey_workflow(registry);
   register_autopatch_workflow(registry);
   register_kernel_perf_workflow(registry);
+  register_kernel_dev_workflow(registry);
 }
 
 }  // namespace liger::workflows

@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""A kernel-dev op against PyTorch eager, through the generated Python binding.
+
+    python3 benchmarks/kernel_dev_compare.py --op relu_squared --eager "torch.relu(x).square()" \
+        --inputs x --dtype bf16 --json out.json
+
+`--eager` is a Python expression over the inputs (and `--params`), evaluated with `torch`, `F`
+(torch.nn.functional) and kernel-dev's expression functions (relu, sigmoid, step, where, max, ...;
+`^` is a power). Measures forward, backward and forward+backward ("full") times (CUDA events,
+median) and the peak memory of forward+backward above the inputs, eager vs ours, and checks
+that both agree. Exit 0 measured; 3 not run (the last line says why: no torch, no GPU); 1 error.
+"""
+import argparse
+import importlib
+import json
+import math
+import statistics
+import sys
+
+
+def not_run(reason):
+    print(f"not run: {reason}")
+    sys.exit(3)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--op", required=True)
+    ap.add_argument("--eager", required=True, help="PyTorch eager forward expression")
+    ap.add_argument("--inputs", default="x", help="comma-separated input names")
+    ap.add_argument("--params", default="", help="learnable parameters name:scalar|channel:init, comma-separated")
+    ap.add_argument("--dtype", default="bf16", choices=["fp32", "fp16", "bf16"])
+    ap.add_argument("--rows", type=int, default=16384)
+    ap.add_argument("--cols", type=int, default=0, help="default 4096 (one input) / 14336 (gated)")
+    ap.add_argument("--runs", type=int, default=50)
+    ap.add_argument("--json", default="")
+    a = ap.parse_args()
+
+    try:
+        import torch
+        import torch.nn.functional as F
+    except Exception as e:  # noqa: BLE001
+        not_run(f"torch not importable ({e.__class__.__name__})")
+    if not torch.cuda.is_available():
+        not_run("no CUDA device visible to torch")
+    try:
+        mod = importlib.import_module(f"liger_kernels.ops.{a.op}")
+        ours_fn = getattr(mod, a.op)
+    except Exception as e:  # noqa: BLE001
+        print(f"cannot import the generated binding liger_kernels.ops.{a.op}: {e}")
+        return 1
+
+    dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[a.dtype]
+    names = [n for n in a.inputs.split(",") if n]
+    cols = a.cols or (14336 if len(names) > 1 else 4096)
+    dev = "cuda"
+    torch.manual_seed(0)
+    inputs = {n: torch.randn(a.rows, cols, device=dev, dtype=dtype) for n in names}
+    params = {}
+    for spec in [p for p in a.params.split(",") if p]:
+        n, shape, init = spec.split(":")
+        size = (1,) if shape == "scalar" else (cols,)
+        params[n] = torch.full(size, float(init), device=dev, dtype=dtype)
+
+    def step(v):
+        return (v > 0).to(v.dtype)
+
+    env = {"torch": torch, "F": F, "math": math, "pi": math.pi, "e": math.e,
+           "relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh, "exp": torch.exp, "log": torch.log,
+           "log1p": torch.log1p, "expm1": torch.expm1, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt, "erf": torch.erf,
+           "abs": torch.abs, "sign": torch.sign, "sin": torch.sin, "cos": torch.cos, "softplus": F.softplus,
+           "step": step, "where": torch.where, "max": torch.maximum, "min": torch.minimum, "clamp": torch.clamp,
+           "pow": torch.pow, "square": torch.square}
+    for k in ("negative_slope", "alpha", "beta", "threshold", "min_val", "max_val", "lambd"):
+        env.setdefault(k, None)
+    expr = a.eager.replace("^", "**")
+    if "=" in expr.split("(")[0] and "==" not in expr:
+        expr = expr.split("=", 1)[1]
+
+    def leaves():
+        t = {n: v.detach().clone().requires_grad_(True) for n, v in inputs.items()}
+        p = {n: v.detach().clone().requires_grad_(True) for n, v in params.items()}
+        return t, p
+
+    def eager(t, p):
+        scope = dict(env)
+        scope.update(t)
+        scope.update(p)
+        return eval(expr, scope)  # noqa: S307 - the expression comes from the approved profile
+
+    def ours(t, p):
+        return ours_fn(*[t[n] for n in names], *[p[n] for n in params])
+
+    def timed(fn, runs):
+        for _ in range(5):
+            fn()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(runs):
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            fn()
+            e.record()
+            torch.cuda.synchronize()
+            times.append(s.elapsed_time(e) * 1000.0)
+        return statistics.median(times)
+
+    def measure(impl):
+        t, p = leaves()
+        dy = torch.randn(a.rows, cols, device=dev, dtype=dtype)
+        with torch.no_grad():
+            fwd = timed(lambda: impl(t, p), a.runs)
+        y = impl(t, p)
+        grads = list(t.values()) + list(p.values())
+        bwd = timed(lambda: torch.autograd.grad(y, grads, dy, retain_graph=True), a.runs)
+        full = timed(lambda: torch.autograd.grad(impl(t, p), grads, dy), a.runs)
+        del y
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        out = impl(t, p)
+        g = torch.autograd.grad(out, grads, dy)
+        torch.cuda.synchronize()
+        peak = torch.cuda.max_memory_allocated() - base
+        return {"forward_us": fwd, "backward_us": bwd, "full_us": full, "peak_bytes": peak}, out.detach(), [x.detach() for x in g]
+
+    e_res, e_out, e_grads = measure(eager)
+    o_res, o_out, o_grads = measure(ours)
+    tol = {"fp32": 1e-4, "fp16": 2e-2, "bf16": 4e-2}[a.dtype]
+
+    def close(u, v):
+        return torch.allclose(u.float(), v.float(), atol=tol, rtol=tol)
+
+    agree = close(e_out, o_out) and all(close(u, v) for u, v in zip(e_grads, o_grads))
+    result = {
+        "op": a.op, "eager": a.eager, "dtype": a.dtype, "shape": f"{a.rows}x{cols}", "device": torch.cuda.get_device_name(),
+        "eager_results": e_res, "ours": o_res,
+        "speedup": {m: e_res[f"{m}_us"] / o_res[f"{m}_us"] for m in ("forward", "backward", "full")},
+        "memory_saving": 1.0 - o_res["peak_bytes"] / e_res["peak_bytes"] if e_res["peak_bytes"] else 0.0,
+        "outputs_agree": agree,
+    }
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(result, f, indent=2)
+    s = result["speedup"]
+    print(f"{a.op} vs eager ({a.eager}), {a.dtype} {a.rows}x{cols}: forward {s['forward']:.2f}x, backward "
+          f"{s['backward']:.2f}x, full {s['full']:.2f}x, peak memory {result['memory_saving'] * 100:.1f}% less, "
+          f"outputs {'agree' if agree else 'DISAGREE'}")
+    return 0 if agree else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,818 @@
+// kernel-dev: Understand (analyser through the LLM layer) -> Act (render + list inserts) ->
+// Verify (build, reference tests, GPU tests, benchmarks vs copy / eager PyTorch / closest kernel).
+#include "workflows/kernel_dev/workflow.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "liger/error.h"
+#include "liger/llm/builtin.h"
+#include "liger/llm/provider.h"
+#include "liger/llm/structured.h"
+#include "liger/profile.h"
+#include "liger/util.h"
+#include "liger/workflows.h"
+
+namespace liger::kernel_dev {
+
+namespace fs = std::filesystem;
+using engine::StageContext;
+using engine::StageResult;
+using std::chrono::seconds;
+
+// ------------------------------------------------------------------------------ tool runner
+namespace {
+
+class SystemToolRunner : public ToolRunner {
+ public:
+  toolchain::ProcessResult run(const std::vector<std::string>& argv, const fs::path& cwd, seconds timeout,
+                               const std::map<std::string, std::string>& env) override {
+    toolchain::ProcessOptions o;
+    o.argv = argv;
+    o.cwd = cwd;
+    o.timeout = timeout;
+    o.env = env;
+    return toolchain::run_process(o);
+  }
+  bool has_tool(const std::string& name) override {
+    if (toolchain::find_executable(name)) return true;
+    if (name == "nvcc") {
+      for (const char* dir : {"/usr/local/cuda/bin/nvcc"})
+        if (fs::exists(dir)) return true;
+    }
+    return false;
+  }
+  bool has_gpu() override {
+    std::call_once(gpu_once_, [this] { gpu_ = toolchain::detect_gpu().gpu_found; });
+    return gpu_;
+  }
+
+ private:
+  std::once_flag gpu_once_;
+  bool gpu_ = false;
+};
+
+std::mutex g_runner_mutex;
+std::shared_ptr<ToolRunner> g_runner;
+
+}  // namespace
+
+std::shared_ptr<ToolRunner> make_system_tool_runner() { return std::make_shared<SystemToolRunner>(); }
+std::shared_ptr<ToolRunner> current_tool_runner() {
+  std::lock_guard lock(g_runner_mutex);
+  if (!g_runner) g_runner = make_system_tool_runner();
+  return g_runner;
+}
+void set_tool_runner_for_testing(std::shared_ptr<ToolRunner> runner) {
+  std::lock_guard lock(g_runner_mutex);
+  g_runner = std::move(runner);
+}
+
+// ------------------------------------------------------------------------------ YAML <-> JSON
+nlohmann::json yaml_to_json(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Null:
+    case YAML::NodeType::Undefined:
+      return nullptr;
+    case YAML::NodeType::Sequence: {
+      nlohmann::json out = nlohmann::json::array();
+      for (const auto& item : node) out.push_back(yaml_to_json(item));
+      return out;
+    }
+    case YAML::NodeType::Map: {
+      nlohmann::json out = nlohmann::json::object();
+      for (const auto& item : node) out[item.first.as<std::string>()] = yaml_to_json(item.second);
+      return out;
+    }
+    case YAML::NodeType::Scalar:
+      break;
+  }
+  const std::string text = node.Scalar();
+  if (node.Tag() == "!") return text;  // quoted in the source: a string
+  if (text == "true") return true;
+  if (text == "false") return false;
+  static const std::regex integer(R"(^[-+]?[0-9]+$)");
+  static const std::regex real(R"(^[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?$)");
+  if (std::regex_match(text, integer) && text.size() < 18) return std::stoll(text);
+  if (std::regex_match(text, real)) return std::stod(text);
+  return text;
+}
+
+YAML::Node json_to_yaml(const nlohmann::json& value) {
+  YAML::Node node;
+  if (value.is_object()) {
+    node = YAML::Node(YAML::NodeType::Map);
+    for (auto it = value.begin(); it != value.end(); ++it) node[it.key()] = json_to_yaml(it.value());
+  } else if (value.is_array()) {
+    node = YAML::Node(YAML::NodeType::Sequence);
+    for (const auto& item : value) node.push_back(json_to_yaml(item));
+  } else if (value.is_string()) {
+    node = value.get<std::string>();
+  } else if (value.is_boolean()) {
+    node = value.get<bool>();
+  } else if (value.is_number_integer()) {
+    node = value.get<long long>();
+  } else if (value.is_number()) {
+    node = value.get<double>();
+  }
+  return node;
+}
+
+// ------------------------------------------------------------------------------ helpers
+namespace {
+
+fs::path data_dir() { return workflows::data_dir(); }
+fs::path work_dir(const StageContext& ctx) { return ctx.run_dir / "kernel-dev"; }
+
+std::string read_or_empty(const fs::path& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return {};
+  return util::read_file(path);
+}
+
+std::string substitute(std::string text, const std::map<std::string, std::string>& values) {
+  for (const auto& [key, value] : values) {
+    const std::string marker = "{{" + key + "}}";
+    for (std::size_t at = text.find(marker); at != std::string::npos; at = text.find(marker, at + value.size()))
+      text.replace(at, marker.size(), value);
+  }
+  return text;
+}
+
+std::string tail_lines(const std::string& text, std::size_t lines = 40) {
+  std::size_t at = text.size(), count = 0;
+  while (at > 0 && count <= lines) {
+    at = text.rfind('\n', at - 1);
+    if (at == std::string::npos) return text;
+    ++count;
+  }
+  return text.substr(at + 1);
+}
+
+// Compiler errors first (what a human and an LLM need), else the tail.
+std::string error_excerpt(const std::string& output) {
+  std::istringstream in(output);
+  std::string line, errors;
+  int n = 0;
+  while (std::getline(in, line))
+    if ((line.find("error") != std::string::npos || line.find("FAILED") != std::string::npos) && n++ < 30)
+      errors += line + "\n";
+  return errors.empty() ? tail_lines(output) : errors;
+}
+
+InputKind parse_kind(const std::string& text) {
+  if (text == "words") return InputKind::Words;
+  if (text == "expression") return InputKind::Expression;
+  if (text == "pytorch") return InputKind::PyTorch;
+  return InputKind::Auto;
+}
+const char* kind_name(InputKind kind) {
+  switch (kind) {
+    case InputKind::Words: return "words";
+    case InputKind::Expression: return "expression";
+    case InputKind::PyTorch: return "pytorch";
+    default: return "auto";
+  }
+}
+
+const KnowledgeBase& knowledge(const fs::path& dir) {
+  static std::mutex mutex;
+  static std::map<std::string, std::shared_ptr<KnowledgeBase>> cache;
+  std::lock_guard lock(mutex);
+  auto& slot = cache[dir.string()];
+  if (!slot) slot = std::make_shared<KnowledgeBase>(KnowledgeBase::load(dir));
+  return *slot;
+}
+
+const profile::Schema& profile_schema() {
+  static const profile::Schema schema = profile::Schema::load_file(data_dir() / "skills/kernel_dev/profile.schema.yaml");
+  return schema;
+}
+
+// Every problem with an answered profile: schema errors, a document the struct cannot read, a
+// complete Tier-1 profile the templates cannot render.
+std::vector<std::string> profile_problems(const nlohmann::json& document) {
+  std::vector<std::string> problems;
+  YAML::Node node = json_to_yaml(document);
+  auto report = profile_schema().validate(node);
+  for (const auto& e : report.errors) problems.push_back(e.format("profile.yaml"));
+  if (!problems.empty()) return problems;
+  try {
+    KernelProfile p = profile_from_yaml(node);
+    if (p.tier == 1 && p.complete()) render(p, data_dir() / "templates/kernel_dev");
+  } catch (const std::exception& e) {
+    problems.push_back(e.what());
+  }
+  return problems;
+}
+
+struct UnderstandInput {
+  std::string text;
+  InputKind kind = InputKind::Auto;
+  std::string name;
+  std::string modify;
+};
+
+UnderstandInput read_input(const StageContext& ctx) {
+  UnderstandInput in;
+  const std::string given = ctx.input.value("input", "");
+  in.name = ctx.input.value("name", "");
+  in.modify = ctx.input.value("modify", "");
+  in.kind = parse_kind(ctx.input.value("kind", ""));
+  if (fs::path copied = ctx.input_dir / "input.txt"; fs::is_regular_file(copied)) {
+    in.text = util::read_file(copied);
+  } else if (!given.empty() && fs::is_regular_file(ctx.input_dir / fs::path(given).filename())) {
+    in.text = util::read_file(ctx.input_dir / fs::path(given).filename());
+    if (in.kind == InputKind::Auto) in.kind = InputKind::PyTorch;
+  } else if (!given.empty() && fs::is_regular_file(given)) {
+    in.text = util::read_file(given);
+    if (in.kind == InputKind::Auto) in.kind = InputKind::PyTorch;
+  } else {
+    in.text = given;
+  }
+  if (in.name.empty() && !in.modify.empty()) in.name = in.modify;
+  return in;
+}
+
+// The profile the later stages use: the approved profile.yaml, or the corrected one an LLM
+// gave after a failed Verify (kept in <run>/kernel-dev/profile.current.yaml).
+KernelProfile current_profile(const StageContext& ctx) {
+  fs::path corrected = work_dir(ctx) / "profile.current.yaml";
+  if (ctx.attempt > 1 && fs::is_regular_file(corrected)) return profile_from_yaml(profile::load_yaml_file(corrected));
+  return profile_from_yaml(ctx.profile);
+}
+
+}  // namespace
+
+nlohmann::json builtin_understand(const nlohmann::json& input) {
+  AnalysisRequest request;
+  request.text = input.value("text", "");
+  request.kind = parse_kind(input.value("kind", ""));
+  request.name = input.value("name", "");
+  fs::path dir = input.value("data_dir", "");
+  if (dir.empty()) dir = data_dir();
+  KernelProfile p = analyse(request, knowledge(dir));
+  return yaml_to_json(profile_to_yaml(p));
+}
+
+namespace {
+const llm::AnalyserRegistration kUnderstandAnalyser{
+    "kernel-dev/understand", [](const llm::Request& request) { return builtin_understand(request.input); }};
+}  // namespace
+
+// ------------------------------------------------------------------------------ ops.yaml
+std::string ops_yaml_entry(const KernelProfile& p) {
+  std::string options;
+  for (const auto& m : p.module_parameters) options += (options.empty() ? "" : ", ") + m.name;
+  for (const auto& l : p.learnable_parameters) options += (options.empty() ? "" : ", ") + l.name;
+  std::string out;
+  out += "  - name: " + p.op_name + "\n";
+  out += "    tier: " + std::to_string(p.tier) + "\n";
+  out += "    dtypes: [fp32, fp16, bf16]\n";
+  out += "    options: [" + options + "]\n";
+  out += "    forward: " + p.c_prefix + "_forward\n";
+  out += "    backward: " + p.c_prefix + "_backward\n";
+  out += "    header: kernels/include/liger_kernels/" + p.op_name + ".h\n";
+  return out;
+}
+
+std::string insert_ops_yaml_entry(const std::string& text, const std::string& op, const std::string& entry) {
+  // Entries are blocks starting with "  - name: "; insert before the first larger name.
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  const std::string marker = "  - name: ";
+  std::size_t insert_at = std::string::npos, last_entry_end = std::string::npos;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].rfind(marker, 0) != 0) continue;
+    std::string name = util::trim(lines[i].substr(marker.size()));
+    if (name == op) return text;  // already listed
+    std::size_t end = i + 1;
+    while (end < lines.size() && lines[end].rfind("    ", 0) == 0) ++end;
+    last_entry_end = end;
+    if (insert_at == std::string::npos && name > op) insert_at = i;
+  }
+  if (insert_at == std::string::npos) insert_at = last_entry_end;
+  if (insert_at == std::string::npos) return text + (text.empty() || text.back() == '\n' ? "" : "\n") + entry;
+  std::vector<std::string> block;
+  std::istringstream e(entry);
+  for (std::string line; std::getline(e, line);) block.push_back(line);
+  lines.insert(lines.begin() + static_cast<long>(insert_at), block.begin(), block.end());
+  std::string out;
+  for (const auto& l : lines) out += l + "\n";
+  if (!text.empty() && text.back() != '\n') out.pop_back();
+  return out;
+}
+
+std::string eager_expression(const KernelProfile& p) {
+  const std::string prefix = "PyTorch eager baseline: ";
+  for (const auto& note : p.notes)
+    if (note.rfind(prefix, 0) == 0) return note.substr(prefix.size());
+  return p.forward ? p.forward->expression : std::string{};
+}
+
+fs::path build_dir_for(const fs::path& tree_root) {
+  if (const char* env = std::getenv("LIGER_BUILD_DIR"); env && *env) {
+    fs::path dir = env;
+    return dir.is_absolute() ? dir : tree_root / dir;
+  }
+  return tree_root / "build";
+}
+
+// ------------------------------------------------------------------------------ Understand
+namespace {
+
+StageResult understand(StageContext& ctx) {
+  StageResult result;
+  const UnderstandInput in = read_input(ctx);
+  if (util::trim(in.text).empty()) return result.fail("kernel-dev needs a request: words, an expression or PyTorch code");
+  const auto& kb = knowledge(data_dir());
+  const InputKind kind = in.kind == InputKind::Auto ? detect_input_kind(in.text, kb.catalogue) : in.kind;
+  ctx.progress(std::string("understanding the request (") + kind_name(kind) + ")");
+
+  llm::Provider& provider = ctx.llm();
+  llm::StructuredRequest q;
+  q.kind = "kernel-dev/understand";
+  q.input = {{"text", in.text}, {"kind", kind_name(kind)}, {"name", in.name}, {"data_dir", data_dir().string()}};
+  q.format = llm::DocumentFormat::Yaml;
+  q.validator = profile_problems;
+  if (!provider.deterministic()) {
+    // A real model reviews and completes what the built-in analyser decided.
+    KernelProfile draft = analyse({in.text, kind, in.name}, kb);
+    const fs::path prompts = data_dir() / "skills/kernel_dev/prompts";
+    const std::string system = util::read_file(prompts / "understand_system.txt");
+    const std::string user = substitute(util::read_file(prompts / "understand_user.txt"),
+                                        {{"source_kind", kind_name(kind)},
+                                         {"source_text", in.text},
+                                         {"profile_yaml", profile_to_text(draft)},
+                                         {"schema_yaml", util::read_file(data_dir() / "skills/kernel_dev/profile.schema.yaml")}});
+    q.messages = {llm::system_message(system), llm::user_message(user)};
+  } else {
+    q.messages = {llm::user_message("kernel-dev/understand: " + in.text)};
+  }
+  llm::StructuredResult answer = llm::ask_structured(provider, q);
+  KernelProfile profile = profile_from_yaml(json_to_yaml(answer.document));
+  if (!in.name.empty() && profile.op_name != in.name && profile.tier == 1) {
+    // The model ignored the override: keep the user's name.
+    result.warn("the answer named the op '" + profile.op_name + "'; using --name '" + in.name + "'");
+  }
+  if (!in.modify.empty()) {
+    std::error_code ec;
+    if (!fs::exists(ctx.tree_root / "kernels/include/liger_kernels" / (in.modify + ".h"), ec))
+      return result.fail("--modify " + in.modify + ": the library has no op of that name",
+                         "(no kernels/include/liger_kernels/" + in.modify + ".h in " + ctx.tree_root.string() + ")");
+    if (profile.op_name != in.modify)
+      return result.fail("--modify " + in.modify + ": the request was understood as op '" + profile.op_name + "'");
+  }
+  ctx.profile = profile_to_yaml(profile);
+  result.note(fmt::format("understood as '{}' (tier {}, {}), via {} in {} request(s)", profile.op_name, profile.tier,
+                          profile.source_kind, provider.name(), answer.attempts));
+  if (!profile.complete()) {
+    std::string fields;
+    for (const auto& [field, reason] : profile.undecided) fields += (fields.empty() ? "" : ", ") + field;
+    result.warn("profile has undecided fields (" + fields + "): the run stops at the profile checkpoint",
+                "decide them by editing profile.yaml (then `liger-agent approve` + `resume`) or run with an LLM provider (--llm openai|anthropic)");
+  }
+  return result;
+}
+
+// ------------------------------------------------------------------------------ Act
+std::string failing_file_for(const std::vector<engine::Finding>& failures, const std::vector<RenderedFile>& files) {
+  for (const auto& f : failures)
+    for (const auto& file : files)
+      if (f.detail.find(fs::path(file.path).filename().string()) != std::string::npos && !file.insert)
+        return file.path + ":\n" + file.content;
+  return {};
+}
+
+StageResult act(StageContext& ctx) {
+  StageResult result;
+  fs::create_directories(work_dir(ctx));
+  const fs::path templates = data_dir() / "templates/kernel_dev";
+  KernelProfile p = current_profile(ctx);
+  const std::string modify = ctx.input.value("modify", "");
+
+  if (ctx.attempt > 1 && !ctx.previous_failures.empty()) {
+    std::string summaries;
+    for (const auto& f : ctx.previous_failures) summaries += (summaries.empty() ? "" : "; ") + f.summary;
+    if (ctx.llm().deterministic()) {
+      result.note(fmt::format(
+          "attempt {}: re-rendered from the same profile. Diagnosis: the built-in provider is deterministic, so the "
+          "regenerated code is identical and the failure ({}) is expected to persist; it needs a profile edit by a "
+          "human or an LLM provider (--llm openai|anthropic)",
+          ctx.attempt, summaries));
+    } else {
+      // Send the diagnostics and the failing file to the model for a corrected profile.
+      std::vector<RenderedFile> previous;
+      try {
+        previous = render(p, templates);
+      } catch (const std::exception&) {
+      }
+      std::string diagnostics;
+      for (const auto& f : ctx.previous_failures) diagnostics += "- " + f.summary + "\n" + f.detail + "\n";
+      const fs::path prompts = data_dir() / "skills/kernel_dev/prompts";
+      std::string fixes = read_or_empty(work_dir(ctx) / "fixes.txt");
+      llm::StructuredRequest q;
+      q.kind = "kernel-dev/repair";
+      q.input = {{"profile", yaml_to_json(profile_to_yaml(p))}, {"failures", summaries}};
+      q.format = llm::DocumentFormat::Yaml;
+      q.validator = profile_problems;
+      std::string user = substitute(util::read_file(prompts / "verify_failure.txt"),
+                                    {{"op_name", p.op_name},
+                                     {"attempt", std::to_string(ctx.attempt - 1)},
+                                     {"failure_class", "hard"},
+                                     {"diagnostics", diagnostics},
+                                     {"fixes_tried", fixes.empty() ? "(none)" : fixes}});
+      std::string failing = failing_file_for(ctx.previous_failures, previous);
+      user += "\n\nThe profile that failed:\n```yaml\n" + profile_to_text(p) + "```\n";
+      if (!failing.empty()) user += "\nThe failing file " + failing + "\n";
+      q.messages = {llm::system_message(util::read_file(prompts / "understand_system.txt")), llm::user_message(user)};
+      auto answer = llm::ask_structured(ctx.llm(), q);
+      KernelProfile corrected = profile_from_yaml(json_to_yaml(answer.document));
+      if (!corrected.complete() || corrected.op_name != p.op_name)
+        return result.fail("the LLM's corrected profile for attempt " + std::to_string(ctx.attempt) +
+                           " is incomplete or renames the op");
+      util::write_file_atomic(work_dir(ctx) / "profile.current.yaml", profile_to_text(corrected));
+      std::string what = corrected.notes.empty() ? "no note" : corrected.notes.back();
+      result.note(fmt::format("attempt {}: sent the diagnostics ({}) {}to {}; corrected profile applied ({})",
+                              ctx.attempt, summaries, failing.empty() ? "" : "and the failing file ", ctx.llm().name(),
+                              what));
+      std::ofstream(work_dir(ctx) / "fixes.txt", std::ios::app) << "- attempt " << ctx.attempt << ": " << what << "\n";
+      p = corrected;
+    }
+  }
+
+  std::vector<RenderedFile> files;
+  try {
+    files = render(p, templates);
+  } catch (const std::invalid_argument& e) {
+    if (p.tier != 1)
+      return result.fail(fmt::format("'{}' is a Tier-{} op: kernel-dev's templates generate Tier-1 (element-wise) "
+                                     "kernels only; follow the closest kernel ({}) by hand",
+                                     p.op_name, p.tier, p.closest_kernel),
+                         e.what());
+    return result.fail("the profile cannot be rendered", e.what());
+  }
+  files.push_back({"kernels/ops.yaml", ops_yaml_entry(p), "(ops.yaml entry)", true, "  - name: "});
+
+  const fs::path& tree = ctx.tree_root;
+  std::map<std::string, std::string> content;  // path -> new content
+  auto current = [&](const std::string& path) -> std::string {
+    if (auto it = content.find(path); it != content.end()) return it->second;
+    return read_or_empty(tree / path);
+  };
+  std::vector<std::string> differing, identical, created;
+  nlohmann::json manifest = nlohmann::json::array();
+  for (const auto& f : files) {
+    if (f.insert) {
+      if (!fs::is_regular_file(tree / f.path)) {
+        result.warn("cannot insert into " + f.path + ": the file does not exist in the tree");
+        continue;
+      }
+      const std::string base = current(f.path);
+      const std::string updated = f.path == "kernels/ops.yaml" ? insert_ops_yaml_entry(base, p.op_name, f.content)
+                                                               : insert_sorted_line(base, f.content, f.insert_prefix);
+      if (updated == base && f.path != "kernels/ops.yaml") {
+        std::string line = f.content;
+        while (!line.empty() && line.back() == '\n') line.pop_back();
+        if (base.find(line) == std::string::npos)
+          result.warn("no block of lines starting with '" + f.insert_prefix + "' in " + f.path + "; not inserted", line);
+      }
+      content[f.path] = updated;
+      manifest.push_back({{"path", f.path}, {"kind", "insert"}, {"template", f.template_name}});
+      continue;
+    }
+    manifest.push_back({{"path", f.path}, {"kind", "file"}, {"template", f.template_name}});
+    if (fs::exists(tree / f.path)) {
+      if (read_or_empty(tree / f.path) == f.content) {
+        identical.push_back(f.path);
+        continue;
+      }
+      differing.push_back(f.path);
+    } else {
+      created.push_back(f.path);
+    }
+    content[f.path] = f.content;
+  }
+  if (!differing.empty() && modify != p.op_name) {
+    std::string list;
+    for (const auto& d : differing) list += "\n  " + d;
+    return result.fail("op '" + p.op_name + "' already exists in the library and the regenerated files differ; "
+                       "refusing to overwrite it (run with --modify " + p.op_name + " to update the existing kernel)",
+                       "differing files:" + list);
+  }
+  int staged = 0;
+  for (const auto& [path, text] : content) {
+    if (read_or_empty(tree / path) == text && fs::exists(tree / path)) continue;
+    ctx.staging->write(path, text);
+    ++staged;
+  }
+  util::write_file_atomic(work_dir(ctx) / "act.json",
+                          nlohmann::json{{"op", p.op_name},
+                                         {"files", manifest},
+                                         {"created", created},
+                                         {"updated", differing},
+                                         {"unchanged", identical},
+                                         {"staged", staged}}
+                                  .dump(2));
+  if (staged == 0)
+    result.note("op '" + p.op_name + "' is already in the library with identical files: nothing to apply; Verify runs on the tree as it is");
+  else if (!differing.empty())
+    result.note(fmt::format("--modify {}: updating {} existing file(s), {} new, {} unchanged", p.op_name, differing.size(),
+                            created.size(), identical.size()));
+  else
+    result.note(fmt::format("rendered {} file(s) for '{}' ({} new, {} list insert(s) staged)", files.size(), p.op_name,
+                            created.size(), staged - static_cast<int>(created.size())));
+  return result;
+}
+
+// ------------------------------------------------------------------------------ Verify
+struct Check {
+  std::string name;
+  std::string status;  // passed | failed | not run: <reason> | measured | warning
+  std::string detail;
+};
+
+int build_jobs() {
+  if (const char* env = std::getenv("LIGER_BUILD_JOBS"); env && *env) return std::max(1, std::atoi(env));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+bool kernels_enabled(const fs::path& build) {
+  const std::string cache = read_or_empty(build / "CMakeCache.txt");
+  if (cache.find("LIGER_BUILD_KERNELS:BOOL=OFF") != std::string::npos) return false;
+  return cache.find("CMAKE_CUDA_COMPILER:") != std::string::npos || cache.find("LIGER_BUILD_KERNELS:BOOL=ON") != std::string::npos;
+}
+
+int gtest_count(const std::string& output, const std::string& tag) {
+  // "[  PASSED  ] 4 tests." / "[  FAILED  ] 1 test, listed below:"
+  std::smatch m;
+  std::regex re("\\[  " + tag + "  \\] ([0-9]+) test");
+  if (std::regex_search(output, m, re)) return std::stoi(m[1]);
+  return 0;
+}
+
+std::string pct(double v) { return fmt::format("{:.1f}%", v * 100.0); }
+
+StageResult verify(StageContext& ctx) {
+  StageResult result;
+  fs::create_directories(work_dir(ctx));
+  KernelProfile p = current_profile(ctx);
+  auto runner = current_tool_runner();
+  const fs::path tree = ctx.tree_root;
+  const std::string build_arg = ctx.input.value("build_dir", "");
+  const fs::path build = build_arg.empty() ? build_dir_for(tree) : fs::path(build_arg);
+  const bool skip_bench = ctx.input.value("skip_bench", false);
+  const std::string camel = camel_case(p.op_name);
+  std::vector<Check> checks;
+  nlohmann::json metrics = nlohmann::json::object();
+  fs::path log_dir = work_dir(ctx) / fmt::format("attempt-{}", ctx.attempt);
+  fs::create_directories(log_dir);
+  auto run_logged = [&](const std::string& step, const std::vector<std::string>& argv, int timeout_s,
+                        const std::map<std::string, std::string>& env = {}) {
+    ctx.progress(step + ": " + argv.front());
+    auto r = runner->run(argv, tree, seconds(timeout_s), env);
+    std::string cmd;
+    for (const auto& a : argv) cmd += a + " ";
+    util::write_file_atomic(log_dir / (step + ".log"), "$ " + cmd + "\n" + r.output);
+    return r;
+  };
+
+  // 1. build (hard)
+  bool built = false;
+  bool kernels = false;
+  {
+    bool configured = fs::exists(build / "build.ninja") || fs::exists(build / "Makefile");
+    bool ok = true;
+    if (!configured) {
+      std::vector<std::string> argv = {"cmake", "-S", tree.string(), "-B", build.string(), "-DCMAKE_BUILD_TYPE=Release"};
+      if (runner->has_tool("ninja")) argv.insert(argv.begin() + 1, {"-G", "Ninja"});
+      if (runner->has_tool("nvcc")) {
+        auto nvcc = toolchain::find_executable("nvcc");
+        if (nvcc) argv.push_back("-DCMAKE_CUDA_COMPILER=" + nvcc->string());
+        const char* archs = std::getenv("LIGER_CUDA_ARCHS");
+        argv.push_back(std::string("-DCMAKE_CUDA_ARCHITECTURES=") + (archs && *archs ? archs : "80-real;90"));
+      } else {
+        argv.push_back("-DLIGER_BUILD_KERNELS=OFF");
+      }
+      auto r = run_logged("configure", argv, 1800);
+      if (!r.ok()) {
+        ok = false;
+        result.fail("build: cmake configure of " + build.string() + " failed", error_excerpt(r.output));
+        checks.push_back({"build", "failed", "cmake configure failed"});
+      }
+    }
+    if (ok) {
+      kernels = kernels_enabled(build);
+      std::vector<std::string> argv = {"cmake", "--build", build.string(), "-j", std::to_string(build_jobs()), "--target"};
+      if (kernels)
+        for (const char* t : {"liger_kernels", "reference_tests", "kernel_tests", "liger-bench"}) argv.push_back(t);
+      else
+        argv.push_back("reference_tests");
+      auto r = run_logged("build", argv, 3600);
+      if (!r.ok()) {
+        result.fail("build failed (" + std::string(r.timed_out ? "timed out" : "exit " + std::to_string(r.exit_code)) + ")",
+                    error_excerpt(r.output));
+        checks.push_back({"build", "failed", tail_lines(error_excerpt(r.output), 3)});
+      } else {
+        built = true;
+        checks.push_back({"build", "passed", kernels ? "liger_kernels, reference_tests, kernel_tests, liger-bench"
+                                                     : "reference_tests (CUDA library not configured: no nvcc)"});
+      }
+    }
+  }
+
+  // 2. reference tests (hard)
+  if (built) {
+    auto r = run_logged("reference_tests", {(build / "tests/kernels/reference_tests").string(), "--gtest_filter=" + camel + "Reference.*"}, 1800);
+    int passed = gtest_count(r.output, "PASSED"), failed = gtest_count(r.output, "FAILED");
+    if (!r.ok() || failed > 0) {
+      result.fail("reference tests failed for " + p.op_name, error_excerpt(r.output));
+      checks.push_back({"reference tests", "failed", fmt::format("{} failed", failed)});
+    } else if (passed == 0) {
+      result.fail("reference tests: no test matched " + camel + "Reference.* (the generated test is not in the build?)", tail_lines(r.output));
+      checks.push_back({"reference tests", "failed", "no test ran"});
+    } else {
+      checks.push_back({"reference tests", "passed", fmt::format("{} test(s)", passed)});
+    }
+  } else {
+    checks.push_back({"reference tests", "not run: the build failed", ""});
+  }
+
+  // 3. GPU tests (hard where a GPU exists)
+  const bool gpu = runner->has_gpu();
+  bool gpu_tests_passed = false;
+  if (!built) {
+    checks.push_back({"GPU tests", "not run: the build failed", ""});
+  } else if (!kernels) {
+    checks.push_back({"GPU tests", "not run: the CUDA library is not built (no nvcc)", ""});
+    result.warn("GPU tests not run: the CUDA library is not built (no nvcc)");
+  } else if (!gpu) {
+    checks.push_back({"GPU tests", "not run: no GPU", ""});
+    result.warn("GPU tests not run: no GPU");
+  } else {
+    auto r = run_logged("kernel_tests", {(build / "tests/kernels/kernel_tests").string(), "--gtest_filter=*" + camel + "Gpu*"}, 3600);
+    int passed = gtest_count(r.output, "PASSED"), failed = gtest_count(r.output, "FAILED");
+    if (!r.ok() || failed > 0) {
+      result.fail("GPU tests failed for " + p.op_name, error_excerpt(r.output));
+      checks.push_back({"GPU tests", "failed", fmt::format("{} failed", failed)});
+    } else if (passed == 0) {
+      result.fail("GPU tests: no test matched *" + camel + "Gpu*", tail_lines(r.output));
+      checks.push_back({"GPU tests", "failed", "no test ran"});
+    } else if (r.output.find("[  SKIPPED ]") != std::string::npos) {
+      checks.push_back({"GPU tests", "not run: skipped by the test binary", tail_lines(r.output, 5)});
+      result.warn("GPU tests skipped by the test binary", tail_lines(r.output, 5));
+    } else {
+      gpu_tests_passed = true;
+      checks.push_back({"GPU tests", "passed", fmt::format("{} test(s)", passed)});
+    }
+  }
+
+  // 4. benchmarks (soft, GPU only)
+  const std::string eager = eager_expression(p);
+  if (skip_bench) {
+    checks.push_back({"benchmark", "not run: --skip-bench", ""});
+  } else if (!result.ok()) {
+    checks.push_back({"benchmark", "not run: hard failures above", ""});
+  } else if (!kernels) {
+    checks.push_back({"benchmark", "not run: the CUDA library is not built (no nvcc)", ""});
+  } else if (!gpu) {
+    checks.push_back({"benchmark", "not run: no GPU", ""});
+    result.warn("benchmark not run: no GPU");
+  } else {
+    const fs::path bench_json = log_dir / "bench.json";
+    std::string ops = p.op_name;
+    if (!p.closest_kernel.empty() && p.closest_kernel != p.op_name) ops += "," + p.closest_kernel;
+    auto r = run_logged("liger-bench", {(build / "benchmarks/liger-bench").string(), "--op", ops, "--dtype", "bf16", "--json", bench_json.string()}, 1800);
+    if (!r.ok() || !fs::exists(bench_json)) {
+      result.warn("liger-bench failed for " + p.op_name, error_excerpt(r.output));
+      checks.push_back({"benchmark (liger-bench)", "failed", tail_lines(r.output, 3)});
+    } else {
+      nlohmann::json bench = nlohmann::json::parse(util::read_file(bench_json), nullptr, false);
+      nlohmann::json mine = nlohmann::json::object(), closest = nlohmann::json::object();
+      if (bench.is_object())
+        for (const auto& row : bench.value("results", nlohmann::json::array())) {
+          if (!row.value("ok", false)) continue;
+          auto& dst = row.value("op", "") == p.op_name ? mine : closest;
+          const std::string mode = row.value("mode", "");
+          // keep the largest shape per mode (the last listed)
+          dst[mode] = {{"shape", row.value("shape", "")}, {"median_us", row.value("median_us", 0.0)},
+                       {"copy_fraction", row.value("copy_fraction", 0.0)}, {"extra_mib", row.value("extra_mib", 0.0)}};
+        }
+      metrics["liger_bench"] = {{"op", mine}, {"closest", {{"name", p.closest_kernel}, {"modes", closest}}}};
+      std::string line;
+      for (const char* mode : {"forward", "backward", "full"}) {
+        if (!mine.contains(mode)) continue;
+        double f = mine[mode].value("copy_fraction", 0.0);
+        line += fmt::format("{}{} {} of copy", line.empty() ? "" : ", ", mode, pct(f));
+        if (closest.contains(mode)) line += fmt::format(" ({} {})", p.closest_kernel, pct(closest[mode].value("copy_fraction", 0.0)));
+        if (std::string(mode) != "full" && f < 0.85)
+          result.warn(fmt::format("{} {} reaches {} of copy bandwidth (bar: 85%)", p.op_name, mode, pct(f)));
+      }
+      checks.push_back({"benchmark (liger-bench, bf16)", mine.empty() ? "failed" : "measured", line});
+    }
+    // PyTorch eager comparison through the generated binding.
+    if (!runner->has_tool("python3")) {
+      checks.push_back({"benchmark vs PyTorch eager", "not run: python3 not found", ""});
+    } else {
+      const fs::path cmp_json = log_dir / "compare.json";
+      std::string inputs;
+      for (const auto& t : p.inputs) inputs += (inputs.empty() ? "" : ",") + t.name;
+      std::string params;
+      for (const auto& l : p.learnable_parameters)
+        params += fmt::format("{}{}:{}:{}", params.empty() ? "" : ",", l.name, l.shape, l.value);
+      std::vector<std::string> argv = {"python3", (tree / "benchmarks/kernel_dev_compare.py").string(), "--op", p.op_name,
+                                       "--eager", eager, "--inputs", inputs, "--dtype", "bf16", "--json", cmp_json.string()};
+      if (!params.empty()) argv.insert(argv.end(), {"--params", params});
+      std::string lib = (build / "kernels/libliger_kernels.so").string();
+      std::map<std::string, std::string> env = {{"LIGER_KERNELS_LIBRARY", lib},
+                                                {"PYTHONPATH", (tree / "kernels/python").string()}};
+      auto r = run_logged("compare_eager", argv, 1800, env);
+      if (r.exit_code == 3) {
+        checks.push_back({"benchmark vs PyTorch eager", "not run: " + util::trim(tail_lines(r.output, 1)), ""});
+      } else if (!r.ok() || !fs::exists(cmp_json)) {
+        result.warn("PyTorch eager comparison failed", error_excerpt(r.output));
+        checks.push_back({"benchmark vs PyTorch eager", "failed", tail_lines(r.output, 3)});
+      } else {
+        nlohmann::json cmp = nlohmann::json::parse(util::read_file(cmp_json), nullptr, false);
+        metrics["eager"] = cmp;
+        std::string line;
+        for (const char* mode : {"forward", "backward", "full"})
+          if (cmp.contains("speedup") && cmp["speedup"].contains(mode))
+            line += fmt::format("{}{} {:.2f}x", line.empty() ? "" : ", ", mode, cmp["speedup"][mode].get<double>());
+        if (cmp.contains("memory_saving"))
+          line += fmt::format(", peak memory {:.1f}% less", cmp["memory_saving"].get<double>() * 100.0);
+        checks.push_back({"benchmark vs PyTorch eager (" + eager + ")", "measured", line});
+      }
+    }
+  }
+
+  // verdict + report
+  std::string verdict;
+  if (!result.ok()) verdict = "fail";
+  else if (gpu_tests_passed) verdict = "pass";
+  else verdict = "unverified on GPU (build and reference tests passed; GPU tests not run)";
+  std::ostringstream md;
+  md << "kernel-dev Verify for `" << p.op_name << "` (attempt " << ctx.attempt << ")\n\n";
+  md << "| check | result | detail |\n|---|---|---|\n";
+  nlohmann::json jchecks = nlohmann::json::array();
+  for (const auto& c : checks) {
+    md << "| " << c.name << " | " << c.status << " | " << c.detail << " |\n";
+    jchecks.push_back({{"check", c.name}, {"result", c.status}, {"detail", c.detail}});
+    result.note(c.name + ": " + c.status + (c.detail.empty() ? "" : " (" + c.detail + ")"));
+  }
+  md << "\nverdict: **" << verdict << "**\n";
+  result.note("verdict: " + verdict);
+  nlohmann::json out = {{"op", p.op_name}, {"attempt", ctx.attempt}, {"build_dir", build.string()},
+                        {"checks", jchecks}, {"metrics", metrics}, {"verdict", verdict}};
+  util::write_file_atomic(work_dir(ctx) / "verify.md", md.str());
+  util::write_file_atomic(work_dir(ctx) / "verify.json", out.dump(2) + "\n");
+  return result;
+}
+
+std::string diagnose(const std::vector<engine::AttemptRecord>& attempts) {
+  std::ostringstream out;
+  out << "kernel-dev: " << attempts.size() << " attempt(s) failed Verify.\n";
+  std::string first, last;
+  for (const auto& a : attempts) {
+    out << "- attempt " << a.attempt << ": ";
+    std::string errors;
+    for (const auto& f : a.hard) errors += (errors.empty() ? "" : "; ") + f.summary;
+    out << (errors.empty() ? "no hard failure recorded" : errors) << "\n";
+    for (const auto& fix : a.fixes) out << "  fix tried: " << fix << "\n";
+    if (first.empty()) first = errors;
+    last = errors;
+  }
+  if (first == last)
+    out << "Diagnosis: the same failure persisted across attempts, so no fix reached its cause; with the built-in "
+           "provider the regenerated code is identical each time. Inspect the failing file named above (logs under "
+           "<run>/kernel-dev/attempt-N/) and correct the profile field it comes from (a formula, a tolerance), or use "
+           "an LLM provider.\n";
+  else
+    out << "Diagnosis: the failure changed between attempts (first: " << first << "; last: " << last
+        << "); the last fix moved the problem rather than removing it.\n";
+  return out.str();
+}
+
+}  // namespace
+
+engine::Workflow make_workflow() {
+  engine::Workflow w;
+  w.name = "kernel-dev";
+  w.description = "Create a new CUDA kernel (forward + backward) with reference, tests, benchmark, bindings and docs";
+  w.profile_schema = data_dir() / "skills/kernel_dev/profile.schema.yaml";
+  w.understand = understand;
+  w.act = act;
+  w.verify = verify;
+  w.diagnose = diagnose;
+  return w;
+}
+
+}  // namespace liger::kernel_dev
