@@ -440,7 +440,12 @@ StageResult act(StageContext& ctx) {
         return result.fail("the LLM's corrected profile for attempt " + std::to_string(ctx.attempt) +
                            " is incomplete or renames the op");
       util::write_file_atomic(work_dir(ctx) / "profile.current.yaml", profile_to_text(corrected));
-      std::string what = corrected.notes.empty() ? "no note" : corrected.notes.back();
+      std::string what = "no new note";
+      for (const auto& note : corrected.notes)
+        if (std::find(p.notes.begin(), p.notes.end(), note) == p.notes.end()) {
+          what = note;
+          break;
+        }
       result.note(fmt::format("attempt {}: sent the diagnostics ({}) {}to {}; corrected profile applied ({})",
                               ctx.attempt, summaries, failing.empty() ? "" : "and the failing file ", ctx.llm().name(),
                               what));
