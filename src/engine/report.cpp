@@ -70,6 +70,10 @@ void write_reports(const fs::path& run_dir, const RunState& state) {
   nlohmann::json json = state.to_json();
   json["run_dir"] = fs::absolute(run_dir).string();
   json["profile"] = (run_dir / "profile.yaml").string();
+  if (const fs::path verify_json = run_dir / state.workflow / "verify.json"; fs::is_regular_file(verify_json)) {
+    auto parsed = nlohmann::json::parse(util::read_file(verify_json), nullptr, false);
+    if (!parsed.is_discarded()) json["verify"] = parsed;
+  }
   util::write_file_atomic(run_dir / "report.json", json.dump(2) + "\n");
 
   std::ostringstream md;
@@ -123,6 +127,9 @@ void write_reports(const fs::path& run_dir, const RunState& state) {
       for (const auto& f : attempt.soft) md << "- " << f.summary << (f.detail.empty() ? "" : ": " + f.detail) << "\n";
     }
   }
+  // A workflow's own Verify summary (<run>/<workflow>/verify.md: checks, measurements, verdict).
+  if (const fs::path verify_md = run_dir / state.workflow / "verify.md"; fs::is_regular_file(verify_md))
+    md << "\n## Verify\n\n" << util::read_file(verify_md);
   if (!state.warnings.empty()) {
     md << "\n## Warnings from Understand/Act\n\n";
     for (const auto& f : state.warnings) md << "- " << f.summary << (f.detail.empty() ? "" : ": " + f.detail) << "\n";
