@@ -101,17 +101,22 @@ TEST(Cli, YesRunsEndToEndAndRunsListsIt) {
   EXPECT_TRUE(fs::exists(fs::path(runs[0]["run_dir"].get<std::string>()) / "report.md"));
 }
 
-TEST(Cli, WorkflowsWithoutStagesFailClearly) {
+// Each workflow's first check of its input names the problem and the fix, and bad input is a
+// usage error (2), not a crash or a generic failure.
+TEST(Cli, WorkflowsRejectBadInputClearly) {
   TempDir dir;
-  for (std::vector<std::string> args : {std::vector<std::string>{"kernel-dev", "ReLU squared"},
-                                        {"autopatch", "llama"},
-                                        {"kernel-perf", "rms_norm"}}) {
-    auto result = run_cli(dir.path(), args);
-    EXPECT_EQ(result.exit_code, 1) << args[0];
-    EXPECT_NE(result.err.find("error: the " + args[0] + " workflow's stages are not registered yet"),
-              std::string::npos)
-        << result.err;
-    EXPECT_NE(result.err.find("hint: "), std::string::npos);
+  struct Case {
+    std::vector<std::string> args;
+    std::string message, hint;
+  };
+  for (const Case& c : {Case{{"autopatch", "/nonexistent/modeling_x.py"}, "no such file", "modeling_<model>.py"},
+                        Case{{"kernel-perf", "no_such_op"}, "no op named 'no_such_op'", "known ops:"}}) {
+    auto result = run_cli(dir.path(), c.args);
+    EXPECT_EQ(result.exit_code, 2) << c.args[0] << ": " << result.err;
+    EXPECT_NE(result.err.find("error: "), std::string::npos) << result.err;
+    EXPECT_NE(result.err.find(c.message), std::string::npos) << result.err;
+    EXPECT_NE(result.err.find("hint: "), std::string::npos) << result.err;
+    EXPECT_NE(result.err.find(c.hint), std::string::npos) << result.err;
   }
 }
 
