@@ -18,6 +18,8 @@ void register_kernel_perf_command(CLI::App& app, GlobalOptions& options) {
     std::string start_tunables;
     std::string dtype = "bf16";
     bool profile_only = false;
+    int search_min_time_ms = 0;
+    int bench_min_time_ms = 0;
   };
   auto args = std::make_shared<Args>();
   auto* cmd = app.add_subcommand(
@@ -45,6 +47,10 @@ void register_kernel_perf_command(CLI::App& app, GlobalOptions& options) {
                   "(reproduces a de-tuned start)");
   cmd->add_flag("--profile-only", args->profile_only,
                 "Stop after Profile: compiler resource report (works without a GPU), no variants");
+  cmd->add_option("--search-min-time-ms", args->search_min_time_ms,
+                  "Timed GPU time per candidate of the tunable search (default: the workflow's)");
+  cmd->add_option("--bench-min-time-ms", args->bench_min_time_ms,
+                  "Timed GPU time per case of each variant's full benchmark (default: the workflow's)");
   cmd->add_option("--tree", args->tree, "Repository holding the kernel (default: the bundled source tree)");
   cmd->footer(examples_footer({
       "liger-agent kernel-perf rms_norm --goal speed",
@@ -63,6 +69,8 @@ void register_kernel_perf_command(CLI::App& app, GlobalOptions& options) {
         {"mode", args->mode},             {"dtype", args->dtype},
         {"target_gpu", args->target_gpu}, {"start_tunables", args->start_tunables},
         {"profile_only", args->profile_only}};
+    if (args->search_min_time_ms > 0) request.arguments["search_min_time_ms"] = args->search_min_time_ms;
+    if (args->bench_min_time_ms > 0) request.arguments["bench_min_time_ms"] = args->bench_min_time_ms;
     engine::Engine engine(workflow_registry(), engine_options(options));
     options.exit_code = print_outcome(options, engine.start(request));
   });
