@@ -97,6 +97,9 @@ nlohmann::json RunOutcome::to_json() const {
 
 Engine::Engine(const WorkflowRegistry& registry, EngineOptions options)
     : registry_(registry), options_(std::move(options)) {
+  // Stages hand run-directory paths to tools that run in other working directories (nvcc,
+  // cmake, python): a relative run root would resolve against the wrong directory there.
+  options_.run_root = fs::absolute(options_.run_root).lexically_normal();
   if (!options_.config) throw Error(ErrorKind::Internal, "Engine constructed without a configuration");
 }
 
@@ -151,7 +154,8 @@ RunOutcome Engine::resume(const fs::path& run_dir) {
   return drive(run_dir);
 }
 
-RunOutcome Engine::drive(const fs::path& run_dir) {
+RunOutcome Engine::drive(const fs::path& given_run_dir) {
+  const fs::path run_dir = fs::absolute(given_run_dir).lexically_normal();
   RunDirectoryLock run_lock(run_dir);
   RunState state = RunState::load(run_dir);
   const Workflow& workflow = require_workflow(registry_, state.workflow);

@@ -250,6 +250,7 @@ StageResult understand(StageContext& ctx) {
   if (!runner->has_tool("nvcc"))
     throw Error(ErrorKind::Toolchain, "kernel-perf: nvcc not found on PATH", "install the CUDA toolkit (nvcc) or add it to PATH");
   const fs::path ptxas_log = opt_dir(ctx) / "profile" / "ptxas.log";
+  fs::create_directories(ptxas_log.parent_path());  // nvcc writes the object there
   auto pr = run_logged(ctx,
                        {"nvcc", "-std=c++17", "--expt-relaxed-constexpr", "-I", (ctx.tree_root / "kernels/include").string(),
                         "-I", (ctx.tree_root / "kernels/src").string(), "-arch=sm_" + std::to_string(sm), "-Xptxas", "-v",
