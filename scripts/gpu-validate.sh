@@ -1,55 +1,97 @@
 #!/usr/bin/env bash
-# One call on a GPU machine: build everything for the local GPU, run the whole test suite
-# (GPU kernel tests, PyTorch binding tests, autopatch on the installed transformers), a
-# compute-sanitizer pass, and the benchmark sweep (liger-bench + PyTorch eager/torch.compile
-# comparison measured in the same call). Logs and tables go to $OUT (or ./gpu-out).
+# Builds and validates everything on a GPU machine in as few calls as possible: the whole test
+# suite (GPU kernel tests, PyTorch binding tests, autopatch on the installed transformers), a
+# compute-sanitizer pass, the benchmark sweep (liger-bench + PyTorch eager / torch.compile in the
+# same process), and the three workflows end to end.
 #
-#   scripts/gpu-validate.sh [tests|bench|all]     (default: all)
+#   scripts/gpu-validate.sh [STEP...]
+#   steps: build ctest sanitizer bench compare kernel-dev autopatch kernel-perf
+#          (default: all of them, in that order; `build` always runs first)
+#
+# Logs go to a scratch folder packed into $OUT/gpu-logs.tar.gz (or ./gpu-out/), with a one-line
+# result per step in summary.txt. Each step has its own time limit so one slow step cannot eat
+# the others' time.
 set -uo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
-out="${OUT:-$repo_root/gpu-out}"
-mkdir -p "$out"
-what="${1:-all}"
+final_out="${OUT:-$repo_root/gpu-out}"
+logs="$(mktemp -d /tmp/gpu-validate.XXXXXX)"
+mkdir -p "$final_out"
+trap 'cp "$logs/summary.txt" "$final_out/" 2>/dev/null; tar -C "$logs" -czf "$final_out/gpu-logs.tar.gz" . 2>/dev/null' EXIT
 build_dir="${LIGER_BUILD_DIR:-$repo_root/build-gpu}"
+export LIGER_BUILD_DIR="$build_dir"
 commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+export PATH="/usr/local/cuda/bin:$PATH"
 arch="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d .)"
 arch="${arch:-90}"
-export PATH="/usr/local/cuda/bin:$PATH"
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(ctest sanitizer bench compare kernel-dev autopatch kernel-perf)
 
 log() { printf '[gpu-validate %s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
+result() { printf '%-12s %s\n' "$1" "$2" | tee -a "$logs/summary.txt"; }
 
 log "device: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null); commit $commit; sm_$arch"
+echo "device: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1); date: $(date -u +%FT%TZ); commit: $commit (+ working tree)" > "$logs/summary.txt"
+
 if [ ! -f "$build_dir/build.ninja" ]; then
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
-    > "$out/configure.log" 2>&1 || { tail -50 "$out/configure.log"; exit 1; }
+    > "$logs/configure.log" 2>&1 || { tail -40 "$logs/configure.log"; result build "FAILED (configure)"; exit 1; }
 fi
-log "building"
-cmake --build "$build_dir" -j "$(nproc)" > "$out/build.log" 2>&1 || { grep -E "error|Error" "$out/build.log" | head -40; exit 1; }
-log "build ok"
+start=$(date +%s)
+if cmake --build "$build_dir" -j "$(nproc)" > "$logs/build.log" 2>&1; then
+  result build "ok ($(( $(date +%s) - start )) s)"
+else
+  grep -E "error" "$logs/build.log" | head -40
+  result build "FAILED"
+  exit 1
+fi
+agent="$build_dir/src/liger-agent"
+bench="$build_dir/benchmarks/liger-bench"
+export LIGER_KERNELS_LIBRARY="$build_dir/kernels/libliger_kernels.so"
+export PYTHONPATH="$repo_root/kernels/python${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONUNBUFFERED=1
 status=0
 
-if [ "$what" = tests ] || [ "$what" = all ]; then
-  log "ctest"
-  (cd "$build_dir" && ctest --output-on-failure --timeout 600 -j 8) > "$out/ctest.log" 2>&1 || status=1
-  grep -E "tests passed|tests failed|Skipped|\*\*\*Failed|Not Run" "$out/ctest.log" | tail -40
-  if command -v compute-sanitizer >/dev/null; then
-    log "compute-sanitizer (memcheck) on a small filter"
-    compute-sanitizer --tool memcheck --error-exitcode 9 "$build_dir/tests/kernels/kernel_tests" \
-      --gtest_filter="${LIGER_SANITIZER_FILTER:-*fp32*37*:*Odd*:*odd*}" --gtest_brief=1 > "$out/sanitizer.log" 2>&1 \
-      && log "sanitizer clean" || { log "sanitizer reported problems"; tail -30 "$out/sanitizer.log"; status=1; }
-  fi
-fi
+run_step() {  # name, time limit (s), command...
+  local name="$1" limit="$2"
+  shift 2
+  log "$name (limit ${limit}s)"
+  local t0=$(date +%s)
+  timeout "$limit" "$@" > "$logs/$name.log" 2>&1
+  local rc=$?
+  local took=$(( $(date +%s) - t0 ))
+  if [ $rc -eq 0 ]; then result "$name" "ok (${took} s)"; else result "$name" "FAILED rc=$rc (${took} s)"; status=1; fi
+  tail -${TAIL_LINES:-25} "$logs/$name.log"
+  return 0
+}
 
-if [ "$what" = bench ] || [ "$what" = all ]; then
-  log "liger-bench (bar shapes, bf16)"
-  "$build_dir/benchmarks/liger-bench" --dtype bf16 --commit "$commit" \
-    --csv "$out/liger_bench.csv" --json "$out/liger_bench.json" ${LIGER_BENCH_ARGS:-} > "$out/liger_bench.txt" 2>&1 || status=1
-  cat "$out/liger_bench.txt" | tail -60
-  log "PyTorch eager / torch.compile / liger comparison"
-  LIGER_KERNELS_LIBRARY="$build_dir/kernels/libliger_kernels.so" PYTHONUNBUFFERED=1 \
-    python3 benchmarks/compare_torch.py --out "$out/compare_torch" ${LIGER_COMPARE_ARGS:-} > "$out/compare_torch.txt" 2>&1 || status=1
-  tail -40 "$out/compare_torch.txt"
-fi
+for step in "${steps[@]}"; do
+  case "$step" in
+    ctest)
+      run_step ctest "${CTEST_LIMIT:-300}" bash -c "cd '$build_dir' && ctest --output-on-failure --timeout 280 -j 8"
+      grep -E "tests passed|tests failed|\\*\\*\\*Failed|\\*\\*\\*Skipped|Not Run" "$logs/ctest.log" | tail -30 ;;
+    sanitizer)
+      run_step sanitizer "${SANITIZER_LIMIT:-90}" compute-sanitizer --tool memcheck --error-exitcode 9 \
+        "$build_dir/tests/kernels/kernel_tests" --gtest_brief=1 \
+        --gtest_filter="${LIGER_SANITIZER_FILTER:-*fp32*37*:*bf16*123*:*PipelineDepth*:*CrossEntropy*vocab37*}" ;;
+    bench)
+      run_step bench "${BENCH_LIMIT:-150}" "$bench" --dtype bf16 --min-time-ms "${BENCH_MIN_MS:-200}" --commit "$commit" \
+        --csv "$logs/liger_bench.csv" --json "$logs/liger_bench.json" ;;
+    compare)
+      run_step compare "${COMPARE_LIMIT:-240}" python3 benchmarks/compare_torch.py --out "$logs/compare_torch" ${LIGER_COMPARE_ARGS:-} ;;
+    kernel-dev)
+      run_step kernel-dev "${KERNEL_DEV_LIMIT:-180}" env OUT="$logs/kernel-dev" bash scripts/kernel-dev-e2e.sh ;;
+    autopatch)
+      run_step autopatch "${AUTOPATCH_LIMIT:-240}" env OUT="$logs/autopatch" LIGER_AGENT="$agent" bash scripts/autopatch-e2e.sh ;;
+    kernel-perf)
+      run_step kernel-perf "${KERNEL_PERF_LIMIT:-240}" "$agent" --autonomous kernel-perf swiglu --goal speed \
+        --start-tunables threads_per_block=64,vector_bytes=4 --max-variants "${KERNEL_PERF_VARIANTS:-3}" \
+        --search-min-time-ms 30 --bench-min-time-ms 100
+      run_dir=$(ls -d .liger-agent/runs/*kernel-perf-swiglu* 2>/dev/null | tail -1)
+      [ -n "$run_dir" ] && tar -czf "$logs/kernel-perf-run.tar.gz" -C "$(dirname "$run_dir")" "$(basename "$run_dir")" ;;
+    *) log "unknown step $step"; status=2 ;;
+  esac
+done
 log "done (status $status)"
+cat "$logs/summary.txt"
 exit $status
