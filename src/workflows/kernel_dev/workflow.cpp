@@ -160,10 +160,14 @@ std::string tail_lines(const std::string& text, std::size_t lines = 40) {
 std::string error_excerpt(const std::string& output) {
   std::istringstream in(output);
   std::string line, errors;
-  int n = 0;
-  while (std::getline(in, line))
-    if ((line.find("error") != std::string::npos || line.find("FAILED") != std::string::npos) && n++ < 30)
+  int n = 0, follow = 0;  // a gtest "file:line: Failure" is followed by its message lines
+  while (std::getline(in, line)) {
+    const bool failure = line.find("Failure") != std::string::npos;
+    if ((failure || follow > 0 || line.find("error") != std::string::npos || line.find("FAILED") != std::string::npos) &&
+        n++ < 40)
       errors += line + "\n";
+    follow = failure ? 3 : std::max(0, follow - 1);
+  }
   return errors.empty() ? tail_lines(output) : errors;
 }
 
