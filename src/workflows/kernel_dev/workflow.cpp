@@ -660,12 +660,13 @@ StageResult verify(StageContext& ctx) {
   bool gpu_tests_passed = false;
   if (!built) {
     checks.push_back({"GPU tests", "not run: the build failed", ""});
+  } else if (!gpu) {
+    const std::string why = kernels ? "no GPU" : "no GPU (and the CUDA library is not built: no nvcc)";
+    checks.push_back({"GPU tests", "not run: " + why, ""});
+    result.warn("GPU tests not run: " + why);
   } else if (!kernels) {
     checks.push_back({"GPU tests", "not run: the CUDA library is not built (no nvcc)", ""});
     result.warn("GPU tests not run: the CUDA library is not built (no nvcc)");
-  } else if (!gpu) {
-    checks.push_back({"GPU tests", "not run: no GPU", ""});
-    result.warn("GPU tests not run: no GPU");
   } else {
     auto r = run_logged("kernel_tests", {(build / "tests/kernels/kernel_tests").string(), "--gtest_filter=*" + camel + "Gpu*"}, 3600);
     int passed = gtest_count(r.output, "PASSED"), failed = gtest_count(r.output, "FAILED");
@@ -690,11 +691,11 @@ StageResult verify(StageContext& ctx) {
     checks.push_back({"benchmark", "not run: --skip-bench", ""});
   } else if (!result.ok()) {
     checks.push_back({"benchmark", "not run: hard failures above", ""});
-  } else if (!kernels) {
-    checks.push_back({"benchmark", "not run: the CUDA library is not built (no nvcc)", ""});
   } else if (!gpu) {
     checks.push_back({"benchmark", "not run: no GPU", ""});
     result.warn("benchmark not run: no GPU");
+  } else if (!kernels) {
+    checks.push_back({"benchmark", "not run: the CUDA library is not built (no nvcc)", ""});
   } else {
     const fs::path bench_json = log_dir / "bench.json";
     std::string ops = p.op_name;
