@@ -19,14 +19,23 @@ mode="${1:-relu}"
 jobs="${JOBS:-$(nproc)}"
 archs="${LIGER_CUDA_ARCHS:-90}"
 mkdir -p "$out/logs" "$out/runs"
-work="$(mktemp -d /tmp/kernel-dev-e2e-XXXXXX)/repo"
+# KD_WORK: the scratch copy (default build-kd-e2e/repo, git-ignored, kept between invocations so
+# a second call reuses the build). KD_FRESH=1 starts from a new copy. KD_OPS=a,b,c limits --all
+# to those ops (to split the list across calls with a time limit). KD_SKIP_RELU=1 skips the
+# ReLU² full run (when an earlier call did it).
+work="${KD_WORK:-$repo/build-kd-e2e/repo}"
 build="$work/build"
 log() { printf '[kernel-dev-e2e] %s\n' "$*" | tee -a "$out/summary.log" >&2; }
 
-log "copying the tree to $work"
-mkdir -p "$work"
-(cd "$repo" && git ls-files -co --exclude-standard -z | xargs -0 cp --parents -P -t "$work/" 2>/dev/null)
-[ -d "$repo/.deps" ] && cp -r "$repo/.deps" "$work/"   # header-only dependencies that travel git-ignored
+if [ "${KD_FRESH:-0}" = 1 ] || [ ! -f "$work/CMakeLists.txt" ]; then
+  log "copying the tree to $work"
+  rm -rf "$work"
+  mkdir -p "$work"
+  (cd "$repo" && git ls-files -co --exclude-standard -z | xargs -0 cp --parents -P -t "$work/" 2>/dev/null)
+  [ -d "$repo/.deps" ] && cp -r "$repo/.deps" "$work/"   # header-only dependencies that travel git-ignored
+else
+  log "reusing $work (KD_FRESH=1 for a new copy)"
+fi
 # Start from the library as committed: no generated op of an earlier run.
 nvcc_path="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
 export PATH="$(dirname "$nvcc_path"):$PATH"
@@ -72,6 +81,8 @@ PY
 
 latest_run() { ls -td "$out/runs"/*-kernel-dev-* 2>/dev/null | head -1; }
 
+rc=0; secs=0; run=""
+if [ "${KD_SKIP_RELU:-0}" != 1 ]; then
 log "ReLU squared activation function --yes (full Verify: GPU tests + benchmarks vs eager)"
 read -r rc secs < <(run_op relu_squared "ReLU squared activation function")
 run="$(latest_run)"
@@ -99,15 +110,17 @@ for mode in ("forward", "backward"):
         print(f'  bar {mode} %copy: {f:.1f}% (need >= 85%): {"MET" if f >= 85 else "NOT MET"}')
 PY
 fi
+fi
 [ "$mode" = "--all" ] || { log "done (logs in $out)"; exit "$rc"; }
 
 summary="$out/ops_summary.md"
-printf '| op | input | exit | Verify | fwd %%copy | bwd %%copy | s |\n|---|---|---|---|---|---|---|\n' >"$summary"
+[ -f "$summary" ] || printf '| op | input | exit | Verify | fwd %%copy | bwd %%copy | s |\n|---|---|---|---|---|---|---|\n' >"$summary"
 pass=0; total=0
 while IFS='|' read -r name input; do
   case "$name" in ''|'#'*) continue ;; esac
+  if [ -n "${KD_OPS:-}" ] && [[ ",$KD_OPS," != *",$name,"* ]]; then continue; fi
   total=$((total + 1))
-  if [ "$name" = relu_squared ]; then rc_op=$rc; secs_op=$secs; run_dir="$run"
+  if [ "$name" = relu_squared ] && [ -n "$run" ]; then rc_op=$rc; secs_op=$secs; run_dir="$run"
   else
     read -r rc_op secs_op < <(run_op "$name" "$input" --skip-bench)
     run_dir="$(latest_run)"
