@@ -5,7 +5,7 @@
 # same process), and the three workflows end to end.
 #
 #   scripts/gpu-validate.sh [STEP...]
-#   steps: build ctest sanitizer bench compare kernel-dev autopatch kernel-perf
+#   steps: build ctest unit sanitizer bench compare kernel-dev autopatch kernel-perf
 #          (default: all of them, in that order; `build` always runs first)
 #
 # Logs go to a scratch folder packed into $OUT/gpu-logs.tar.gz (or ./gpu-out/), with a one-line
@@ -28,7 +28,12 @@ steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(ctest sanitizer bench compare kernel-dev autopatch kernel-perf)
 
 log() { printf '[gpu-validate %s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
-result() { printf '%-12s %s\n' "$1" "$2" | tee -a "$logs/summary.txt"; }
+# Results and logs are packed after every step, so a call cut short still returns what it did.
+result() {
+  printf '%-12s %s\n' "$1" "$2" | tee -a "$logs/summary.txt"
+  cp "$logs/summary.txt" "$final_out/" 2>/dev/null
+  tar -C "$logs" -czf "$final_out/gpu-logs.tar.gz" . 2>/dev/null
+}
 
 log "device: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null); commit $commit; sm_$arch"
 echo "device: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1); date: $(date -u +%FT%TZ); commit: $commit (+ working tree)" > "$logs/summary.txt"
@@ -70,6 +75,12 @@ for step in "${steps[@]}"; do
     ctest)
       run_step ctest "${CTEST_LIMIT:-300}" bash -c "cd '$build_dir' && ctest --output-on-failure --timeout 280 -j 8"
       grep -E "tests passed|tests failed|\\*\\*\\*Failed|\\*\\*\\*Skipped|Not Run" "$logs/ctest.log" | tail -30 ;;
+    unit)  # the test binaries directly (no CTest): one line of result each
+      run_step kernel_tests "${KERNEL_TESTS_LIMIT:-120}" "$build_dir/tests/kernels/kernel_tests" --gtest_brief=1
+      run_step python_tests "${PYTHON_TESTS_LIMIT:-150}" python3 tests/python/run_python_tests.py -x -q
+      # The CPU-only suites (agent, llm, workflows, references) run on every CI machine; here only
+      # what needs this machine: autopatch over the installed transformers' real modeling files.
+      run_step real_models "${REAL_MODELS_LIMIT:-40}" "$build_dir/tests/workflow_tests" --gtest_filter='AutopatchRealModels.*' ;;
     sanitizer)
       run_step sanitizer "${SANITIZER_LIMIT:-90}" compute-sanitizer --tool memcheck --error-exitcode 9 \
         "$build_dir/tests/kernels/kernel_tests" --gtest_brief=1 \
