@@ -199,6 +199,15 @@ def _train(cfg, dtype, init_state, patched, fused, steps=STEPS):
         integ.revert_liger_kernel_to_gemma()
 
 
+def _param_rel_bound(initial, tol):
+    # A zero-initialised parameter (Gemma's norm weights, used as 1 + w) holds nothing but its
+    # updates, so its relative-norm error measures the update's rounding noise under AdamW, which
+    # normalises away gradient magnitudes; the element-wise atol/rtol bound still applies to it.
+    if float(initial.float().norm()) == 0.0:
+        return float("inf")
+    return max(tol["params"][1], 1e-3)
+
+
 CONV_TOL = {
     torch.float32: dict(loss=(1e-4, 1e-4), logits=(5e-3, 1e-4, 1e-4), params=(5e-3, 1e-4)),
     torch.bfloat16: dict(loss=(5e-2, 2e-2), logits=(2e-1, 5e-2, 5e-2), params=(2e-2, 2e-2)),
@@ -222,4 +231,4 @@ def test_convergence(dtype, fused):
           atol=tol["logits"][0], rtol=tol["logits"][1], rel=tol["logits"][2])
     for n in ref_params:
         check(lk_params[n], ref_params[n].double(), torch.float32, f"param {n}",
-              atol=tol["params"][0], rtol=tol["params"][1], rel=max(tol["params"][1], 1e-3))
+              atol=tol["params"][0], rtol=tol["params"][1], rel=_param_rel_bound(init_state[n], tol))
