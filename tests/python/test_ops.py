@@ -171,6 +171,18 @@ def test_glu(dtype, shape, kind, in_place):
     dc = torch.randn_like(c)
     c.backward(dc)
     cd.backward(dc.double())
+    # The same cancellation enters the backward through 1 + tanh and 1 - tanh^2: tanh via exp is
+    # good to ~1e-7 absolute, so da and db of fp32 GeGLU are bounded by that, scaled by |dc * b|
+    # (seen on H100, shape (1, 1): da off by 7.4e-8 absolute, 1.2e-4 relative).
+    if kind == "geglu" and dtype == torch.float32:
+        # d gelu'/d tanh = 0.5 - a*tanh*k*(1 + 3*0.044715*a^2): |a| = 4 amplifies the tanh error ~10x.
+        x = ad.detach().abs()
+        sensitivity = 0.5 + x * 0.7978845608 * (1 + 0.134145 * x * x)
+        tanh_floor = float((2.5e-7 * sensitivity * (dc.double() * bd.detach()).abs()).max())
+        check(a.grad, ad.grad, dtype, f"{kind} da", atol=max(_grad_atol(ad.grad, dtype), tanh_floor), rel=2e-4)
+        gelu_floor = float((2.5e-7 * 0.5 * x * dc.double().abs()).max())  # db = dc * gelu(a)
+        check(b.grad, bd.grad, dtype, f"{kind} db", atol=max(_grad_atol(bd.grad, dtype), gelu_floor), rel=2e-4)
+        return
     check(a.grad, ad.grad, dtype, f"{kind} da", atol=_grad_atol(ad.grad, dtype))
     check(b.grad, bd.grad, dtype, f"{kind} db", atol=_grad_atol(bd.grad, dtype))
 
