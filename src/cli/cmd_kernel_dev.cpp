@@ -1,6 +1,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
+#include "liger/error.h"
 #include "cli/run_support.h"
 #include "liger/workflows.h"
 
@@ -35,6 +36,10 @@ void register_kernel_dev_command(CLI::App& app, GlobalOptions& options) {
       "LIGER_BUILD_DIR=build-gpu liger-agent kernel-dev \"ReLU squared activation function\" --yes",
   }));
   cmd->callback([args, &options] {
+    // An empty request is a usage error caught before a run directory exists.
+    if (args->description.find_first_not_of(" \t\r\n") == std::string::npos)
+      throw Error(ErrorKind::Usage, "kernel-dev needs a request: words, an expression or PyTorch code",
+                  "e.g. liger-agent kernel-dev \"ReLU squared activation function\" or \"y = x * sigmoid(1.702 * x)\"");
     engine::RunRequest request;
     request.workflow = "kernel-dev";
     request.label = !args->name.empty() ? args->name : !args->modify.empty() ? args->modify : args->description;
