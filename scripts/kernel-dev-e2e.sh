@@ -4,6 +4,9 @@
 #   scripts/kernel-dev-e2e.sh            # ReLU² through Verify: GPU tests + benchmark vs eager
 #   scripts/kernel-dev-e2e.sh --all      # + every op of tests/workflows/fixtures/kernel_dev/ops/ops.txt
 #                                        #   (--skip-bench except ReLU²; %copy fwd/bwd per op)
+#   scripts/kernel-dev-e2e.sh --bench    # only the %copy table of the ops an earlier --all generated
+#                                        #   in the same KD_WORK (for sweeps split over parallel trees,
+#                                        #   whose benchmarks must not share the GPU: KD_BENCH=0 there)
 #
 # Works in a scratch copy of the repository (tracked + untracked-not-ignored files), so the
 # generated ops never land in this checkout; one build directory serves every op, so each op
@@ -81,6 +84,19 @@ PY
 
 latest_run() { ls -td "$out/runs"/*-kernel-dev-* 2>/dev/null | head -1; }
 
+if [ "$mode" = "--bench" ]; then
+  table="$out/bench_summary.md"
+  printf '| op | fwd %%copy | bwd %%copy |\n|---|---|---|\n' >"$table"
+  while IFS='|' read -r name input; do
+    case "$name" in ''|'#'*) continue ;; esac
+    if [ -n "${KD_OPS:-}" ] && [[ ",$KD_OPS," != *",$name,"* ]]; then continue; fi
+    [ -d "$work/kernels/src/$name" ] || { printf '| %s | not generated | |\n' "$name" >>"$table"; continue; }
+    read -r fwd bwd < <(copy_pct "$name")
+    printf '| %s | %s | %s |\n' "$name" "$fwd" "$bwd" | tee -a "$table"
+  done <"$repo/tests/workflows/fixtures/kernel_dev/ops/ops.txt"
+  exit 0
+fi
+
 rc=0; secs=0; run=""
 if [ "${KD_SKIP_RELU:-0}" != 1 ]; then
 log "ReLU squared activation function --yes (full Verify: GPU tests + benchmarks vs eager)"
@@ -126,7 +142,10 @@ while IFS='|' read -r name input; do
     run_dir="$(latest_run)"
   fi
   verdict="$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['verdict'])" "$run_dir/kernel-dev/verify.json" 2>/dev/null || echo "no verify ($(tail -1 "$out/logs/$name.log" | cut -c1-80))")"
-  if [ "$rc_op" = 0 ]; then pass=$((pass + 1)); read -r fwd bwd < <(copy_pct "$name"); else fwd=-; bwd=-; fi
+  if [ "$rc_op" = 0 ]; then
+    pass=$((pass + 1))
+    if [ "${KD_BENCH:-1}" = 1 ]; then read -r fwd bwd < <(copy_pct "$name"); else fwd=deferred; bwd=deferred; fi
+  else fwd=-; bwd=-; fi
   printf '| %s | `%s` | %s | %s | %s | %s | %s |\n' "$name" "$input" "$rc_op" "$verdict" "$fwd" "$bwd" "$secs_op" | tee -a "$summary"
 done <"$repo/tests/workflows/fixtures/kernel_dev/ops/ops.txt"
 log "$pass of $total ops passed Verify; table: $summary"

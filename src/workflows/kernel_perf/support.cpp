@@ -351,8 +351,9 @@ std::string render_notebook(const std::filesystem::path& dir, const Notebook& nb
     view.set("verdict", nb.verdict->verdict);
     view.set("verdict_summary", nb.verdict->summary);
   } else {
-    view.set("verdict", nb.status == "discarded" ? std::string("REJECTED") : std::string("(pending)"));
-    view.set("verdict_summary", nb.status == "discarded" ? nb.smoke : std::string());
+    const bool discarded = nb.status == "discarded", confirmed = nb.status == "confirmed the current best";
+    view.set("verdict", discarded ? std::string("REJECTED") : confirmed ? std::string("NO CHANGE") : std::string("(pending)"));
+    view.set("verdict_summary", discarded || confirmed ? nb.smoke : std::string());
   }
   view.set("cases", cases);
   view.set("guardrails", guards);

@@ -630,6 +630,9 @@ StageResult act(StageContext& ctx) {
     nb.prior = prior_notebooks();
     nb.expected = s.expected;
     std::string tuning_text, why_not;
+    // A finer search that lands on the current best rows has nothing new to build or benchmark:
+    // re-measuring an identical table would only report run-to-run noise as a verdict.
+    bool confirms_best = false;
 
     if (s.kind == "tunable_search") {
       ++strategy_index;
@@ -709,6 +712,7 @@ StageResult act(StageContext& ctx) {
       tuning_text = tuning_from_winners(&rec.change, &why_not);
       if (tuning_text == best_tuning) {
         rec.change += "(same table as the current best)";
+        confirms_best = true;
       }
     } else if (s.kind == "llm_code") {
       ++strategy_index;
@@ -767,6 +771,19 @@ StageResult act(StageContext& ctx) {
     write(od / rec.name / "tuning.h", tuning_text.empty() ? original_tuning : tuning_text);
     write(od / rec.name / "notebook.md", render_notebook(templates_dir(), nb));  // before it runs
 
+    if (confirms_best) {
+      improvements.push_back(0.0);
+      nb.status = "confirmed the current best";
+      rec.verdict = "NO CHANGE";
+      rec.summary = "the finer search kept " + best_name + "'s rows: nothing new to build or benchmark";
+      nb.smoke = rec.smoke = "not needed (same table as " + best_name + ")";
+      nb.learnings.push_back("every untried neighbour was measured in the search and none beat " + best_name +
+                             "'s launch shapes: the coarse winner is a local optimum of this grid");
+      write(od / rec.name / "notebook.md", render_notebook(templates_dir(), nb));
+      history.push_back(rec);
+      restore_work();
+      continue;
+    }
     // Realise: write the variant into the work tree, rebuild, smoke test, benchmark.
     bool ok = !tuning_text.empty();
     std::string smoke = tuning_text.empty() ? "not built: " + why_not : "";
