@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <set>
 
 #include "autopatch_expect.h"
 #include "liger/error.h"
@@ -214,7 +215,8 @@ TEST_P(AutopatchFixture, DecisionsMatchTheExpectationTable) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, AutopatchFixture,
                          ::testing::Values("tinyllama", "tinygemma", "tinymoe", "tinyphi", "tinyrope",
-                                           "tinyvl", "tinycohere", "tinyds"));
+                                           "tinyvl", "tinycohere", "tinyds", "tinyolmo2",
+                                           "tinyqwen2vl", "tinyqwen25vl"));
 
 TEST(AutopatchDecisions, LlamaEvidencePointsAtTheCastAndTheWeightMultiply) {
   ModelProfile p = fixture_profile("tinyllama");
@@ -247,6 +249,125 @@ TEST(AutopatchDecisions, GemmaPatchUsesOffsetOneGemmaCastingAndNoInPlace) {
   bool zeros = false;
   for (const auto& e : p.decision("rms_norm_offset").evidence) zeros |= e.fragment.find("torch.zeros") != std::string::npos;
   EXPECT_TRUE(zeros);
+}
+
+// OLMo2 multiplies by the weight in float32 and casts afterwards; its return statement opens
+// with a bracket, which the normalised text joins to `return` without a space. Reading that as
+// `return ` + value ate the bracket and made the cast look like Llama's (the GPU run on
+// transformers 5.x reported llama for olmo2, and for the seven other models written the same way).
+TEST(AutopatchDecisions, Olmo2CastsAfterTheFloat32WeightMultiply) {
+  ModelProfile p = fixture_profile("tinyolmo2");
+  const Decision& d = p.decision("rms_norm_casting");
+  ASSERT_TRUE(d.decided()) << d.undecided;
+  EXPECT_EQ(d.value_string(), "gemma");
+  bool weight_line = false;
+  for (const auto& e : d.evidence)
+    weight_line |= e.fragment == "return (self.weight * hidden_states).to(input_dtype)";
+  EXPECT_TRUE(weight_line) << YAML::Dump(p.to_yaml()["decisions"]["rms_norm_casting"]);
+  const PatchItem* rms = p.applied("rms_norm");
+  ASSERT_NE(rms, nullptr);
+  EXPECT_EQ(rms->target, "Olmo2RMSNorm");
+  EXPECT_EQ(rms->params["casting_mode"].as<std::string>(), "gemma");
+  EXPECT_EQ(rms->params["offset"].as<int>(), 0);
+  EXPECT_FALSE(rms->params["in_place"].as<bool>()) << "post-norms feed the residual add directly";
+  EXPECT_EQ(p.reference_integration, "gemma");
+
+  // The same statement without the outer bracket is Llama's order: the operand is cast first.
+  auto llama_like = [](std::string src) {
+    const std::string from = "return (self.weight * hidden_states).to(input_dtype)";
+    src.replace(src.find(from), from.size(), "return self.weight * hidden_states.to(input_dtype)");
+    return src;
+  };
+  std::ifstream in(fixtures() / "tinyolmo2" / "modeling_tinyolmo2.py");
+  std::string src((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ModelProfile l = analyse_modules(parse_python(llama_like(src), "modeling_tinyolmo2.py"), nullptr, "tinyolmo2");
+  EXPECT_EQ(l.decision("rms_norm_casting").value_string(), "llama");
+}
+
+namespace {
+
+std::string fixture_source(const std::string& name) {
+  std::ifstream in(fixtures() / name / ("modeling_" + name + ".py"));
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
+    s.replace(at, from.size(), to);
+  return s;
+}
+
+}  // namespace
+
+// Transformers 5.x Qwen2-VL: the attention calls a plain rotate-half apply_rotary_pos_emb and the
+// M-RoPE sections are applied by the rotary module that builds cos/sin. The model's RoPE is still
+// M-RoPE, which no library kernel implements: the profile says so and keeps the model's own.
+TEST(AutopatchDecisions, MropeInTheRotaryModuleIsReportedAndDeclined) {
+  ModelProfile p = fixture_profile("tinyqwen2vl");
+  const Decision& d = p.decision("rope");
+  ASSERT_TRUE(d.decided()) << d.undecided;
+  EXPECT_EQ(d.value_string(), "mrope");
+  std::set<std::string> fragments;
+  for (const auto& e : d.evidence) fragments.insert(e.fragment);
+  EXPECT_TRUE(fragments.count("self.mrope_section = config.rope_parameters.get(\"mrope_section\", [16, 24, 24])"))
+      << YAML::Dump(p.to_yaml()["decisions"]["rope"]);
+  EXPECT_TRUE(fragments.count(
+      "freq = torch.cat([m[i % 3] for i, m in enumerate(freq.split(self.mrope_section, dim=-1))], dim=-1)"));
+  EXPECT_TRUE(fragments.count("self.rotary_emb = Qwen2VLRotaryEmbedding(config=config)"));
+  EXPECT_TRUE(fragments.count("query_states, key_states = apply_rotary_pos_emb(query_states, query_states, cos, sin)"));
+  ASSERT_FALSE(d.notes.empty());
+  EXPECT_NE(d.notes.front().find("Qwen2VLRotaryEmbedding"), std::string::npos) << d.notes.front();
+
+  EXPECT_EQ(p.applied("rope"), nullptr);
+  const PatchItem* rope = p.declined_item("rope");
+  ASSERT_NE(rope, nullptr);
+  EXPECT_EQ(rope->target, "apply_rotary_pos_emb");
+  EXPECT_NE(rope->reason.find("M-RoPE"), std::string::npos) << rope->reason;
+  EXPECT_NE(rope->reason.find("Qwen2VLRotaryEmbedding"), std::string::npos) << rope->reason;
+  // The reason travels in the profile Understand writes.
+  YAML::Node declined = YAML::Load(YAML::Dump(p.to_yaml()))["patch_plan"]["declined"];
+  bool in_profile = false;
+  for (const auto& it : declined)
+    in_profile |= it["kernel"].as<std::string>() == "rope" && it["reason"].as<std::string>() == rope->reason;
+  EXPECT_TRUE(in_profile) << YAML::Dump(declined);
+  // The mini model sets sections that fit its head dim (128 / 4 heads / 2), under rope_parameters
+  // as the 5.x text config names it.
+  YAML::Node sec = p.mini_config["attributes"]["text_config"]["rope_parameters"]["mrope_section"];
+  ASSERT_TRUE(sec) << YAML::Dump(p.mini_config);
+  int sum = 0;
+  for (auto x : sec) sum += x.as<int>();
+  EXPECT_EQ(sum, 16);
+
+  // Control: the same file with the sections taken out of the rotary module is standard RoPE and
+  // gets the library kernel, so the M-RoPE verdict above comes from the rotary module alone.
+  std::string src = fixture_source("tinyqwen2vl");
+  std::string plain = replace_all(src, "self.mrope_section = config.rope_parameters.get(\"mrope_section\", [16, 24, 24])",
+                                  "self.sections = [16, 24, 24]");
+  plain = replace_all(plain, "self.mrope_section", "self.sections");
+  ASSERT_EQ(plain.find("mrope_section"), std::string::npos);
+  ModelProfile s = analyse_modules(parse_python(plain, "modeling_tinyqwen2vl.py"), nullptr, "tinyqwen2vl");
+  EXPECT_EQ(s.decision("rope").value_string(), "standard");
+  EXPECT_NE(s.applied("rope"), nullptr);
+  // A docstring that talks about mrope_section is not code that uses it.
+  std::string doc = replace_all(plain, "Recompose the frequencies into the final spatial layout used per each grid.",
+                                "Unlike mrope_section models, nothing is recomposed here.");
+  ASSERT_NE(doc.find("mrope_section"), std::string::npos);
+  EXPECT_EQ(analyse_modules(parse_python(doc, "m.py"), nullptr, "tinyqwen2vl").decision("rope").value_string(),
+            "standard");
+}
+
+// Qwen2.5-VL: the vision tower has a rotary module too, with its own recomposition_frequencies
+// (axial 2-D RoPE), but it is not the one the text model builds cos/sin with.
+TEST(AutopatchDecisions, MropeIsReadFromTheTextRotaryNotTheVisionOne) {
+  ModelProfile p = fixture_profile("tinyqwen25vl");
+  const Decision& d = p.decision("rope");
+  EXPECT_EQ(d.value_string(), "mrope");
+  EXPECT_EQ(d.details["mrope_in"].as<std::string>(), "Qwen2_5_VLRotaryEmbedding");
+  for (const auto& e : d.evidence)
+    EXPECT_EQ(e.fragment.find("freq_hw"), std::string::npos) << "vision rotary line taken as evidence: " << e.fragment;
+  const PatchItem* rope = p.declined_item("rope");
+  ASSERT_NE(rope, nullptr);
+  EXPECT_NE(rope->reason.find("Qwen2_5_VLRotaryEmbedding"), std::string::npos) << rope->reason;
 }
 
 TEST(AutopatchDecisions, DeclinedPartsSayWhy) {

@@ -20,6 +20,13 @@ bool ends_with(std::string_view s, std::string_view suf) {
 }
 bool starts_with(std::string_view s, std::string_view pre) { return s.rfind(pre, 0) == 0; }
 
+// What a `return` statement returns, joined again from its tokens: the normalised text puts no
+// space after `return` when the value opens with a bracket ("return(w*h).to(t)"), so cutting a
+// fixed "return " prefix would eat that bracket and misread the expression (OLMo2's RMSNorm).
+std::string returned_expr(const Statement& st) {
+  return st.tokens.empty() ? std::string() : join_tokens(st.tokens, 1, st.tokens.size());
+}
+
 std::string unquote(std::string s) {
   if (s.size() >= 2 && (s.front() == '"' || s.front() == '\'') && s.back() == s.front())
     return s.substr(1, s.size() - 2);
@@ -301,7 +308,7 @@ struct Analyzer {
     std::string rhs;
     std::string target;
     if (auto a = as_assignment(ws)) { rhs = a->value; target = a->targets.front(); }
-    else if (ws.keyword() == "return") rhs = ws.text.substr(std::string("return ").size());
+    else if (ws.keyword() == "return") rhs = returned_expr(ws);
     else rhs = ws.text;
     std::string expr = strip_parens(rhs);
     bool outer_cast = false;
@@ -619,7 +626,7 @@ struct Analyzer {
     std::string gated_stmt;
     for (const auto& st : fwd->body) {
       auto a = as_assignment(st);
-      std::string rhs = a ? a->value : (st.keyword() == "return" ? st.text.substr(7) : st.text);
+      std::string rhs = a ? a->value : (st.keyword() == "return" ? returned_expr(st) : st.text);
       if (a) {
         // gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
         if (contains(rhs, ".chunk(2") || contains(rhs, "torch.chunk(")) {
@@ -983,6 +990,43 @@ struct Analyzer {
     return r;
   }
 
+  // The class that builds the text model's cos/sin (`self.rotary_emb = XRotaryEmbedding(...)` in
+  // the base model, the decoder layer or the attention); vision rotaries are never assigned there.
+  const ClassDef* text_rotary_class(int* assigned_line) const {
+    for (const ClassDef* c : {s.base_model, s.decoder, s.attention}) {
+      if (!c) continue;
+      for (const auto& a : c->init_assignments())
+        for (const auto& callee : local_classes_in(s, a))
+          if (contains(callee, "Rotary")) {
+            *assigned_line = a.line;
+            return s.m.find_class(callee);
+          }
+    }
+    return nullptr;
+  }
+
+  // Statements of a rotary class that work with M-RoPE sections. Transformers 5.x moved the
+  // sectioning of Qwen2-VL, Qwen2.5-VL, Qwen3-VL and GLM-4V out of the apply function into the
+  // rotary module (`self.mrope_section` used by recomposition_frequencies / apply_interleaved_mrope),
+  // so their attention calls a plain rotate-half apply_rotary_pos_emb on recomposed cos/sin.
+  // Tokens, not text, so a docstring that merely mentions M-RoPE does not count.
+  static std::vector<int> mrope_statements(const ClassDef& c, std::string* section_default) {
+    std::vector<int> lines;
+    for (const auto& f : c.methods)
+      for (const auto& st : f.body) {
+        bool uses = false;
+        for (const auto& t : st.tokens)
+          uses |= (t.kind == TokKind::Name && (t.text == "mrope_section" || ends_with(t.text, "_mrope"))) ||
+                  (t.kind == TokKind::String && unquote(t.text) == "mrope_section");
+        if (!uses) continue;
+        lines.push_back(st.line);
+        static const std::regex dflt(R"re(\.get\(["']mrope_section["'],(\[[^\]]*\])\))re");
+        std::smatch mm;
+        if (section_default->empty() && std::regex_search(st.text, mm, dflt)) *section_default = mm[1];
+      }
+    return lines;
+  }
+
   void decide_rope() {
     Decision& dd = d("rope");
     std::vector<const ClassDef*> where;
@@ -1052,8 +1096,28 @@ struct Analyzer {
                               "defaults to 1.0: full rotation unless a checkpoint sets it");
       dd.details["partial_capable"] = true;
     }
+    int rotary_line = 0;
+    std::string rotary_default;
+    if (const ClassDef* rc = text_rotary_class(&rotary_line)) {
+      auto lines = mrope_statements(*rc, &rotary_default);
+      if (!lines.empty()) {
+        if (variant != "mrope")
+          dd.notes.push_back(best.variant == "standard"
+              ? funcs[0].as<std::string>() + " is the rotate-half form, but " + rc->name +
+                    " recomposes cos/sin from temporal/height/width position sections (mrope_section) "
+                    "before it is called: the model's RoPE is M-RoPE"
+              : rc->name + " recomposes cos/sin from position sections (mrope_section): the model's "
+                    "RoPE is M-RoPE; the apply function itself is " + best.variant);
+        variant = "mrope";
+        best.why.clear();
+        dd.details["mrope_in"] = rc->name;
+        dd.evidence.push_back(ev(rotary_line));
+        for (int l : lines) dd.evidence.push_back(ev(l));
+      }
+    }
     if (variant == "mrope") {
       if (auto sec = config_default("mrope_section")) dd.details["mrope_section"] = *sec;
+      else if (!rotary_default.empty()) dd.details["mrope_section"] = rotary_default;
     }
     decide(dd, variant, variant == "custom" ? 0.7 : 0.9);
     if (!best.why.empty()) dd.notes.push_back(best.why);
@@ -1363,6 +1427,9 @@ struct Analyzer {
         p.apply.push_back(it);
       } else {
         it.reason = why.count(v) ? why.at(v) : "unsupported RoPE variant";
+        if (v == "mrope" && rope.details["mrope_in"])
+          it.reason += "; here " + rope.details["mrope_in"].as<std::string>() +
+                       " recomposes cos/sin from the sections before " + it.target + " is called";
         p.declined.push_back(it);
       }
     }
