@@ -256,8 +256,16 @@ TEST(KernelDevRender, EmittedFp32CodeMatchesFp64CodeForEveryCatalogueOp) {
 #include <math.h>
 #include <random>
 static inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
-static inline float sigmoid_f32(float x) { if (x >= 0.0f) return 1.0f / (1.0f + expf(-x)); const float z = expf(x); return z / (1.0f + z); }
-static inline float softplus_f32(float x) { return log1pf(expf(-fabsf(x))) + fmaxf(x, 0.0f); }
+// The kernels' accurate (fp32-storage) math policy; the 16-bit policy is checked on the GPU.
+struct M {
+  static float exp(float x) { return expf(x); }
+  static float log(float x) { return logf(x); }
+  static float log1p(float x) { return log1pf(x); }
+  static float expm1(float x) { return expm1f(x); }
+  static float div(float a, float b) { return a / b; }
+  static float sigmoid(float x) { const float z = expf(-fabsf(x)); const float r = 1.0f / (1.0f + z); return x >= 0.0f ? r : z * r; }
+  static float softplus(float x) { return log1pf(expf(-fabsf(x))) + fmaxf(x, 0.0f); }
+};
 static inline float sign_f32(float x) { return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f); }
 static inline double sigmoid_f64(double x) { if (x >= 0.0) return 1.0 / (1.0 + std::exp(-x)); const double z = std::exp(x); return z / (1.0 + z); }
 static inline double softplus_f64(double x) { return std::log1p(std::exp(-std::fabs(x))) + std::fmax(x, 0.0); }

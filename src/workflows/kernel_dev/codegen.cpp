@@ -91,7 +91,15 @@ class Emitter {
       case Kind::Add: return "(" + emit(a[0]) + " + " + emit(a[1]) + ")";
       case Kind::Sub: return "(" + emit(a[0]) + " - " + emit(a[1]) + ")";
       case Kind::Mul: return "(" + emit(a[0]) + " * " + emit(a[1]) + ")";
-      case Kind::Div: return "(" + emit(a[0]) + " / " + emit(a[1]) + ")";
+      case Kind::Div:
+        if (d_ == Dialect::CudaF32) {
+          // A constant divisor becomes a multiply by its reciprocal (one rounding apart); any other
+          // division goes through the kernel's math policy (IEEE for fp32 storage).
+          if (is_number(a[1]) && a[1]->value != 0.0 && std::isfinite(1.0 / a[1]->value))
+            return "(" + emit(a[0]) + " * " + emit_literal(1.0 / a[1]->value, d_) + ")";
+          return "M::div(" + emit(a[0]) + ", " + emit(a[1]) + ")";
+        }
+        return "(" + emit(a[0]) + " / " + emit(a[1]) + ")";
       case Kind::Neg: return "(-" + emit(a[0]) + ")";
       case Kind::Compare: return "(" + condition(e) + " ? " + one() + " : " + zero() + ")";
       case Kind::Pow: {
@@ -101,7 +109,8 @@ class Emitter {
             std::string base = named(a[0]);
             std::string product = base;
             for (int k = 1; k < static_cast<int>(std::fabs(n)); ++k) product += " * " + base;
-            return n > 0 ? "(" + product + ")" : "(" + one() + " / (" + product + "))";
+            if (n > 0) return "(" + product + ")";
+            return d_ == Dialect::CudaF32 ? "M::div(1.0f, " + product + ")" : "(" + one() + " / (" + product + "))";
           }
         }
         return f("powf(", "std::pow(") + emit(a[0]) + ", " + emit(a[1]) + ")";
@@ -123,11 +132,13 @@ class Emitter {
     if (fn == "step") return "(" + x + " > " + zero() + " ? " + one() + " : " + zero() + ")";
     if (fn == "rsqrt") return d_ == Dialect::CudaF32 ? "rsqrtf(" + x + ")" : "(1.0 / std::sqrt(" + x + "))";
     static const std::map<std::string, std::pair<const char*, const char*>> calls = {
-        {"exp", {"expf", "std::exp"}},       {"log", {"logf", "std::log"}},       {"log1p", {"log1pf", "std::log1p"}},
-        {"expm1", {"expm1f", "std::expm1"}}, {"sqrt", {"sqrtf", "std::sqrt"}},    {"tanh", {"tanhf", "std::tanh"}},
-        {"erf", {"erff", "std::erf"}},       {"abs", {"fabsf", "std::fabs"}},     {"sin", {"sinf", "std::sin"}},
-        {"cos", {"cosf", "std::cos"}},       {"sigmoid", {"sigmoid_f32", "sigmoid_f64"}},
-        {"softplus", {"softplus_f32", "softplus_f64"}}, {"sign", {"sign_f32", "sign_f64"}}};
+        // M:: is the kernel's math policy (templates/kernel_dev/kernel.cu.mustache): accurate libm
+        // forms for fp32 storage, SFU approximations far below the rounding of 16-bit storage.
+        {"exp", {"M::exp", "std::exp"}},       {"log", {"M::log", "std::log"}},     {"log1p", {"M::log1p", "std::log1p"}},
+        {"expm1", {"M::expm1", "std::expm1"}}, {"sqrt", {"sqrtf", "std::sqrt"}},    {"tanh", {"tanhf", "std::tanh"}},
+        {"erf", {"erff", "std::erf"}},         {"abs", {"fabsf", "std::fabs"}},     {"sin", {"sinf", "std::sin"}},
+        {"cos", {"cosf", "std::cos"}},         {"sigmoid", {"M::sigmoid", "sigmoid_f64"}},
+        {"softplus", {"M::softplus", "softplus_f64"}}, {"sign", {"sign_f32", "sign_f64"}}};
     auto it = calls.find(fn);
     if (it == calls.end()) return "/* unsupported " + fn + " */";
     return std::string(d_ == Dialect::CudaF32 ? it->second.first : it->second.second) + "(" + x + ")";
