@@ -201,9 +201,16 @@ def version() -> str:
     return raw.decode() if raw else "unknown"
 
 
+# name -> the ctypes function object (resolved once: `call` is on every op's launch path).
+_FUNCS: Dict[str, object] = {}
+
+
 def call(name: str, *args) -> None:
     """Calls a liger_status-returning entry point; raises LigerKernelError on failure."""
-    status = function(name)(*args)
+    fn = _FUNCS.get(name)
+    if fn is None:
+        fn = _FUNCS[name] = function(name)  # raises when the library lacks it (nothing cached then)
+    status = fn(*args)
     if status != SUCCESS:
         raise LigerKernelError(name, int(status), last_error())
 
@@ -213,6 +220,26 @@ def call_size(name: str, *args) -> int:
     out = ctypes.c_size_t(0)
     call(name, *args, ctypes.byref(out))
     return int(out.value)
+
+
+# Workspace sizes by (query name, arguments): the queries are pure functions of their arguments
+# (sizes, dtype, device, options); only calls with the tuned defaults (tunables NULL) are cached.
+_SIZES: Dict[tuple, int] = {}
+_SIZES_MAX = 1024
+
+
+def call_size_cached(key: tuple, name: str, *args) -> int:
+    """call_size(name, *args), remembered under `key`, which must hold everything the size depends on
+    (the caller passes key=None to bypass the cache, e.g. when tunables are set)."""
+    if key is None:
+        return call_size(name, *args)
+    size = _SIZES.get(key)
+    if size is None:
+        size = call_size(name, *args)
+        if len(_SIZES) >= _SIZES_MAX:
+            _SIZES.clear()
+        _SIZES[key] = size
+    return size
 
 
 TUNABLE_FIELDS = tuple(f[0] for f in LigerTunables._fields_ if f[0] != "reserved")
@@ -245,5 +272,20 @@ def set_tunables(op: str, tunables: Optional[dict]) -> None:
     _OP_TUNABLES[op] = dict(tunables) if tunables else None
 
 
+# op -> (the dict in _OP_TUNABLES it was built from, byref(struct)): one struct per set_tunables call,
+# not one per launch. Keyed on the dict's identity, so clearing or replacing _OP_TUNABLES (the tests
+# do) is seen at once.
+_TUNABLES_REFS: Dict[str, tuple] = {}
+
+
 def op_tunables(op: str):
-    return tunables_ref(_OP_TUNABLES.get(op))
+    """The tunables pointer for `op`'s launches: None (NULL, the tuned defaults) unless set_tunables set some."""
+    tunables = _OP_TUNABLES.get(op)
+    if not tunables:
+        return None
+    cached = _TUNABLES_REFS.get(op)
+    if cached is not None and cached[0] is tunables:
+        return cached[1]
+    ref = tunables_ref(tunables)
+    _TUNABLES_REFS[op] = (tunables, ref)
+    return ref

@@ -1,4 +1,7 @@
-"""SwiGLU and GeGLU (c = act(a) * b) as torch.library custom ops with autograd (swiglu.h, geglu.h).
+"""SwiGLU and GeGLU (c = act(a) * b) (swiglu.h, geglu.h): torch.library custom ops (namespace
+`liger`, fake implementations) for the launches, autograd in a torch.autograd.Function outside them
+that calls the ops' Python implementations directly in plain eager execution and torch.ops.liger.*
+while compiling or tracing.
 
 The backward recomputes act(a) from a (nothing but a and b is saved). With in_place_backward=True
 (eager mode only) the gradients are written into a's and b's buffers, Liger's memory saving: use it
@@ -21,6 +24,13 @@ for _k in KINDS:
     _lib.declare(f"liger_{_k}_forward", ST, [P, I64, P, I64, P, I64, I64, I64, DT, P_TUN, P])
     _lib.declare(f"liger_{_k}_backward", ST, [P, I64, P, I64, P, I64, P, I64, P, I64, I64, I64, I32, DT, P_TUN, P])
     _lib.declare(f"liger_{_k}_default_tunables", ST, [ctypes.c_int, I64, I64, DT, P_TUN])
+# Entry point names per kind, built once (not an f-string per launch).
+_FORWARD = {k: f"liger_{k}_forward" for k in KINDS}
+_BACKWARD = {k: f"liger_{k}_backward" for k in KINDS}
+
+
+def _entry(names: dict, kind: str, which: str) -> str:
+    return names.get(kind) or f"liger_{kind}_{which}"  # an unknown kind fails in _lib (no declaration)
 
 
 def _check(op: str, a: Tensor, b: Tensor):
@@ -36,8 +46,7 @@ def _rc(a: Tensor):
     return (a.numel() // cols if cols else 0), cols
 
 
-@torch.library.custom_op("liger::glu_fwd", mutates_args=())
-def glu_fwd(a: Tensor, b: Tensor, kind: str, in_place_backward: bool) -> Tensor:
+def _glu_fwd(a: Tensor, b: Tensor, kind: str, in_place_backward: bool) -> Tensor:
     op = kind
     device, dtype = _check(op, a, b)
     a = a.contiguous()
@@ -45,9 +54,12 @@ def glu_fwd(a: Tensor, b: Tensor, kind: str, in_place_backward: bool) -> Tensor:
     rows, cols = _rc(a)
     c = torch.empty_like(a)
     with T.on_device(device):
-        _lib.call(f"liger_{kind}_forward", T.ptr(a), cols, T.ptr(b), cols, T.ptr(c), cols, rows, cols, dtype,
+        _lib.call(_entry(_FORWARD, kind, "forward"), T.ptr(a), cols, T.ptr(b), cols, T.ptr(c), cols, rows, cols, dtype,
                   _lib.op_tunables(op), T.stream(device))
     return c
+
+
+glu_fwd = torch.library.custom_op("liger::glu_fwd", _glu_fwd, mutates_args=())
 
 
 @glu_fwd.register_fake
@@ -55,8 +67,7 @@ def _(a, b, kind, in_place_backward):
     return torch.empty_like(a, memory_format=torch.contiguous_format)
 
 
-@torch.library.custom_op("liger::glu_bwd", mutates_args=())
-def glu_bwd(dc: Tensor, a: Tensor, b: Tensor, kind: str) -> Tuple[Tensor, Tensor]:
+def _glu_bwd(dc: Tensor, a: Tensor, b: Tensor, kind: str) -> Tuple[Tensor, Tensor]:
     op = kind
     device, dtype = _check(op, a, b)
     dc = dc.contiguous()
@@ -64,9 +75,12 @@ def glu_bwd(dc: Tensor, a: Tensor, b: Tensor, kind: str) -> Tuple[Tensor, Tensor
     da = torch.empty_like(a)
     db = torch.empty_like(b)
     with T.on_device(device):
-        _lib.call(f"liger_{kind}_backward", T.ptr(dc), cols, T.ptr(a), cols, T.ptr(b), cols, T.ptr(da), cols,
+        _lib.call(_entry(_BACKWARD, kind, "backward"), T.ptr(dc), cols, T.ptr(a), cols, T.ptr(b), cols, T.ptr(da), cols,
                   T.ptr(db), cols, rows, cols, 0, dtype, _lib.op_tunables(op), T.stream(device))
     return da, db
+
+
+glu_bwd = torch.library.custom_op("liger::glu_bwd", _glu_bwd, mutates_args=())
 
 
 @glu_bwd.register_fake
@@ -74,16 +88,18 @@ def _(dc, a, b, kind):
     return torch.empty_like(a), torch.empty_like(b)
 
 
-@torch.library.custom_op("liger::glu_bwd_inplace", mutates_args=("a", "b"))
-def glu_bwd_inplace(dc: Tensor, a: Tensor, b: Tensor, kind: str) -> None:
+def _glu_bwd_inplace(dc: Tensor, a: Tensor, b: Tensor, kind: str) -> None:
     """da is written into a, db into b (both contiguous)."""
     op = kind
     device, dtype = _check(op, a, b)
     dc = dc.contiguous()
     rows, cols = _rc(a)
     with T.on_device(device):
-        _lib.call(f"liger_{kind}_backward", T.ptr(dc), cols, T.ptr(a), cols, T.ptr(b), cols, None, cols,
+        _lib.call(_entry(_BACKWARD, kind, "backward"), T.ptr(dc), cols, T.ptr(a), cols, T.ptr(b), cols, None, cols,
                   None, cols, rows, cols, 1, dtype, _lib.op_tunables(op), T.stream(device))
+
+
+glu_bwd_inplace = torch.library.custom_op("liger::glu_bwd_inplace", _glu_bwd_inplace, mutates_args=("a", "b"))
 
 
 @glu_bwd_inplace.register_fake
@@ -91,31 +107,45 @@ def _(dc, a, b, kind):
     return None
 
 
-def _glu_setup(ctx, inputs, output):
-    a, b, kind, in_place = inputs
-    ctx.save_for_backward(a.contiguous(), b.contiguous())
-    ctx.kind = kind
-    ctx.in_place = in_place
+class GLUFunction(torch.autograd.Function):
+    """c = act(a) * b for kind "swiglu" (silu) or "geglu" (gelu_tanh); saves a and b."""
 
+    @staticmethod
+    def forward(ctx, a, b, kind, in_place_backward):
+        a = a.contiguous()
+        b = b.contiguous()
+        if T.direct(a, b):
+            c = _glu_fwd(a, b, kind, in_place_backward)
+        else:
+            c = torch.ops.liger.glu_fwd(a, b, kind, in_place_backward)
+        ctx.save_for_backward(a, b)
+        ctx.kind = kind
+        ctx.in_place = in_place_backward
+        return c
 
-def _glu_backward(ctx, dc):
-    a, b = ctx.saved_tensors
-    if ctx.in_place and not T.tracing(dc, a):
-        torch.ops.liger.glu_bwd_inplace(dc, a, b, ctx.kind)
-        da, db = a, b
-    else:
-        da, db = torch.ops.liger.glu_bwd(dc, a, b, ctx.kind)
-    return da, db, None, None
-
-
-torch.library.register_autograd("liger::glu_fwd", _glu_backward, setup_context=_glu_setup)
+    @staticmethod
+    def backward(ctx, dc):
+        a, b = ctx.saved_tensors
+        direct = T.direct(dc, a)
+        if ctx.in_place and (direct or not T.tracing(dc, a)):
+            if direct:
+                _glu_bwd_inplace(dc, a, b, ctx.kind)
+                T.written(a, b)
+            else:
+                torch.ops.liger.glu_bwd_inplace(dc, a, b, ctx.kind)
+            da, db = a, b
+        elif direct:
+            da, db = _glu_bwd(dc, a, b, ctx.kind)
+        else:
+            da, db = torch.ops.liger.glu_bwd(dc, a, b, ctx.kind)
+        return da, db, None, None
 
 
 def swiglu(a: Tensor, b: Tensor, in_place_backward: bool = False) -> Tensor:
     """silu(a) * b."""
-    return torch.ops.liger.glu_fwd(a, b, "swiglu", bool(in_place_backward))
+    return GLUFunction.apply(a, b, "swiglu", bool(in_place_backward))
 
 
 def geglu(a: Tensor, b: Tensor, in_place_backward: bool = False) -> Tensor:
     """gelu_tanh(a) * b."""
-    return torch.ops.liger.glu_fwd(a, b, "geglu", bool(in_place_backward))
+    return GLUFunction.apply(a, b, "geglu", bool(in_place_backward))

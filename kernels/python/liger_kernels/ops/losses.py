@@ -1,5 +1,7 @@
-"""CrossEntropy and FusedLinearCrossEntropy as torch.library custom ops (namespace `liger`) with
-fake implementations and autograd (cross_entropy.h, fused_linear_cross_entropy.h).
+"""CrossEntropy and FusedLinearCrossEntropy (cross_entropy.h, fused_linear_cross_entropy.h): the
+launches are torch.library custom ops (namespace `liger`) with fake implementations; autograd lives in
+torch.autograd.Functions outside them, which call the ops' Python implementations directly in plain
+eager execution and torch.ops.liger.* while compiling or tracing.
 
 The library computes the gradient in the forward pass; the autograd backward only scales it by
 the upstream gradient (in place in eager mode, through the library's backward entry; under
@@ -8,7 +10,7 @@ runs without gradients and the backward recomputes them with row_grad_scale = gr
 per-token upstream gradients are exact (SPEC section 9).
 
 z_loss is returned for logging: its gradient is already part of `loss` (lse_square_scale * lse^2 is
-added into each row's loss), so gradients flowing into z_loss are ignored."""
+added into each row's loss), so z_loss does not require grad (it is marked non-differentiable)."""
 
 import ctypes
 from typing import Optional, Tuple
@@ -53,16 +55,37 @@ _lib.declare("liger_fused_linear_cross_entropy_backward", ST, [P, P, I64, I64, I
 _lib.declare("liger_fused_linear_cross_entropy_default_tunables", ST, [ctypes.c_int, I64, I64, DT, P_TUN])
 
 
+# liger_cross_entropy_options_init's defaults, read once; then one struct per distinct option values
+# (the per-call struct only when class weights are given: their pointer is per call).
+_CE_DEFAULTS: list = []
+_CE_OPTS: dict = {}
+_CE_OPTS_MAX = 256
+
+
 def _ce_options(ignore_index, label_smoothing, lse_square_scale, softcap, reduction, class_weight: Optional[Tensor]):
-    opts = CrossEntropyOptions()
-    _lib.function("liger_cross_entropy_options_init")(ctypes.byref(opts))
+    """(struct, byref(struct), key): key holds what the struct's contents depend on (for caches)."""
+    key = (ignore_index, label_smoothing, lse_square_scale, softcap, reduction, class_weight is not None)
+    if class_weight is None:
+        cached = _CE_OPTS.get(key)
+        if cached is not None:
+            return cached
+    if not _CE_DEFAULTS:
+        defaults = CrossEntropyOptions()
+        _lib.function("liger_cross_entropy_options_init")(ctypes.byref(defaults))
+        _CE_DEFAULTS.append(defaults)
+    opts = CrossEntropyOptions.from_buffer_copy(_CE_DEFAULTS[0])
     opts.ignore_index = int(ignore_index)
     opts.label_smoothing = float(label_smoothing)
     opts.lse_square_scale = float(lse_square_scale)
     opts.softcap = float(softcap)
     opts.reduction = int(reduction)
     opts.class_weight = T.ptr(class_weight)
-    return opts
+    entry = (opts, ctypes.byref(opts), key)
+    if class_weight is None:
+        if len(_CE_OPTS) >= _CE_OPTS_MAX:
+            _CE_OPTS.clear()
+        _CE_OPTS[key] = entry
+    return entry
 
 
 def _check_targets(op: str, target: Tensor, rows: int) -> Tensor:
@@ -86,8 +109,7 @@ def _loss_shape(reduction: int, rows: int):
 
 
 # ---------------------------------------------------------------- CrossEntropy
-@torch.library.custom_op("liger::cross_entropy_fwd", mutates_args=())
-def cross_entropy_fwd(
+def _cross_entropy_fwd(
     logits: Tensor, target: Tensor, class_weight: Optional[Tensor], ignore_index: int, label_smoothing: float,
     lse_square_scale: float, softcap: float, reduction: int, compute_grad: bool
 ) -> Tuple[Tensor, Tensor, Tensor]:
@@ -103,16 +125,20 @@ def cross_entropy_fwd(
     loss = torch.empty(_loss_shape(reduction, rows), dtype=torch.float32, device=device)
     z_loss = torch.empty_like(loss)
     grad = torch.empty((rows, vocab), dtype=logits.dtype, device=device) if compute_grad else logits.new_empty((0,))
-    opts = _ce_options(ignore_index, label_smoothing, lse_square_scale, softcap, reduction, class_weight)
+    opts, opts_ref, opts_key = _ce_options(ignore_index, label_smoothing, lse_square_scale, softcap, reduction, class_weight)
     with T.on_device(device):
-        ws_bytes = _lib.call_size("liger_cross_entropy_workspace_size", rows, vocab, ctypes.byref(opts))
+        name = "liger_cross_entropy_workspace_size"
+        ws_bytes = _lib.call_size_cached((name, rows, vocab) + opts_key, name, rows, vocab, opts_ref)
         ws = T.workspace(ws_bytes, device)
         _lib.call(
             "liger_cross_entropy_forward", T.ptr(logits), T.row_stride(logits), T.ptr(target),
             T.ptr(grad) if compute_grad else None, vocab, T.ptr(loss), T.ptr(z_loss), rows, vocab, dtype,
-            ctypes.byref(opts), T.ptr(ws), ws_bytes, _lib.op_tunables(op), T.stream(device),
+            opts_ref, T.ptr(ws), ws_bytes, _lib.op_tunables(op), T.stream(device),
         )
     return loss, z_loss, grad
+
+
+cross_entropy_fwd = torch.library.custom_op("liger::cross_entropy_fwd", _cross_entropy_fwd, mutates_args=())
 
 
 @cross_entropy_fwd.register_fake
@@ -123,8 +149,7 @@ def _(logits, target, class_weight, ignore_index, label_smoothing, lse_square_sc
     return loss, torch.empty_like(loss), grad
 
 
-@torch.library.custom_op("liger::cross_entropy_scale_", mutates_args=("grad",))
-def cross_entropy_scale_(grad: Tensor, grad_output: Tensor) -> None:
+def _cross_entropy_scale_(grad: Tensor, grad_output: Tensor) -> None:
     """grad *= grad_output (scalar, or per row for reduction none), in place, by the library."""
     op = "cross_entropy"
     rows, vocab = grad.shape
@@ -137,6 +162,9 @@ def cross_entropy_scale_(grad: Tensor, grad_output: Tensor) -> None:
         )
 
 
+cross_entropy_scale_ = torch.library.custom_op("liger::cross_entropy_scale_", _cross_entropy_scale_, mutates_args=("grad",))
+
+
 @cross_entropy_scale_.register_fake
 def _(grad, grad_output):
     return None
@@ -146,7 +174,7 @@ def _is_unit(grad_output: Tensor) -> bool:
     """Eager only: a scalar upstream gradient of exactly 1 (loss.backward()) needs no rescaling pass over
     the stored gradient. Reading it synchronises with the device, as Liger-Kernel does; a pass over a
     logits-sized gradient costs far more. Disable with liger_kernels._lib.SKIP_UNIT_GRAD_SCALE = False."""
-    return _lib.SKIP_UNIT_GRAD_SCALE and grad_output.numel() == 1 and bool(grad_output.reshape(()) == 1.0)
+    return _lib.SKIP_UNIT_GRAD_SCALE and grad_output.numel() == 1 and grad_output.item() == 1.0
 
 
 def _scale_functional(grad: Tensor, grad_output: Tensor) -> Tensor:
@@ -156,26 +184,42 @@ def _scale_functional(grad: Tensor, grad_output: Tensor) -> Tensor:
     return (grad.to(torch.float32) * go).to(grad.dtype)
 
 
-def _ce_setup(ctx, inputs, output):
-    _, _, grad = output
-    ctx.save_for_backward(grad)
-    ctx.mark_non_differentiable(output[1], grad)
+class CrossEntropyFunction(torch.autograd.Function):
+    """loss (and z_loss when asked, not differentiable) of [rows, vocab] logits; saves the gradient the
+    forward computed (an intermediate, not an output)."""
 
+    @staticmethod
+    def forward(ctx, logits, target, class_weight, ignore_index, label_smoothing, lse_square_scale, softcap, reduction,
+                compute_grad, return_z_loss):
+        args = (logits, target, class_weight, ignore_index, label_smoothing, lse_square_scale, softcap, reduction,
+                compute_grad)
+        if T.direct(logits, target, class_weight):
+            loss, z_loss, grad = _cross_entropy_fwd(*args)
+        else:
+            loss, z_loss, grad = torch.ops.liger.cross_entropy_fwd(*args)
+        ctx.save_for_backward(grad)
+        if return_z_loss:
+            ctx.mark_non_differentiable(z_loss)
+            return loss, z_loss
+        return loss
 
-def _ce_backward(ctx, dloss, _dz, _dgrad):
-    (grad,) = ctx.saved_tensors
-    if grad.numel() == 0 and dloss.numel() != 0:
-        raise RuntimeError("liger cross_entropy: the forward ran without gradients (compute_grad=False)")
-    if T.tracing(grad, dloss):
-        dlogits = _scale_functional(grad, dloss)
-    else:
-        if not _is_unit(dloss):
-            torch.ops.liger.cross_entropy_scale_(grad, dloss)
-        dlogits = grad
-    return dlogits, None, None, None, None, None, None, None, None
-
-
-torch.library.register_autograd("liger::cross_entropy_fwd", _ce_backward, setup_context=_ce_setup)
+    @staticmethod
+    def backward(ctx, dloss, *_dz):
+        (grad,) = ctx.saved_tensors
+        if grad.numel() == 0 and dloss.numel() != 0:
+            raise RuntimeError("liger cross_entropy: the forward ran without gradients (compute_grad=False)")
+        direct = T.direct(grad, dloss)
+        if not direct and T.tracing(grad, dloss):
+            dlogits = _scale_functional(grad, dloss)
+        else:
+            if not _is_unit(dloss):
+                if direct:
+                    _cross_entropy_scale_(grad, dloss)
+                    T.written(grad)
+                else:
+                    torch.ops.liger.cross_entropy_scale_(grad, dloss)
+            dlogits = grad
+        return dlogits, None, None, None, None, None, None, None, None, None
 
 
 def cross_entropy(
@@ -196,21 +240,26 @@ def cross_entropy(
     logits2 = logits.reshape(-1, vocab)
     compute_grad = bool(torch.is_grad_enabled() and logits.requires_grad)
     cw = weight.to(device=logits.device, dtype=torch.float32) if weight is not None else None
-    loss, z_loss, _ = torch.ops.liger.cross_entropy_fwd(
+    out = CrossEntropyFunction.apply(
         logits2, target.reshape(-1), cw, int(ignore_index), float(label_smoothing), float(lse_square_scale),
-        float(softcap or 0.0), REDUCTIONS[reduction], compute_grad,
+        float(softcap or 0.0), REDUCTIONS[reduction], compute_grad, bool(return_z_loss),
     )
+    if not return_z_loss:
+        return out.view(out_shape) if reduction == "none" else out
+    loss, z_loss = out
     if reduction == "none":
         loss = loss.view(out_shape)
         z_loss = z_loss.view(out_shape)
-    return (loss, z_loss) if return_z_loss else loss
+    return loss, z_loss
 
 
 # ---------------------------------------------------------------- FusedLinearCrossEntropy
 def _flce_launch(
     op, x, w, bias, target, class_weight, row_scale, opts, need_gx, need_gw, need_gb, gw_fp32, with_loss
 ):
-    """One library call; returns (loss, z_loss, grad_input, grad_weight, grad_bias) (empty for not needed)."""
+    """One library call; returns (loss, z_loss, grad_input, grad_weight, grad_bias) (empty for not needed).
+    opts: (struct, byref, key) from _ce_options."""
+    opts, opts_ref, opts_key = opts
     device = x.device
     tokens, hidden = x.shape
     vocab = w.shape[0]
@@ -223,9 +272,10 @@ def _flce_launch(
     gb = torch.empty((vocab,), dtype=torch.float32, device=device) if need_gb else x.new_empty((0,))
     tun = _lib.op_tunables(op)
     with T.on_device(device):
-        ws_bytes = _lib.call_size(
-            "liger_fused_linear_cross_entropy_workspace_size", tokens, hidden, vocab, dtype, ctypes.byref(opts), tun
-        )
+        name = "liger_fused_linear_cross_entropy_workspace_size"
+        # The size depends on the current device's architecture (the default chunk_rows).
+        key = None if tun is not None else (name, device.index, tokens, hidden, vocab, dtype) + opts_key
+        ws_bytes = _lib.call_size_cached(key, name, tokens, hidden, vocab, dtype, opts_ref, tun)
         ws = T.workspace(ws_bytes, device)
         _lib.call(
             "liger_fused_linear_cross_entropy_forward", T.ptr(x), hidden, T.ptr(w), hidden, T.ptr(bias),
@@ -233,7 +283,7 @@ def _flce_launch(
             T.ptr(gx) if need_gx else None, hidden,
             T.ptr(gw) if need_gw else None, _lib.DTYPE_FLOAT32 if gw_fp32 else dtype,
             T.ptr(gb) if need_gb else None, _lib.DTYPE_FLOAT32,
-            tokens, hidden, vocab, dtype, ctypes.byref(opts), T.ptr(ws), ws_bytes, tun, T.stream(device),
+            tokens, hidden, vocab, dtype, opts_ref, T.ptr(ws), ws_bytes, tun, T.stream(device),
         )
     return loss, z_loss, gx, gw, gb
 
@@ -257,8 +307,7 @@ def _flce_prepare(op, input, weight, target, bias, class_weight):
     return device, x, w, b, tgt, cw
 
 
-@torch.library.custom_op("liger::fused_linear_cross_entropy_fwd", mutates_args=())
-def fused_linear_cross_entropy_fwd(
+def _fused_linear_cross_entropy_fwd(
     input: Tensor, weight: Tensor, target: Tensor, bias: Optional[Tensor], class_weight: Optional[Tensor],
     ignore_index: int, label_smoothing: float, lse_square_scale: float, softcap: float, reduction: int,
     need_grad_input: bool, need_grad_weight: bool, need_grad_bias: bool, grad_weight_fp32: bool
@@ -280,6 +329,11 @@ def fused_linear_cross_entropy_fwd(
     return loss, z_loss, gx, gw, gb
 
 
+fused_linear_cross_entropy_fwd = torch.library.custom_op(
+    "liger::fused_linear_cross_entropy_fwd", _fused_linear_cross_entropy_fwd, mutates_args=()
+)
+
+
 @fused_linear_cross_entropy_fwd.register_fake
 def _(input, weight, target, bias, class_weight, ignore_index, label_smoothing, lse_square_scale, softcap, reduction,
       need_grad_input, need_grad_weight, need_grad_bias, grad_weight_fp32):
@@ -292,8 +346,7 @@ def _(input, weight, target, bias, class_weight, ignore_index, label_smoothing, 
     return loss, torch.empty_like(loss), gx, gw, gb
 
 
-@torch.library.custom_op("liger::fused_linear_cross_entropy_recompute", mutates_args=())
-def fused_linear_cross_entropy_recompute(
+def _fused_linear_cross_entropy_recompute(
     input: Tensor, weight: Tensor, target: Tensor, bias: Optional[Tensor], class_weight: Optional[Tensor],
     row_grad_scale: Tensor, ignore_index: int, label_smoothing: float, lse_square_scale: float, softcap: float,
     need_grad_input: bool, need_grad_weight: bool, need_grad_bias: bool, grad_weight_fp32: bool
@@ -315,6 +368,11 @@ def fused_linear_cross_entropy_recompute(
     return gx, gw, gb
 
 
+fused_linear_cross_entropy_recompute = torch.library.custom_op(
+    "liger::fused_linear_cross_entropy_recompute", _fused_linear_cross_entropy_recompute, mutates_args=()
+)
+
+
 @fused_linear_cross_entropy_recompute.register_fake
 def _(input, weight, target, bias, class_weight, row_grad_scale, ignore_index, label_smoothing, lse_square_scale,
       softcap, need_grad_input, need_grad_weight, need_grad_bias, grad_weight_fp32):
@@ -325,8 +383,7 @@ def _(input, weight, target, bias, class_weight, row_grad_scale, ignore_index, l
     )
 
 
-@torch.library.custom_op("liger::fused_linear_cross_entropy_scale_", mutates_args=("grad_input", "grad_weight", "grad_bias"))
-def fused_linear_cross_entropy_scale_(grad_input: Tensor, grad_weight: Tensor, grad_bias: Tensor, grad_output: Tensor) -> None:
+def _fused_linear_cross_entropy_scale_(grad_input: Tensor, grad_weight: Tensor, grad_bias: Tensor, grad_output: Tensor) -> None:
     """Multiplies the stored gradients (empty ones skipped) by the scalar grad_output, in place."""
     op = "fused_linear_cross_entropy"
     ref = next((t for t in (grad_input, grad_weight, grad_bias) if t.numel()), None)
@@ -350,54 +407,74 @@ def fused_linear_cross_entropy_scale_(grad_input: Tensor, grad_weight: Tensor, g
         )
 
 
+fused_linear_cross_entropy_scale_ = torch.library.custom_op(
+    "liger::fused_linear_cross_entropy_scale_", _fused_linear_cross_entropy_scale_,
+    mutates_args=("grad_input", "grad_weight", "grad_bias"),
+)
+
+
 @fused_linear_cross_entropy_scale_.register_fake
 def _(grad_input, grad_weight, grad_bias, grad_output):
     return None
 
 
-def _flce_setup(ctx, inputs, output):
-    (input, weight, target, bias, class_weight, ignore_index, label_smoothing, lse_square_scale, softcap, reduction,
-     need_gx, need_gw, need_gb, gw_fp32) = inputs
-    _, z_loss, gx, gw, gb = output
-    ctx.reduction = reduction
-    ctx.has_bias = bias is not None
-    ctx.mark_non_differentiable(z_loss, gx, gw, gb)
-    if reduction == REDUCTIONS["none"]:
-        ctx.save_for_backward(input, weight, target, bias, class_weight)
-        ctx.args = (ignore_index, label_smoothing, lse_square_scale, softcap)
-        ctx.flags = (need_gx, need_gw, need_gb, gw_fp32)
-    else:
-        ctx.save_for_backward(gx, gw, gb)
+class FusedLinearCrossEntropyFunction(torch.autograd.Function):
+    """loss (and z_loss when asked, not differentiable) of input @ weight.T (+ bias). mean/sum: saves the
+    gradients the forward computed (intermediates); none: saves the inputs, the backward recomputes."""
 
+    @staticmethod
+    def forward(ctx, input, weight, target, bias, class_weight, ignore_index, label_smoothing, lse_square_scale,
+                softcap, reduction, need_gx, need_gw, need_gb, gw_fp32, return_z_loss):
+        args = (input, weight, target, bias, class_weight, ignore_index, label_smoothing, lse_square_scale, softcap,
+                reduction, need_gx, need_gw, need_gb, gw_fp32)
+        if T.direct(input, weight, target, bias, class_weight):
+            loss, z_loss, gx, gw, gb = _fused_linear_cross_entropy_fwd(*args)
+        else:
+            loss, z_loss, gx, gw, gb = torch.ops.liger.fused_linear_cross_entropy_fwd(*args)
+        ctx.reduction = reduction
+        ctx.has_bias = bias is not None
+        if reduction == REDUCTIONS["none"]:
+            ctx.save_for_backward(input, weight, target, bias, class_weight)
+            ctx.args = (ignore_index, label_smoothing, lse_square_scale, softcap)
+            ctx.flags = (need_gx, need_gw, need_gb, gw_fp32)
+        else:
+            ctx.save_for_backward(gx, gw, gb)
+        if return_z_loss:
+            ctx.mark_non_differentiable(z_loss)
+            return loss, z_loss
+        return loss
 
-def _flce_backward(ctx, dloss, _dz, _dgx, _dgw, _dgb):
-    if ctx.reduction == REDUCTIONS["none"]:
-        input, weight, target, bias, class_weight = ctx.saved_tensors
-        need_gx, need_gw, need_gb, gw_fp32 = ctx.flags
-        gx, gw, gb = torch.ops.liger.fused_linear_cross_entropy_recompute(
-            input, weight, target, bias, class_weight, dloss, *ctx.args, need_gx, need_gw, need_gb, gw_fp32
+    @staticmethod
+    def backward(ctx, dloss, *_dz):
+        if ctx.reduction == REDUCTIONS["none"]:
+            input, weight, target, bias, class_weight = ctx.saved_tensors
+            need_gx, need_gw, need_gb, gw_fp32 = ctx.flags
+            args = (input, weight, target, bias, class_weight, dloss, *ctx.args, need_gx, need_gw, need_gb, gw_fp32)
+            if T.direct(dloss, input, weight, target, bias, class_weight):
+                gx, gw, gb = _fused_linear_cross_entropy_recompute(*args)
+            else:
+                gx, gw, gb = torch.ops.liger.fused_linear_cross_entropy_recompute(*args)
+        else:
+            gx, gw, gb = ctx.saved_tensors
+            direct = T.direct(dloss, gx, gw, gb)
+            if not direct and T.tracing(dloss, gx, gw, gb):
+                s = dloss.to(torch.float32)
+                gx = (gx.to(torch.float32) * s).to(gx.dtype) if gx.numel() else gx
+                gw = (gw.to(torch.float32) * s).to(gw.dtype) if gw.numel() else gw
+                gb = (gb.to(torch.float32) * s).to(gb.dtype) if gb.numel() else gb
+            elif not _is_unit(dloss):
+                if direct:
+                    _fused_linear_cross_entropy_scale_(gx, gw, gb, dloss)
+                    T.written(gx, gw, gb)
+                else:
+                    torch.ops.liger.fused_linear_cross_entropy_scale_(gx, gw, gb, dloss)
+        return (
+            gx if gx.numel() else None,
+            gw if gw.numel() else None,
+            None,
+            (gb if gb.numel() else None) if ctx.has_bias else None,
+            None, None, None, None, None, None, None, None, None, None, None,
         )
-    else:
-        gx, gw, gb = ctx.saved_tensors
-        if T.tracing(dloss, gx, gw, gb):
-            s = dloss.to(torch.float32)
-            gx = (gx.to(torch.float32) * s).to(gx.dtype) if gx.numel() else gx
-            gw = (gw.to(torch.float32) * s).to(gw.dtype) if gw.numel() else gw
-            gb = (gb.to(torch.float32) * s).to(gb.dtype) if gb.numel() else gb
-        elif not _is_unit(dloss):
-            torch.ops.liger.fused_linear_cross_entropy_scale_(gx, gw, gb, dloss)
-    return (
-        gx if gx.numel() else None,
-        gw if gw.numel() else None,
-        None,
-        (gb if gb.numel() else None) if ctx.has_bias else None,
-        None, None, None, None, None, None, None, None, None, None,
-    )
-
-
-torch.library.register_autograd(
-    "liger::fused_linear_cross_entropy_fwd", _flce_backward, setup_context=_flce_setup
-)
 
 
 def fused_linear_cross_entropy(
@@ -427,13 +504,16 @@ def fused_linear_cross_entropy(
     x = input.reshape(-1, input.shape[-1])
     grad_on = torch.is_grad_enabled()
     cw = ce_weight.to(device=input.device, dtype=torch.float32) if ce_weight is not None else None
-    loss, z_loss, _, _, _ = torch.ops.liger.fused_linear_cross_entropy_fwd(
+    out = FusedLinearCrossEntropyFunction.apply(
         x, weight, target.reshape(-1), bias, cw, int(ignore_index), float(label_smoothing), float(lse_square_scale),
         float(softcap or 0.0), REDUCTIONS[reduction],
         bool(grad_on and input.requires_grad), bool(grad_on and weight.requires_grad),
-        bool(grad_on and bias is not None and bias.requires_grad), accum_dtype == torch.float32,
+        bool(grad_on and bias is not None and bias.requires_grad), accum_dtype == torch.float32, bool(return_z_loss),
     )
+    if not return_z_loss:
+        return out.view(out_shape) if reduction == "none" else out
+    loss, z_loss = out
     if reduction == "none":
         loss = loss.view(out_shape)
         z_loss = z_loss.view(out_shape)
-    return (loss, z_loss) if return_z_loss else loss
+    return loss, z_loss

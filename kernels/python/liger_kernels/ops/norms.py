@@ -1,5 +1,11 @@
-"""RMSNorm, FusedAddRMSNorm and LayerNorm as torch.library custom ops (namespace `liger`) with
-fake implementations and autograd (rms_norm.h, fused_add_rms_norm.h, layer_norm.h)."""
+"""RMSNorm, FusedAddRMSNorm and LayerNorm (rms_norm.h, fused_add_rms_norm.h, layer_norm.h).
+
+The forward and backward launches are torch.library custom ops (namespace `liger`) with fake
+implementations; autograd lives in a torch.autograd.Function outside them. In plain eager
+execution the Function calls the ops' Python implementations directly (no dispatcher: a
+registered op with register_autograd costs tens of microseconds per forward+backward); while
+compiling or tracing it calls torch.ops.liger.*, which the compiler keeps opaque and traces
+through the fake implementations."""
 
 import ctypes
 from typing import Optional, Tuple
@@ -49,8 +55,36 @@ _lib.declare("liger_layer_norm_backward_workspace_size", ST, [ctypes.c_int, I64,
 _lib.declare("liger_layer_norm_default_tunables", ST, [ctypes.c_int, I64, I64, DT, P_TUN])
 
 
+# Options structs by value: one per distinct (eps, offset, casting_mode) / eps, not one per launch.
+_RMS_OPTS: dict = {}
+_LN_OPTS: dict = {}
+_OPTS_MAX = 256
+
+
 def _rms_opts(eps: float, offset: float, casting_mode: int):
-    return ctypes.byref(RmsNormOptions(float(eps), float(offset), int(casting_mode), 0))
+    key = (eps, offset, casting_mode)
+    ref = _RMS_OPTS.get(key)
+    if ref is None:
+        if len(_RMS_OPTS) >= _OPTS_MAX:
+            _RMS_OPTS.clear()
+        ref = _RMS_OPTS[key] = ctypes.byref(RmsNormOptions(float(eps), float(offset), int(casting_mode), 0))
+    return ref
+
+
+def _ln_opts(eps: float):
+    ref = _LN_OPTS.get(eps)
+    if ref is None:
+        if len(_LN_OPTS) >= _OPTS_MAX:
+            _LN_OPTS.clear()
+        ref = _LN_OPTS[eps] = ctypes.byref(LayerNormOptions(float(eps)))
+    return ref
+
+
+def _ws_size(name: str, device, rows: int, cols: int, dtype: int, tun, *extra) -> int:
+    """Backward workspace bytes (`name`(device, rows, cols, dtype, *extra, tunables)); cached for the
+    tuned defaults."""
+    key = None if tun is not None else (name, device.index, rows, cols, dtype) + extra
+    return _lib.call_size_cached(key, name, device.index, rows, cols, dtype, *extra, tun)
 
 
 def _weight_dtype(op: str, weight: Tensor, x: Tensor) -> int:
@@ -65,8 +99,7 @@ def _rows_cols(x: Tensor) -> Tuple[int, int]:
 
 
 # ---------------------------------------------------------------- RMSNorm
-@torch.library.custom_op("liger::rms_norm_fwd", mutates_args=())
-def rms_norm_fwd(x: Tensor, weight: Tensor, eps: float, offset: float, casting_mode: int, in_place: bool) -> Tuple[Tensor, Tensor]:
+def _rms_norm_fwd(x: Tensor, weight: Tensor, eps: float, offset: float, casting_mode: int, in_place: bool) -> Tuple[Tensor, Tensor]:
     op = "rms_norm"
     device = T.check_cuda(op, x=x, weight=weight)
     x = x.contiguous()
@@ -85,6 +118,9 @@ def rms_norm_fwd(x: Tensor, weight: Tensor, eps: float, offset: float, casting_m
     return y, rstd
 
 
+rms_norm_fwd = torch.library.custom_op("liger::rms_norm_fwd", _rms_norm_fwd, mutates_args=())
+
+
 @rms_norm_fwd.register_fake
 def _(x, weight, eps, offset, casting_mode, in_place):
     rows = x.numel() // x.shape[-1]
@@ -99,7 +135,7 @@ def _rms_bwd_impl(dy: Tensor, dx: Tensor, x: Tensor, weight: Tensor, rstd: Tenso
     dtype = T.dtype_enum(x, op)
     tun = _lib.op_tunables(op)
     with T.on_device(device):
-        ws_bytes = _lib.call_size("liger_rms_norm_backward_workspace_size", device.index, rows, cols, dtype, tun) if need_dw else 0
+        ws_bytes = _ws_size("liger_rms_norm_backward_workspace_size", device, rows, cols, dtype, tun) if need_dw else 0
         ws = T.workspace(ws_bytes, device)
         _lib.call(
             "liger_rms_norm_backward", T.ptr(dy), cols, T.ptr(x), cols, T.ptr(weight), _weight_dtype(op, weight, x),
@@ -109,8 +145,7 @@ def _rms_bwd_impl(dy: Tensor, dx: Tensor, x: Tensor, weight: Tensor, rstd: Tenso
     return dw
 
 
-@torch.library.custom_op("liger::rms_norm_bwd", mutates_args=())
-def rms_norm_bwd(
+def _rms_norm_bwd(
     dy: Tensor, x: Tensor, weight: Tensor, rstd: Tensor, eps: float, offset: float, casting_mode: int, need_dw: bool
 ) -> Tuple[Tensor, Tensor]:
     dy = dy.contiguous()
@@ -119,13 +154,15 @@ def rms_norm_bwd(
     return dx, dw
 
 
+rms_norm_bwd = torch.library.custom_op("liger::rms_norm_bwd", _rms_norm_bwd, mutates_args=())
+
+
 @rms_norm_bwd.register_fake
 def _(dy, x, weight, rstd, eps, offset, casting_mode, need_dw):
     return torch.empty_like(x), (torch.empty_like(weight) if need_dw else weight.new_empty((0,)))
 
 
-@torch.library.custom_op("liger::rms_norm_bwd_inplace", mutates_args=("dy",))
-def rms_norm_bwd_inplace(
+def _rms_norm_bwd_inplace(
     dy: Tensor, x: Tensor, weight: Tensor, rstd: Tensor, eps: float, offset: float, casting_mode: int, need_dw: bool
 ) -> Tensor:
     """dx is written into dy (which must be contiguous); returns dweight."""
@@ -134,46 +171,60 @@ def rms_norm_bwd_inplace(
     return _rms_bwd_impl(dy, dy, x, weight, rstd, eps, offset, casting_mode, need_dw)
 
 
+rms_norm_bwd_inplace = torch.library.custom_op("liger::rms_norm_bwd_inplace", _rms_norm_bwd_inplace, mutates_args=("dy",))
+
+
 @rms_norm_bwd_inplace.register_fake
 def _(dy, x, weight, rstd, eps, offset, casting_mode, need_dw):
     return torch.empty_like(weight) if need_dw else weight.new_empty((0,))
 
 
-def _rms_setup(ctx, inputs, output):
-    x, weight, eps, offset, casting_mode, in_place = inputs
-    _, rstd = output
-    ctx.save_for_backward(x.contiguous(), weight.contiguous(), rstd)
-    ctx.args = (eps, offset, casting_mode)
-    ctx.in_place = in_place
-    ctx.mark_non_differentiable(rstd)
+class RMSNormFunction(torch.autograd.Function):
+    """y = RMSNorm(x); saves x, weight and rstd (fp32, one per row)."""
 
+    @staticmethod
+    def forward(ctx, x, weight, eps, offset, casting_mode, in_place):
+        x = x.contiguous()
+        weight = weight.contiguous()
+        if T.direct(x, weight):
+            y, rstd = _rms_norm_fwd(x, weight, eps, offset, casting_mode, in_place)
+        else:
+            y, rstd = torch.ops.liger.rms_norm_fwd(x, weight, eps, offset, casting_mode, in_place)
+        ctx.save_for_backward(x, weight, rstd)
+        ctx.args = (eps, offset, casting_mode)
+        ctx.in_place = in_place
+        return y
 
-def _rms_backward(ctx, dy, _drstd):
-    x, weight, rstd = ctx.saved_tensors
-    need_dw = bool(ctx.needs_input_grad[1])
-    if ctx.in_place and dy.is_contiguous() and not T.tracing(dy, x):
-        # Eager only: under torch.compile the functional op is used (same numbers, the compiler
-        # plans the buffers).
-        dw = torch.ops.liger.rms_norm_bwd_inplace(dy, x, weight, rstd, *ctx.args, need_dw)
-        dx = dy
-    else:
-        dx, dw = torch.ops.liger.rms_norm_bwd(dy, x, weight, rstd, *ctx.args, need_dw)
-    return dx, (dw if need_dw else None), None, None, None, None
-
-
-torch.library.register_autograd("liger::rms_norm_fwd", _rms_backward, setup_context=_rms_setup)
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, rstd = ctx.saved_tensors
+        need_dw = bool(ctx.needs_input_grad[1])
+        direct = T.direct(dy, x)
+        # In place in eager mode only (tracing is checked before dy's layout: torch.compile traces
+        # this backward in a mode that forbids layout queries); under torch.compile the functional
+        # op is used (same numbers, the compiler plans the buffers).
+        if ctx.in_place and (direct or not T.tracing(dy, x)) and dy.is_contiguous():
+            if direct:
+                dw = _rms_norm_bwd_inplace(dy, x, weight, rstd, *ctx.args, need_dw)
+                T.written(dy)
+            else:
+                dw = torch.ops.liger.rms_norm_bwd_inplace(dy, x, weight, rstd, *ctx.args, need_dw)
+            dx = dy
+        elif direct:
+            dx, dw = _rms_norm_bwd(dy, x, weight, rstd, *ctx.args, need_dw)
+        else:
+            dx, dw = torch.ops.liger.rms_norm_bwd(dy, x, weight, rstd, *ctx.args, need_dw)
+        return dx, (dw if need_dw else None), None, None, None, None
 
 
 def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6, offset: float = 0.0, casting_mode: str = "llama", in_place: bool = False) -> Tensor:
     if casting_mode not in CASTING:
         raise ValueError(f"casting_mode must be one of {tuple(CASTING)}, got {casting_mode!r}")
-    y, _ = torch.ops.liger.rms_norm_fwd(x, weight, float(eps), float(offset), CASTING[casting_mode], bool(in_place))
-    return y
+    return RMSNormFunction.apply(x, weight, float(eps), float(offset), CASTING[casting_mode], bool(in_place))
 
 
 # ---------------------------------------------------------------- FusedAddRMSNorm
-@torch.library.custom_op("liger::fused_add_rms_norm_fwd", mutates_args=())
-def fused_add_rms_norm_fwd(
+def _fused_add_rms_norm_fwd(
     x: Tensor, residual: Tensor, weight: Tensor, eps: float, offset: float, casting_mode: int, in_place: bool
 ) -> Tuple[Tensor, Tensor, Tensor]:
     op = "fused_add_rms_norm"
@@ -199,14 +250,16 @@ def fused_add_rms_norm_fwd(
     return y, s, rstd
 
 
+fused_add_rms_norm_fwd = torch.library.custom_op("liger::fused_add_rms_norm_fwd", _fused_add_rms_norm_fwd, mutates_args=())
+
+
 @fused_add_rms_norm_fwd.register_fake
 def _(x, residual, weight, eps, offset, casting_mode, in_place):
     rows = x.numel() // x.shape[-1]
     return torch.empty_like(x), torch.empty_like(x), x.new_empty((rows,), dtype=torch.float32)
 
 
-@torch.library.custom_op("liger::fused_add_rms_norm_bwd", mutates_args=())
-def fused_add_rms_norm_bwd(
+def _fused_add_rms_norm_bwd(
     dy: Tensor, ds_out: Optional[Tensor], s: Tensor, weight: Tensor, rstd: Tensor, eps: float, offset: float,
     casting_mode: int, need_dw: bool
 ) -> Tuple[Tensor, Tensor]:
@@ -221,7 +274,7 @@ def fused_add_rms_norm_bwd(
     tun = _lib.op_tunables(op)
     with T.on_device(device):
         ws_bytes = (
-            _lib.call_size("liger_fused_add_rms_norm_backward_workspace_size", device.index, rows, cols, dtype, tun)
+            _ws_size("liger_fused_add_rms_norm_backward_workspace_size", device, rows, cols, dtype, tun)
             if need_dw else 0
         )
         ws = T.workspace(ws_bytes, device)
@@ -233,28 +286,38 @@ def fused_add_rms_norm_bwd(
     return dx, dw
 
 
+fused_add_rms_norm_bwd = torch.library.custom_op("liger::fused_add_rms_norm_bwd", _fused_add_rms_norm_bwd, mutates_args=())
+
+
 @fused_add_rms_norm_bwd.register_fake
 def _(dy, ds_out, s, weight, rstd, eps, offset, casting_mode, need_dw):
     return torch.empty_like(s), (torch.empty_like(weight) if need_dw else weight.new_empty((0,)))
 
 
-def _far_setup(ctx, inputs, output):
-    x, residual, weight, eps, offset, casting_mode, in_place = inputs
-    _, s, rstd = output
-    ctx.save_for_backward(s, weight.contiguous(), rstd)
-    ctx.args = (eps, offset, casting_mode)
-    ctx.mark_non_differentiable(rstd)
+class FusedAddRMSNormFunction(torch.autograd.Function):
+    """(y, s) = (RMSNorm(x + residual), x + residual); saves s, weight and rstd."""
 
+    @staticmethod
+    def forward(ctx, x, residual, weight, eps, offset, casting_mode, in_place):
+        weight = weight.contiguous()
+        if T.direct(x, residual, weight):
+            y, s, rstd = _fused_add_rms_norm_fwd(x, residual, weight, eps, offset, casting_mode, in_place)
+        else:
+            y, s, rstd = torch.ops.liger.fused_add_rms_norm_fwd(x, residual, weight, eps, offset, casting_mode, in_place)
+        ctx.save_for_backward(s, weight, rstd)
+        ctx.args = (eps, offset, casting_mode)
+        return y, s
 
-def _far_backward(ctx, dy, ds_out, _drstd):
-    s, weight, rstd = ctx.saved_tensors
-    need_dw = bool(ctx.needs_input_grad[2])
-    dx, dw = torch.ops.liger.fused_add_rms_norm_bwd(dy, ds_out, s, weight, rstd, *ctx.args, need_dw)
-    # x and residual get the same gradient.
-    return dx, dx, (dw if need_dw else None), None, None, None, None
-
-
-torch.library.register_autograd("liger::fused_add_rms_norm_fwd", _far_backward, setup_context=_far_setup)
+    @staticmethod
+    def backward(ctx, dy, ds_out):
+        s, weight, rstd = ctx.saved_tensors
+        need_dw = bool(ctx.needs_input_grad[2])
+        if T.direct(dy, ds_out, s):
+            dx, dw = _fused_add_rms_norm_bwd(dy, ds_out, s, weight, rstd, *ctx.args, need_dw)
+        else:
+            dx, dw = torch.ops.liger.fused_add_rms_norm_bwd(dy, ds_out, s, weight, rstd, *ctx.args, need_dw)
+        # x and residual get the same gradient.
+        return dx, dx, (dw if need_dw else None), None, None, None, None
 
 
 def fused_add_rms_norm(
@@ -264,15 +327,13 @@ def fused_add_rms_norm(
     """Returns (RMSNorm(x + residual), x + residual)."""
     if casting_mode not in CASTING:
         raise ValueError(f"casting_mode must be one of {tuple(CASTING)}, got {casting_mode!r}")
-    y, s, _ = torch.ops.liger.fused_add_rms_norm_fwd(
+    return FusedAddRMSNormFunction.apply(
         x, residual, weight, float(eps), float(offset), CASTING[casting_mode], bool(in_place)
     )
-    return y, s
 
 
 # ---------------------------------------------------------------- LayerNorm
-@torch.library.custom_op("liger::layer_norm_fwd", mutates_args=())
-def layer_norm_fwd(x: Tensor, weight: Tensor, bias: Optional[Tensor], eps: float) -> Tuple[Tensor, Tensor, Tensor]:
+def _layer_norm_fwd(x: Tensor, weight: Tensor, bias: Optional[Tensor], eps: float) -> Tuple[Tensor, Tensor, Tensor]:
     op = "layer_norm"
     device = T.check_cuda(op, x=x, weight=weight, bias=bias)
     x = x.contiguous()
@@ -291,9 +352,12 @@ def layer_norm_fwd(x: Tensor, weight: Tensor, bias: Optional[Tensor], eps: float
         _lib.call(
             "liger_layer_norm_forward", T.ptr(x), cols, T.ptr(weight), T.ptr(bias), _weight_dtype(op, weight, x),
             T.ptr(y), cols, T.ptr(mean), T.ptr(rstd), rows, cols, T.dtype_enum(x, op),
-            ctypes.byref(LayerNormOptions(float(eps))), _lib.op_tunables(op), T.stream(device),
+            _ln_opts(eps), _lib.op_tunables(op), T.stream(device),
         )
     return y, mean, rstd
+
+
+layer_norm_fwd = torch.library.custom_op("liger::layer_norm_fwd", _layer_norm_fwd, mutates_args=())
 
 
 @layer_norm_fwd.register_fake
@@ -302,8 +366,7 @@ def _(x, weight, bias, eps):
     return torch.empty_like(x), x.new_empty((rows,), dtype=torch.float32), x.new_empty((rows,), dtype=torch.float32)
 
 
-@torch.library.custom_op("liger::layer_norm_bwd", mutates_args=())
-def layer_norm_bwd(
+def _layer_norm_bwd(
     dy: Tensor, x: Tensor, weight: Tensor, mean: Tensor, rstd: Tensor, need_dw: bool, need_db: bool
 ) -> Tuple[Tensor, Tensor, Tensor]:
     op = "layer_norm"
@@ -318,9 +381,7 @@ def layer_norm_bwd(
     with T.on_device(device):
         ws_bytes = 0
         if need_dw or need_db:
-            ws_bytes = _lib.call_size(
-                "liger_layer_norm_backward_workspace_size", device.index, rows, cols, dtype, int(need_db), tun
-            )
+            ws_bytes = _ws_size("liger_layer_norm_backward_workspace_size", device, rows, cols, dtype, tun, int(need_db))
         ws = T.workspace(ws_bytes, device)
         _lib.call(
             "liger_layer_norm_backward", T.ptr(dy), cols, T.ptr(x), cols, T.ptr(weight), _weight_dtype(op, weight, x),
@@ -328,6 +389,9 @@ def layer_norm_bwd(
             T.ptr(ws), ws_bytes, rows, cols, dtype, tun, T.stream(device),
         )
     return dx, dw, db
+
+
+layer_norm_bwd = torch.library.custom_op("liger::layer_norm_bwd", _layer_norm_bwd, mutates_args=())
 
 
 @layer_norm_bwd.register_fake
@@ -339,25 +403,32 @@ def _(dy, x, weight, mean, rstd, need_dw, need_db):
     )
 
 
-def _ln_setup(ctx, inputs, output):
-    x, weight, bias, eps = inputs
-    _, mean, rstd = output
-    ctx.save_for_backward(x.contiguous(), weight.contiguous(), mean, rstd)
-    ctx.has_bias = bias is not None
-    ctx.mark_non_differentiable(mean, rstd)
+class LayerNormFunction(torch.autograd.Function):
+    """y = LayerNorm(x); saves x, weight, mean and rstd (fp32, one per row)."""
 
+    @staticmethod
+    def forward(ctx, x, weight, bias, eps):
+        x = x.contiguous()
+        weight = weight.contiguous()
+        if T.direct(x, weight, bias):
+            y, mean, rstd = _layer_norm_fwd(x, weight, bias, eps)
+        else:
+            y, mean, rstd = torch.ops.liger.layer_norm_fwd(x, weight, bias, eps)
+        ctx.save_for_backward(x, weight, mean, rstd)
+        ctx.has_bias = bias is not None
+        return y
 
-def _ln_backward(ctx, dy, _dmean, _drstd):
-    x, weight, mean, rstd = ctx.saved_tensors
-    need_dw = bool(ctx.needs_input_grad[1])
-    need_db = bool(ctx.has_bias and ctx.needs_input_grad[2])
-    dx, dw, db = torch.ops.liger.layer_norm_bwd(dy, x, weight, mean, rstd, need_dw, need_db)
-    return dx, (dw if need_dw else None), (db if need_db else None), None
-
-
-torch.library.register_autograd("liger::layer_norm_fwd", _ln_backward, setup_context=_ln_setup)
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, mean, rstd = ctx.saved_tensors
+        need_dw = bool(ctx.needs_input_grad[1])
+        need_db = bool(ctx.has_bias and ctx.needs_input_grad[2])
+        if T.direct(dy, x):
+            dx, dw, db = _layer_norm_bwd(dy, x, weight, mean, rstd, need_dw, need_db)
+        else:
+            dx, dw, db = torch.ops.liger.layer_norm_bwd(dy, x, weight, mean, rstd, need_dw, need_db)
+        return dx, (dw if need_dw else None), (db if need_db else None), None
 
 
 def layer_norm(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, eps: float = 1e-5) -> Tensor:
-    y, _, _ = torch.ops.liger.layer_norm_fwd(x, weight, bias, float(eps))
-    return y
+    return LayerNormFunction.apply(x, weight, bias, float(eps))

@@ -1,4 +1,7 @@
-"""RoPE (HF rotate-half) on q and k in one launch, as a torch.library custom op with autograd (rope.h).
+"""RoPE (HF rotate-half) on q and k in one launch (rope.h): torch.library custom ops (namespace `liger`,
+fake implementations) for the launches, autograd in a torch.autograd.Function outside them that calls
+the ops' Python implementations directly in plain eager execution and torch.ops.liger.* while
+compiling or tracing.
 
 q [B, Hq, T, D] and k [B, Hk, T, D] may be any strided views with a contiguous last dimension (what
 LlamaAttention passes: proj(x).view(B, T, H, D).transpose(1, 2)); no copy is made for them. Outputs
@@ -23,9 +26,12 @@ _lib.declare("liger_rope_backward", ST, _ROPE_ARGS)
 _lib.declare("liger_rope_default_tunables", ST, [ctypes.c_int, I64, I64, DT, P_TUN])
 
 
+_I64x3 = ctypes.c_int64 * 3
+
+
 def _strides3(t: Tensor):
     s = t.stride()
-    return (ctypes.c_int64 * 3)(int(s[0]), int(s[1]), int(s[2]))
+    return _I64x3(s[0], s[1], s[2])
 
 
 def _last_contig(t: Tensor) -> Tensor:
@@ -72,9 +78,15 @@ def _launch(fn: str, q: Tensor, k: Tensor, cos: Tensor, sin: Tensor) -> Tuple[Te
     return qo, ko
 
 
-@torch.library.custom_op("liger::rope_fwd", mutates_args=())
-def rope_fwd(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor) -> Tuple[Tensor, Tensor]:
-    return _launch("liger_rope_forward", q, k, cos, sin)
+_FORWARD = "liger_rope_forward"
+_BACKWARD = "liger_rope_backward"
+
+
+def _rope_fwd(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor) -> Tuple[Tensor, Tensor]:
+    return _launch(_FORWARD, q, k, cos, sin)
+
+
+rope_fwd = torch.library.custom_op("liger::rope_fwd", _rope_fwd, mutates_args=())
 
 
 @rope_fwd.register_fake
@@ -82,9 +94,11 @@ def _(q, k, cos, sin):
     return q.new_empty(q.shape), k.new_empty(k.shape)
 
 
-@torch.library.custom_op("liger::rope_bwd", mutates_args=())
-def rope_bwd(dq: Tensor, dk: Tensor, cos: Tensor, sin: Tensor) -> Tuple[Tensor, Tensor]:
-    return _launch("liger_rope_backward", dq, dk, cos, sin)
+def _rope_bwd(dq: Tensor, dk: Tensor, cos: Tensor, sin: Tensor) -> Tuple[Tensor, Tensor]:
+    return _launch(_BACKWARD, dq, dk, cos, sin)
+
+
+rope_bwd = torch.library.custom_op("liger::rope_bwd", _rope_bwd, mutates_args=())
 
 
 @rope_bwd.register_fake
@@ -92,26 +106,34 @@ def _(dq, dk, cos, sin):
     return dq.new_empty(dq.shape), dk.new_empty(dk.shape)
 
 
-def _rope_setup(ctx, inputs, output):
-    _, _, cos, sin = inputs
-    ctx.save_for_backward(cos, sin)
+class RoPEFunction(torch.autograd.Function):
+    """(q', k') = rotate-half RoPE of [B, H, T, D] q and k; saves cos and sin (no gradient for them)."""
 
+    @staticmethod
+    def forward(ctx, q, k, cos, sin):
+        if T.direct(q, k, cos, sin):
+            qo, ko = _rope_fwd(q, k, cos, sin)
+        else:
+            qo, ko = torch.ops.liger.rope_fwd(q, k, cos, sin)
+        ctx.save_for_backward(cos, sin)
+        return qo, ko
 
-def _rope_backward(ctx, dq, dk):
-    cos, sin = ctx.saved_tensors
-    gq, gk = torch.ops.liger.rope_bwd(dq, dk, cos, sin)
-    return gq, gk, None, None
-
-
-torch.library.register_autograd("liger::rope_fwd", _rope_backward, setup_context=_rope_setup)
+    @staticmethod
+    def backward(ctx, dq, dk):
+        cos, sin = ctx.saved_tensors
+        if T.direct(dq, dk, cos, sin):
+            gq, gk = _rope_bwd(dq, dk, cos, sin)
+        else:
+            gq, gk = torch.ops.liger.rope_bwd(dq, dk, cos, sin)
+        return gq, gk, None, None
 
 
 def rope(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, unsqueeze_dim: int = 1) -> Tuple[Tensor, Tensor]:
     """transformers' apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim): unsqueeze_dim=1 for
     [B, H, T, D] q/k, 2 for [B, T, H, D] (results in the same layout as given)."""
     if unsqueeze_dim == 1:
-        return torch.ops.liger.rope_fwd(q, k, cos, sin)
+        return RoPEFunction.apply(q, k, cos, sin)
     if unsqueeze_dim == 2:
-        qo, ko = torch.ops.liger.rope_fwd(q.transpose(1, 2), k.transpose(1, 2), cos, sin)
+        qo, ko = RoPEFunction.apply(q.transpose(1, 2), k.transpose(1, 2), cos, sin)
         return qo.transpose(1, 2), ko.transpose(1, 2)
     raise ValueError(f"liger rope: unsqueeze_dim must be 1 or 2, got {unsqueeze_dim}")
