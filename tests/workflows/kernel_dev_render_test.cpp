@@ -87,8 +87,8 @@ TEST(KernelDevRender, RendersEveryFileWithTheLibraryConventions) {
   EXPECT_NE(header.content.find("liger_relu_squared_default_tunables"), std::string::npos);
   EXPECT_EQ(header.content.find("workspace"), std::string::npos);  // no learnable parameters
   const auto& cu = file(files, "relu_squared/relu_squared.cu");
-  for (const char* expected : {"DeviceGuard guard(p.in[0]);", "check_launch(kName)", "load_vec<T, VEC>",
-                               "// The row's last partial vector: element by element.", "default_config(current_sm_arch()",
+  for (const char* expected : {"DeviceGuard guard(p.in[0]);", "check_launch(kName)", "load_vector<T, VEC>",
+                               "store_floats<T, VEC>", "// The row's last partial vector, element by element.", "default_config(current_sm_arch()",
                                "LIGER_STATUS_UNSUPPORTED_DTYPE", "y = (t0 * t0);", "dispatch_dtype(dtype"})
     EXPECT_NE(cu.content.find(expected), std::string::npos) << expected;
   EXPECT_EQ(cu.content.find("{{"), std::string::npos) << "unrendered tag";
@@ -262,6 +262,7 @@ struct M {
   static float log(float x) { return logf(x); }
   static float log1p(float x) { return log1pf(x); }
   static float expm1(float x) { return expm1f(x); }
+  static float tanh(float x) { return tanhf(x); }
   static float div(float a, float b) { return a / b; }
   static float sigmoid(float x) { const float z = expf(-fabsf(x)); const float r = 1.0f / (1.0f + z); return x >= 0.0f ? r : z * r; }
   static float softplus(float x) { return log1pf(expf(-fabsf(x))) + fmaxf(x, 0.0f); }

@@ -1,7 +1,7 @@
 // Code emission for Tier-1 ops: fp32 CUDA device statements and fp64 C++ reference statements
 // for a set of named outputs, with common subexpressions shared as named temporaries, integer
 // powers as products and the numerically safe forms. The CUDA statements call the kernel's math
-// policy M:: (exp, log, log1p, expm1, div, sigmoid, softplus: accurate for fp32 storage, SFU forms
+// policy M:: (exp, log, log1p, expm1, tanh, div, sigmoid, softplus: accurate for fp32 storage, SFU forms
 // for 16-bit storage) and sign_f32; the fp64 statements call std:: and sigmoid_f64 / softplus_f64 /
 // sign_f64 (the templates define both).
 #pragma once
