@@ -164,6 +164,58 @@ TEST(AutopatchWorkflow, MoeLikeUsesMoeOutputAndAuxLoss) {
   EXPECT_NE(text.find("output_router_logits=output_router_logits"), std::string::npos);
 }
 
+// Convergence tolerances are per model family (the reference integration): a bf16 MoE's parameters
+// get a 5e-2 relative-norm bound (top-k routing flips move expert weights further than a dense
+// MLP's; H100: Qwen3-MoE experts.gate_up_proj 2.54e-2 / 2.69e-2 against 2e-2), everything else is
+// the Llama integration's table.
+TEST(AutopatchWorkflow, ConvergenceToleranceFollowsTheModelFamily) {
+  Tree t;
+  for (const auto& [name, family] : std::vector<std::pair<std::string, std::string>>{
+           {"tinyllama", "llama"}, {"tinygemma", "gemma"}, {"tinymoe", "moe"}}) {
+    ASSERT_EQ(t.run(name).status, "completed") << name;
+    const auto profile = YAML::LoadFile((t.tree / kPkg / (name + ".autopatch.yaml")).string());
+    ASSERT_EQ(profile["reference_integration"]["name"].as<std::string>(), family) << name;
+    const std::string test = t.read("tests/python/test_autopatch_" + name + ".py");
+    EXPECT_NE(test.find("\nFAMILY = \"" + family + "\"\n"), std::string::npos) << name;
+    EXPECT_NE(test.find("this model: " + family + ")"), std::string::npos) << name;
+    EXPECT_NE(test.find("    tol = conv_tol(dtype)\n"), std::string::npos) << name;
+    // Every family of the profile schema's enum has an entry; only moe changes anything, in bf16.
+    for (const char* f : {"llama", "gemma", "moe"})
+      EXPECT_NE(test.find(std::string("\n    \"") + f + "\": "), std::string::npos) << f;
+    EXPECT_NE(test.find("    \"moe\": {torch.bfloat16: dict(params=(2e-2, 2e-2, 5e-2))},\n"), std::string::npos);
+    EXPECT_NE(test.find("params=(2e-2, 2e-2, 2e-2)),\n"), std::string::npos) << "the dense bf16 row changed";
+    EXPECT_NE(test.find("params=(5e-3, 1e-4, 1e-3)),\n"), std::string::npos) << "the fp32 row changed";
+  }
+}
+
+// The hand-written references' tests (tests/python/test_autopatch_{gemma,qwen3_moe}.py) were
+// rendered from the template; their tolerance code must stay the template's, with the family
+// filled in (the rest depends on the installed transformers' profile, e.g. the mini config).
+TEST(AutopatchWorkflow, ReferenceTestsCarryTheTemplatesTolerances) {
+  const std::string tmpl = util::read_file(repo() / "templates/autopatch/test.py.mustache");
+  auto between = [](const std::string& s, const std::string& from, const std::string& to) {
+    const auto b = s.find(from);
+    const auto e = b == std::string::npos ? b : s.find(to, b);
+    EXPECT_NE(e, std::string::npos) << from << " ... " << to;
+    return e == std::string::npos ? std::string() : s.substr(b, e - b);
+  };
+  auto fill = [](std::string s, const std::string& family) {
+    for (size_t at = s.find("{{reference}}"); at != std::string::npos; at = s.find("{{reference}}", at))
+      s.replace(at, std::string("{{reference}}").size(), family);
+    return s;
+  };
+  const std::string doc = between(tmpl, "  logits and final parameters compared", "\"\"\"\n");
+  const std::string code = between(tmpl, "def _param_rel_bound(", "@pytest.mark.parametrize(\"fused\"");
+  ASSERT_FALSE(doc.empty());
+  ASSERT_FALSE(code.empty());
+  for (const auto& [module, family] : std::vector<std::pair<std::string, std::string>>{{"gemma", "gemma"}, {"qwen3_moe", "moe"}}) {
+    const std::string ref = util::read_file(repo() / ("tests/python/test_autopatch_" + module + ".py"));
+    EXPECT_NE(ref.find(fill(doc, family)), std::string::npos) << module << ": docstring table differs from the template";
+    EXPECT_NE(ref.find(fill(code, family)), std::string::npos) << module << ": tolerance code differs from the template";
+    EXPECT_NE(ref.find("    tol = conv_tol(dtype)\n"), std::string::npos) << module;
+  }
+}
+
 TEST(AutopatchWorkflow, DeclinedPartsAreAbsentFromApplyAndNamedInReport) {
   Tree t;
   const auto out = t.run("tinyds");  // MoE with fused 3-D experts and a non-standard RoPE
