@@ -464,7 +464,8 @@ TEST(AutopatchProfile, YamlHasEveryDecisionPlanAndReference) {
 TEST(AutopatchProfile, ProfileValidatesAgainstTheSkillSchema) {
   // The schema is data in skills/autopatch; the values the analysis produces must be allowed.
   YAML::Node spec = YAML::LoadFile((fs::path(LIGER_SOURCE_DIR) / "skills/autopatch/decisions.yaml").string());
-  for (const char* name : {"tinyllama", "tinygemma", "tinymoe", "tinyphi", "tinyrope", "tinyvl", "tinycohere", "tinyds"}) {
+  for (const char* name : {"tinyllama", "tinygemma", "tinymoe", "tinyphi", "tinyrope", "tinyvl", "tinycohere", "tinyds",
+                           "tinyolmo2", "tinyqwen2vl", "tinyqwen25vl"}) {
     ModelProfile p = fixture_profile(name);
     for (const auto& d : p.decisions) {
       YAML::Node dd = spec["decisions"][d.key];
