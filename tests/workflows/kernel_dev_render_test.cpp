@@ -87,8 +87,8 @@ TEST(KernelDevRender, RendersEveryFileWithTheLibraryConventions) {
   EXPECT_NE(header.content.find("liger_relu_squared_default_tunables"), std::string::npos);
   EXPECT_EQ(header.content.find("workspace"), std::string::npos);  // no learnable parameters
   const auto& cu = file(files, "relu_squared/relu_squared.cu");
-  for (const char* expected : {"DeviceGuard guard(p.in[0]);", "check_launch(kName)", "load_vector<T, VEC>",
-                               "store_floats<T, VEC>", "// The row's last partial vector, element by element.", "default_config(current_sm_arch()",
+  for (const char* expected : {"DeviceGuard guard(p.in[0]);", "check_launch(kName)", "load_vec<T, VEC>",
+                               "// The row's last partial vector: element by element.", "default_config(current_sm_arch()",
                                "LIGER_STATUS_UNSUPPORTED_DTYPE", "y = (t0 * t0);", "dispatch_dtype(dtype"})
     EXPECT_NE(cu.content.find(expected), std::string::npos) << expected;
   EXPECT_EQ(cu.content.find("{{"), std::string::npos) << "unrendered tag";
