@@ -32,6 +32,7 @@ def _register_module(model_type: str, module: str) -> None:
 # references included, so the generator never rewrites the rest of this file).
 # BEGIN autopatch registry
 _register_module("gemma", "gemma")
+_register_module("gemma2", "gemma2")
 _register_module("qwen3_moe", "qwen3_moe")
 # END autopatch registry
 
