@@ -981,13 +981,9 @@ StageResult verify(StageContext& ctx) {
   // Original vs optimized, each from its own build of the work tree.
   ctx.progress("re-benchmarking the optimized library");
   const BenchRun opt = bench(ctx, in, winner.empty() ? start : Candidate{}, in.bench_min_time_ms, fd / "optimized.json");
-  write(work_dir(ctx) / spec.tuning, original_tuning);
-  if (auto err = build_work(ctx, in, sm, fd / "build-original.log"); !err.empty()) return result.fail("the original does not rebuild", err);
-  ctx.progress("re-benchmarking the original library");
-  const BenchRun orig = bench(ctx, in, start, in.bench_min_time_ms, fd / "original.json");
-  write(work_dir(ctx) / spec.tuning, applied);
 
-  // PyTorch baseline.
+  // PyTorch baseline, against the optimized build (before the work tree is rebuilt as the original:
+  // the library the Python binding loads is that build's).
   std::string torch_status = "not run: python3 not found";
   auto runner = current_runner();
   if (runner->has_tool("python3")) {
@@ -1003,6 +999,12 @@ StageResult verify(StageContext& ctx) {
       torch_status = r.ok() ? "PyTorch eager / torch.compile vs liger: final/torch.md" : "compare_torch.py failed (final/torch.log)";
     }
   }
+
+  write(work_dir(ctx) / spec.tuning, original_tuning);
+  if (auto err = build_work(ctx, in, sm, fd / "build-original.log"); !err.empty()) return result.fail("the original does not rebuild", err);
+  ctx.progress("re-benchmarking the original library");
+  const BenchRun orig = bench(ctx, in, start, in.bench_min_time_ms, fd / "original.json");
+  write(work_dir(ctx) / spec.tuning, applied);
 
   // Plot.
   std::string plot = "not drawn: gnuplot not found";
