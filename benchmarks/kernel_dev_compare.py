@@ -10,6 +10,11 @@
 memory of forward+backward above the inputs, eager vs ours, and checks that both agree. Exit 0
 measured; 3 not run (the last line says why: no torch, no GPU); 1 error.
 
+Two timings per mode: per call from Python (below; "speedup" in the JSON), and the device time
+of the same call replayed from a CUDA graph ("speedup_device"): on a slow host a 0.1 ms kernel
+behind a Python autograd Function can wait on the CPU, which the graph replay takes out for both
+sides alike.
+
 Timing as benchmarks/compare_torch.py's Timer (and Triton's do_bench, which Liger-Kernel's
 benchmarks use): before each timed repetition an L2 flush (a 256 MiB memset) is enqueued, then a
 CUDA event pair is recorded around the call; the median over the repetitions is reported. The flush
@@ -117,8 +122,59 @@ def main():
         torch.cuda.synchronize()
         return statistics.median(s.elapsed_time(e) * 1000.0 for s, e in zip(starts, ends))
 
+    def graph_timed(fn, runs):
+        """Median microseconds of one replay of fn captured in a CUDA graph, with the same L2 flush
+        before each replay: device time with the host's per-call work (Python, autograd engine,
+        launch) taken out, for both implementations alike. (None, why) when fn cannot be captured."""
+        try:
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(3):
+                    fn()
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                fn()
+        except Exception as exc:  # noqa: BLE001 - reported, the per-call timings still stand
+            torch.cuda.synchronize()
+            return None, f"not capturable: {exc.__class__.__name__}: {exc}"
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
+        for i in range(runs):
+            flush.zero_()
+            starts[i].record()
+            graph.replay()
+            ends[i].record()
+        torch.cuda.synchronize()
+        del graph
+        return statistics.median(s.elapsed_time(e) * 1000.0 for s, e in zip(starts, ends)), ""
+
     # One upstream gradient for both implementations: their gradients are compared afterwards.
     dy = torch.randn(a.rows, cols, device=dev, dtype=dtype)
+
+    def measure_graphs(impl):
+        t, p = leaves()
+        grads = list(t.values()) + list(p.values())
+
+        def forward():
+            with torch.no_grad():
+                return impl(t, p)
+
+        y = impl(t, p)
+        res, notes = {}, []
+        for mode, fn in (("forward", forward),
+                         ("backward", lambda: torch.autograd.grad(y, grads, dy, retain_graph=True)),
+                         ("full", lambda: torch.autograd.grad(impl(t, p), grads, dy))):
+            us, why = graph_timed(fn, a.runs)
+            if us is not None:
+                res[f"{mode}_us"] = us
+            else:
+                notes.append(f"{mode}: {why}")
+        del y
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        return res, notes
 
     def measure(impl):
         t, p = leaves()
@@ -139,6 +195,8 @@ def main():
 
     e_res, e_out, e_grads = measure(eager)
     o_res, o_out, o_grads = measure(ours)
+    e_graph, e_notes = measure_graphs(eager)
+    o_graph, o_notes = measure_graphs(ours)
     tol = {"fp32": 1e-4, "fp16": 2e-2, "bf16": 4e-2}[a.dtype]
 
     def close(u, v):
@@ -152,6 +210,12 @@ def main():
         "speedup": {m: e_res[f"{m}_us"] / o_res[f"{m}_us"] for m in ("forward", "backward", "full")},
         "memory_saving": 1.0 - o_res["peak_bytes"] / e_res["peak_bytes"] if e_res["peak_bytes"] else 0.0,
         "outputs_agree": agree,
+        # The same three modes replayed from CUDA graphs: what the GPU spends, without the host.
+        "device_timing": "median of CUDA-graph replays per mode, same L2 flush before each",
+        "eager_graph": e_graph, "ours_graph": o_graph,
+        "speedup_device": {m: e_graph[f"{m}_us"] / o_graph[f"{m}_us"] for m in ("forward", "backward", "full")
+                           if f"{m}_us" in e_graph and f"{m}_us" in o_graph},
+        "graph_notes": e_notes + [f"ours {n}" for n in o_notes],
     }
     if a.json:
         with open(a.json, "w") as f:
@@ -160,6 +224,11 @@ def main():
     print(f"{a.op} vs eager ({a.eager}), {a.dtype} {a.rows}x{cols}: forward {s['forward']:.2f}x, backward "
           f"{s['backward']:.2f}x, full {s['full']:.2f}x, peak memory {result['memory_saving'] * 100:.1f}% less, "
           f"outputs {'agree' if agree else 'DISAGREE'}")
+    sd = result["speedup_device"]
+    if sd:
+        print("device time (CUDA graphs, host taken out): " + ", ".join(f"{m} {v:.2f}x" for m, v in sd.items()))
+    for note in result["graph_notes"]:
+        print(f"CUDA-graph timing {note}")
     return 0 if agree else 1
 
 

@@ -759,6 +759,14 @@ StageResult verify(StageContext& ctx) {
             line += fmt::format("{}{} {:.2f}x", line.empty() ? "" : ", ", mode, cmp["speedup"][mode].get<double>());
         if (cmp.contains("memory_saving"))
           line += fmt::format(", peak memory {:.1f}% less", cmp["memory_saving"].get<double>() * 100.0);
+        // Device time (CUDA-graph replays): the same ratios without the host's per-call work.
+        if (cmp.contains("speedup_device") && cmp["speedup_device"].is_object() && !cmp["speedup_device"].empty()) {
+          std::string device;
+          for (const char* mode : {"forward", "backward", "full"})
+            if (cmp["speedup_device"].contains(mode))
+              device += fmt::format("{}{} {:.2f}x", device.empty() ? "" : ", ", mode, cmp["speedup_device"][mode].get<double>());
+          line += "; device time (CUDA graphs): " + device;
+        }
         checks.push_back({"benchmark vs PyTorch eager (" + eager + ")", "measured", line});
       }
     }
