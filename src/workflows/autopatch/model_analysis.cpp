@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <regex>
 #include <set>
 
@@ -51,6 +52,15 @@ struct NormClass {
   std::string name;  // local class name, or "nn.LayerNorm" / "nn.RMSNorm"
   NormKind kind = NormKind::None;
   const ClassDef* cls = nullptr;  // null for torch classes
+  // Set when the forward takes more than the hidden states (a gate) or multiplies by an
+  // activation (Qwen3.5's / Mamba2's RMSNormGated: norm(x) * silu(gate)): such a class is never
+  // replaced by the library RMSNorm, which has no gate.
+  std::string gated_why;
+  int gated_line = 0;
+  bool gated() const { return !gated_why.empty(); }
+
+  NormClass() = default;
+  NormClass(std::string n, NormKind k, const ClassDef* c) : name(std::move(n)), kind(k), cls(c) {}
 };
 
 struct NormAttr {
@@ -59,12 +69,36 @@ struct NormAttr {
   int line = 0;
 };
 
+// A token mixer of the decoder layer that is not softmax attention (a GatedDeltaNet, a Mamba
+// mixer...): hybrid models build one on some layers and softmax attention on the others.
+struct LinearMixer {
+  std::string attr;
+  const ClassDef* cls = nullptr;
+  int line = 0;
+  std::vector<NormAttr> norms;  // its norm attributes (Qwen3.5's `norm = ...RMSNormGated(...)`)
+};
+
+// The text model is built from another model's config (`self.language_model =
+// AutoModel.from_config(config.text_config)`, GLM-4.6V): its classes are not in this file.
+struct ExternalText {
+  std::string attr;         // language_model
+  std::string owner;        // the class assigning it
+  int line = 0;
+  std::string model_type;   // the text_config's default model type, from the configuration file
+  int config_line = 0;
+  std::string modeling;     // models/<dir>/modeling_<dir>.py when found next to this model
+};
+
 struct Structure {
   const PythonModule& m;
   std::map<std::string, NormClass> norms;  // by class name
   const ClassDef* base_model = nullptr;    // text model: embed_tokens + layers
   const ClassDef* decoder = nullptr;
   const ClassDef* attention = nullptr;
+  std::string attention_attr;
+  int attention_line = 0;
+  std::vector<LinearMixer> linear_mixers;
+  std::optional<ExternalText> external_text;
   std::vector<NormAttr> decoder_norms, attention_norms;
   std::optional<NormAttr> final_norm;
   std::vector<std::pair<std::string, const ClassDef*>> mlp_candidates;  // attr, class
@@ -114,6 +148,45 @@ NormKind classify_norm_body(const ClassDef& c) {
   return NormKind::None;
 }
 
+// Why a norm class is gated (empty when it is a plain norm): its forward takes an input besides
+// the hidden states and uses it (`forward(hidden_states, gate)`), or multiplies by an activation
+// (ACT2FN[...], silu, sigmoid, gelu). *line is the statement that shows it.
+std::string gated_norm_reason(const ClassDef& c, int* line) {
+  const FunctionDef* f = c.method("forward");
+  if (!f) return "";
+  auto sts = method_with_helpers(c, "forward");
+  std::vector<std::string> extra;
+  for (size_t i = 2; i < f->params.size(); ++i)
+    if (f->params[i] != "args" && f->params[i] != "kwargs") extra.push_back(f->params[i]);
+  std::string used;
+  int used_line = 0;
+  for (const auto& st : sts) {
+    for (const auto& t : st.tokens)
+      if (t.kind == TokKind::Name && std::find(extra.begin(), extra.end(), t.text) != extra.end()) {
+        used = t.text;
+        used_line = st.line;
+        break;
+      }
+    if (!used.empty()) break;
+  }
+  static const std::regex act(R"((ACT2FN\[|silu\(|sigmoid\(|gelu\(|swish\(|self\.act\w*\())");
+  int act_line = 0;
+  std::string act_text;
+  for (const auto& st : sts)
+    if (std::regex_search(st.text, act)) { act_line = st.line; act_text = st.text; break; }
+  if (used.empty() && act_line == 0) return "";
+  std::string params;
+  for (size_t i = 1; i < f->params.size(); ++i) params += (i > 1 ? ", " : "") + f->params[i];
+  std::string why = c.name + ".forward(" + params + ")";
+  if (!used.empty()) why += " takes '" + used + "' besides the hidden states";
+  if (act_line) why += std::string(used.empty() ? "" : " and") + " multiplies by an activation" +
+                       (used.empty() ? std::string() : " of it");
+  why += " (a gated norm); the library norm kernels compute only the normalisation and the weight "
+         "(RMSNorm: x * rstd * w), so replacing the class would drop the gate";
+  *line = act_line ? act_line : used_line;
+  return why;
+}
+
 void find_norm_classes(Structure& s) {
   // Iterate to a fixed point so subclasses of a norm class (GemmaRMSNorm(LlamaRMSNorm)) count.
   for (const auto& c : s.m.classes) {
@@ -131,6 +204,18 @@ void find_norm_classes(Structure& s) {
       for (const auto& b : c.bases)
         if (s.norms.count(b)) s.norms[c.name] = NormClass{c.name, s.norms[b].kind, &c};
     }
+  // Only RMSNorm-like classes named as norms (a decoder layer calling self.layer_norm(...) can
+  // look like a norm to the arithmetic test above).
+  for (auto& [name, nc] : s.norms) {
+    if (!nc.cls || nc.kind != NormKind::Rms || !contains(name, "Norm")) continue;
+    nc.gated_why = gated_norm_reason(*nc.cls, &nc.gated_line);
+    // A subclass without its own forward inherits the base's gate.
+    if (nc.gated_why.empty() && !nc.cls->method("forward"))
+      for (const auto& b : nc.cls->bases) {
+        const ClassDef* bc = s.m.find_class(b);
+        if (bc && (nc.gated_why = gated_norm_reason(*bc, &nc.gated_line), !nc.gated_why.empty())) break;
+      }
+  }
 }
 
 const NormClass* norm_of_callee(const Structure& s, const std::string& callee) {
@@ -169,6 +254,45 @@ std::vector<std::string> local_classes_in(const Structure& s, const Assignment& 
   return out;
 }
 
+// A token-mixer class or attribute named like linear attention / a state-space mixer
+// (Qwen3.5's `linear_attn = Qwen3_5GatedDeltaNet(...)`, Bamba's `mamba = BambaMixer(...)`).
+// The class name is read without the prefix it shares with the decoder layer's name (the model
+// prefix): KimiLinearAttention is Kimi Linear's softmax attention, KimiLinearDeltaAttention its
+// linear one.
+bool is_linear_mixer(std::string_view attr, std::string_view cls, std::string_view decoder) {
+  size_t common = 0;
+  while (common < cls.size() && common < decoder.size() && cls[common] == decoder[common]) ++common;
+  cls = cls.substr(common);
+  static const char* attr_marks[] = {"linear", "mamba", "mixer", "ssm", "recurrent", "lightning"};
+  static const char* cls_marks[] = {"DeltaNet", "Mamba", "Mixer", "SSM", "LinearAttention", "Lightning",
+                                    "Recurrent", "Rwkv", "RWKV", "ShortConv", "DeltaAttention"};
+  for (const char* m : attr_marks)
+    if (contains(attr, m)) return true;
+  for (const char* m : cls_marks)
+    if (contains(cls, m)) return true;
+  return false;
+}
+
+// How clearly a class's forward is softmax attention: a module-level rotary apply, the eager
+// attention function, the attention interface, SDPA or a softmax.
+int softmax_attention_evidence(const PythonModule& m, const ClassDef& c) {
+  const FunctionDef* f = c.method("forward");
+  if (!f) return 0;
+  int score = 0;
+  for (const auto& st : method_with_helpers(c, "forward")) {
+    for (const auto& call : find_calls(st)) {
+      const FunctionDef* fn = m.find_function(call.callee);
+      if (fn && (contains(fn->name, "rotary") || contains(fn->name, "rope"))) score = std::max(score, 3);
+      if (contains(call.callee, "eager_attention_forward") || contains(call.callee, "attention_interface") ||
+          contains(call.callee, "scaled_dot_product_attention"))
+        score = std::max(score, 2);
+      if (contains(call.callee, "softmax")) score = std::max(score, 1);
+    }
+    if (contains(st.text, "ALL_ATTENTION_FUNCTIONS")) score = std::max(score, 2);
+  }
+  return score;
+}
+
 void find_structure(Structure& s) {
   find_norm_classes(s);
   // Base text model: a class with `self.layers = nn.ModuleList([...])` and embed_tokens.
@@ -201,11 +325,38 @@ void find_structure(Structure& s) {
   }
   if (!s.decoder) return;
   s.decoder_norms = norm_attrs(s, *s.decoder);
+  // The attention class: among the decoder layer's *attn* / *attention* attributes (norms
+  // excluded), the softmax attention (self_attn, a forward that applies RoPE or calls the attention
+  // interface) over cross-attention; linear-attention / state-space mixers (GatedDeltaNet, Mamba)
+  // that hybrid models build on some layers are never taken for it.
+  int best_attn = std::numeric_limits<int>::min();
+  std::set<const ClassDef*> mixer_seen;
   for (const auto& a : s.decoder->init_assignments()) {
     std::string attr = a.targets.front().substr(5);
     auto locals = local_classes_in(s, a);
-    if (!s.attention && (contains(attr, "attn") || contains(attr, "attention")) && !locals.empty())
-      s.attention = s.m.find_class(locals.front());
+    for (const auto& l : locals) {
+      const ClassDef* c = s.m.find_class(l);
+      if (!c || contains(attr, "norm") || (s.norms.count(l) && contains(l, "Norm"))) continue;
+      bool named = contains(attr, "attn") || contains(attr, "attention");
+      if (is_linear_mixer(attr, l, s.decoder->name) && (named || contains(attr, "mixer") || contains(attr, "mamba") ||
+                                       contains(attr, "linear") || contains(attr, "ssm"))) {
+        if (mixer_seen.insert(c).second) s.linear_mixers.push_back(LinearMixer{attr, c, a.line, {}});
+        continue;
+      }
+      if (!named) continue;
+      int score = 0;
+      if (attr == "self_attn" || attr == "self_attention") score += 4;
+      else if (attr == "attn" || attr == "attention") score += 2;
+      if (contains(attr, "cross") || contains(attr, "encoder")) score -= 4;
+      if (contains(attr, "dropout") || ends_with(attr, "_hc") || contains(attr, "gate")) score -= 6;
+      score += 2 * softmax_attention_evidence(s.m, *c);
+      if (score > best_attn) {
+        best_attn = score;
+        s.attention = c;
+        s.attention_attr = attr;
+        s.attention_line = a.line;
+      }
+    }
     static const std::set<std::string> mlp_attrs = {"mlp", "feed_forward", "block_sparse_moe",
                                                     "moe", "ffn", "mlp_block"};
     if (mlp_attrs.count(attr)) {
@@ -219,6 +370,7 @@ void find_structure(Structure& s) {
     }
   }
   if (s.attention) s.attention_norms = norm_attrs(s, *s.attention);
+  for (auto& lm : s.linear_mixers) lm.norms = norm_attrs(s, *lm.cls);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -398,9 +550,43 @@ struct Analyzer {
         static NormClass rn{"nn.RMSNorm", NormKind::Rms, nullptr};
         nc = na.cls == "nn.LayerNorm" ? &ln : &rn;
       }
-      if (nc && nc->kind == kind) return nc;
+      if (nc && nc->kind == kind && !nc->gated()) return nc;
     }
     return nullptr;
+  }
+
+  // Gated norm classes (norm(x, gate)) of the text model: the decoder layer's, the attention's,
+  // the linear-attention mixers' and the final norm's, then any other in the file outside a
+  // vision tower. Each is excluded from the norm kernels with its reason.
+  struct GatedNorm {
+    const NormClass* nc;
+    std::vector<std::string> attrs;  // "norm" (in Qwen3_5GatedDeltaNet)...
+    std::vector<std::string> owners; // the classes holding those attributes
+  };
+  std::vector<GatedNorm> gated_norms() const {
+    std::vector<GatedNorm> out;
+    auto add = [&](const std::string& cls, const std::string& attr, const std::string& owner) {
+      auto it = s.norms.find(cls);
+      if (it == s.norms.end() || !it->second.gated()) return;
+      for (auto& g : out)
+        if (g.nc == &it->second) {
+          if (!attr.empty() && std::find(g.attrs.begin(), g.attrs.end(), attr) == g.attrs.end()) g.attrs.push_back(attr);
+          if (!owner.empty() && std::find(g.owners.begin(), g.owners.end(), owner) == g.owners.end()) g.owners.push_back(owner);
+          return;
+        }
+      GatedNorm g{&it->second, {}, {}};
+      if (!attr.empty()) g.attrs.push_back(attr);
+      if (!owner.empty()) g.owners.push_back(owner);
+      out.push_back(g);
+    };
+    for (const auto& na : s.decoder_norms) add(na.cls, na.attr, s.decoder->name);
+    for (const auto& na : s.attention_norms) add(na.cls, na.attr, s.attention->name);
+    for (const auto& lm : s.linear_mixers)
+      for (const auto& na : lm.norms) add(na.cls, na.attr, lm.cls->name);
+    if (s.final_norm) add(s.final_norm->cls, s.final_norm->attr, s.base_model ? s.base_model->name : "");
+    for (const auto& [name, nc] : s.norms)
+      if (nc.gated() && nc.kind == NormKind::Rms && !is_vision_name(name)) add(name, "", "");
+    return out;
   }
 
   void decide_norms() {
@@ -425,6 +611,25 @@ struct Analyzer {
       }
     }
     d1.details["classes"] = classes;
+    auto gated = gated_norms();
+    if (!gated.empty()) {
+      YAML::Node ex(YAML::NodeType::Sequence);
+      for (const auto& g : gated) {
+        YAML::Node e;
+        e["class"] = g.nc->name;
+        if (!g.attrs.empty()) e["attributes"] = g.attrs;
+        if (!g.owners.empty()) e["in"] = g.owners;
+        e["line"] = g.nc->cls->line;
+        e["reason"] = g.nc->gated_why;
+        ex.push_back(e);
+        d1.evidence.push_back(ev(g.nc->cls->line));
+        if (g.nc->gated_line) d1.evidence.push_back(ev(g.nc->gated_line));
+      }
+      d1.details["excluded"] = ex;
+      d1.notes.push_back("gated norm class(es) excluded from the norm kernels (they take a gate "
+                         "besides the hidden states): " +
+                         [&] { std::string t; for (auto& g : gated) t += (t.empty() ? "" : ", ") + g.nc->name; return t; }());
+    }
     if (kinds.empty()) {
       undecide(d1, s.decoder ? "no norm attribute in " + s.decoder->name + " resolves to a recognised RMSNorm/LayerNorm class"
                              : "no decoder-layer class found");
@@ -436,7 +641,15 @@ struct Analyzer {
 
     const NormClass* rms = primary_norm(NormKind::Rms);
     const NormClass* ln = primary_norm(NormKind::Layer);
-    if (!rms) {
+    bool text_gated_rms = false;
+    for (const auto& na : attrs) {
+      auto it = s.norms.find(na.cls);
+      text_gated_rms |= it != s.norms.end() && it->second.gated() && it->second.kind == NormKind::Rms;
+    }
+    if (!rms && text_gated_rms) {
+      undecide(d2, "the text model's RMSNorm classes are all gated (norm(x, gate)); the library RMSNorm has no gate");
+      undecide(d3, d2.undecided);
+    } else if (!rms) {
       decide(d2, "not_applicable", 0.95);
       d2.notes.push_back("the text model has no RMSNorm");
       decide(d3, "not_applicable", 0.95);
@@ -1121,6 +1334,28 @@ struct Analyzer {
     }
     decide(dd, variant, variant == "custom" ? 0.7 : 0.9);
     if (!best.why.empty()) dd.notes.push_back(best.why);
+    add_linear_mixer_facts(dd);
+  }
+
+  // Hybrid decoders (Qwen3.5, Qwen3-Next, Bamba...): the layers that use a linear-attention or
+  // state-space mixer have no RoPE; the decision is read from the softmax attention.
+  void add_linear_mixer_facts(Decision& dd) {
+    if (s.linear_mixers.empty()) return;
+    YAML::Node mix(YAML::NodeType::Sequence);
+    std::string names;
+    for (const auto& lm : s.linear_mixers) {
+      YAML::Node n;
+      n["attribute"] = lm.attr;
+      n["class"] = lm.cls->name;
+      mix.push_back(n);
+      names += (names.empty() ? "" : ", ") + lm.attr + " = " + lm.cls->name;
+    }
+    dd.details["linear_attention"] = mix;
+    if (s.attention) dd.details["attention_class"] = s.attention->name;
+    dd.notes.push_back("the decoder layer also builds linear-attention / state-space mixers (" + names +
+                       ") on some layers; they take no position embeddings, so rope is decided from "
+                       "the softmax attention " +
+                       (s.attention ? s.attention->name + " (" + s.attention_attr + ")" : std::string("(none found)")));
   }
 
   // ---- 9-11: output class, last hidden state, soft-capping -------------------------------------
@@ -1272,6 +1507,19 @@ struct Analyzer {
     dd.details["classes"] = classes;
     dd.details["decoder_class"] = s.decoder->name;
     if (s.attention) dd.details["attention_class"] = s.attention->name;
+    if (!s.linear_mixers.empty()) {
+      YAML::Node mix(YAML::NodeType::Sequence);
+      for (const auto& lm : s.linear_mixers) {
+        YAML::Node n;
+        n["attribute"] = lm.attr;
+        n["class"] = lm.cls->name;
+        YAML::Node nn_(YAML::NodeType::Map);
+        for (const auto& na : lm.norms) nn_[na.attr] = na.cls;
+        n["norms"] = nn_;
+        mix.push_back(n);
+      }
+      dd.details["linear_attention"] = mix;
+    }
     if (s.base_model) dd.details["base_model_class"] = s.base_model->name;
     if (dec.size() == 0) undecide(dd, "no norm attributes found in " + s.decoder->name);
     else decide(dd, v, s.final_norm ? 0.95 : 0.75);
@@ -1309,7 +1557,8 @@ struct Analyzer {
       // Other RMSNorm classes used in the text model (e.g. a weightless qk-norm).
       std::set<std::string> others;
       for (const auto& na : text_norm_attrs())
-        if (na.cls != rms->name && s.norms.count(na.cls) && s.norms.at(na.cls).kind == NormKind::Rms)
+        if (na.cls != rms->name && s.norms.count(na.cls) && s.norms.at(na.cls).kind == NormKind::Rms &&
+            !s.norms.at(na.cls).gated())
           others.insert(na.cls);
       for (const auto& o : others) {
         PatchItem x;
@@ -1327,6 +1576,15 @@ struct Analyzer {
           p.apply.push_back(x);
         }
       }
+    }
+    // Gated norms (norm(x, gate) * act(gate)) keep their own class, whatever else is patched.
+    for (const auto& g : gated_norms()) {
+      PatchItem x;
+      x.kernel = g.nc->kind == NormKind::Layer ? "layer_norm" : "rms_norm";
+      x.target = g.nc->name;
+      x.attributes = g.attrs;
+      x.reason = g.nc->gated_why;
+      p.declined.push_back(x);
     }
     if (nt.details["layer_norm"]) {
       YAML::Node ln = nt.details["layer_norm"];
