@@ -216,7 +216,7 @@ TEST_P(AutopatchFixture, DecisionsMatchTheExpectationTable) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, AutopatchFixture,
                          ::testing::Values("tinyllama", "tinygemma", "tinymoe", "tinyphi", "tinyrope",
                                            "tinyvl", "tinycohere", "tinyds", "tinyolmo2",
-                                           "tinyqwen2vl", "tinyqwen25vl"));
+                                           "tinyqwen2vl", "tinyqwen25vl", "tinyqwen35"));
 
 TEST(AutopatchDecisions, LlamaEvidencePointsAtTheCastAndTheWeightMultiply) {
   ModelProfile p = fixture_profile("tinyllama");
@@ -298,6 +298,96 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
 }
 
 }  // namespace
+
+// Transformers 5.17 Qwen3.5 (trimmed): the decoder layer builds `self.linear_attn =
+// Qwen3_5GatedDeltaNet(...)` on linear-attention layers before `self.self_attn =
+// Qwen3_5Attention(...)` on full-attention layers. The attention class is the softmax one, so RoPE
+// is read from its apply_rotary_pos_emb call and the text rotary's mrope_section (M-RoPE,
+// declined); the GatedDeltaNet's gated norm (forward(hidden_states, gate), * silu(gate)) is never
+// planned as the plain rms_norm kernel, and the plain Qwen3_5RMSNorm is what rms_norm patches.
+TEST(AutopatchDecisions, Qwen35HybridAttentionAndGatedNorm) {
+  ModelProfile p = fixture_profile("tinyqwen35");
+  const Decision& names = p.decision("norm_names");
+  ASSERT_TRUE(names.decided()) << names.undecided;
+  EXPECT_EQ(names.details["attention_class"].as<std::string>(), "Qwen3_5Attention");
+  ASSERT_TRUE(names.details["linear_attention"]);
+  EXPECT_EQ(names.details["linear_attention"][0]["attribute"].as<std::string>(), "linear_attn");
+  EXPECT_EQ(names.details["linear_attention"][0]["class"].as<std::string>(), "Qwen3_5GatedDeltaNet");
+  EXPECT_EQ(names.details["linear_attention"][0]["norms"]["norm"].as<std::string>(), "Qwen3_5RMSNormGated");
+  std::vector<std::string> att;
+  for (const auto& a : names.value["attention"]) att.push_back(a.as<std::string>());
+  EXPECT_EQ(att, (std::vector<std::string>{"q_norm", "k_norm"}));
+
+  // RoPE: M-RoPE from the text rotary module, declined with the reason.
+  const Decision& rope = p.decision("rope");
+  ASSERT_TRUE(rope.decided()) << rope.undecided;
+  EXPECT_EQ(rope.value_string(), "mrope");
+  EXPECT_EQ(rope.details["mrope_in"].as<std::string>(), "Qwen3_5TextRotaryEmbedding");
+  EXPECT_EQ(rope.details["attention_class"].as<std::string>(), "Qwen3_5Attention");
+  std::set<std::string> fragments;
+  for (const auto& e : rope.evidence) fragments.insert(e.fragment);
+  EXPECT_TRUE(fragments.count("query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)"))
+      << YAML::Dump(p.to_yaml()["decisions"]["rope"]);
+  EXPECT_TRUE(fragments.count("self.mrope_section = config.rope_parameters.get(\"mrope_section\", [11, 11, 10])"));
+  bool mixer_note = false;
+  for (const auto& n : rope.notes) mixer_note |= n.find("Qwen3_5GatedDeltaNet") != std::string::npos;
+  EXPECT_TRUE(mixer_note) << "the note names the linear-attention mixer left out of the rope decision";
+  EXPECT_EQ(p.applied("rope"), nullptr);
+  const PatchItem* rope_item = p.declined_item("rope");
+  ASSERT_NE(rope_item, nullptr);
+  EXPECT_NE(rope_item->reason.find("M-RoPE"), std::string::npos) << rope_item->reason;
+  EXPECT_NE(rope_item->reason.find("Qwen3_5TextRotaryEmbedding"), std::string::npos) << rope_item->reason;
+
+  // Norms: the plain Qwen3_5RMSNorm ((1 + w), float32 then cast) is patched on its attributes;
+  // the gated norm is excluded with its reason and never applied.
+  const Decision& nt = p.decision("norm_type");
+  ASSERT_TRUE(nt.details["excluded"]);
+  ASSERT_EQ(nt.details["excluded"].size(), 1u);
+  EXPECT_EQ(nt.details["excluded"][0]["class"].as<std::string>(), "Qwen3_5RMSNormGated");
+  EXPECT_NE(nt.details["excluded"][0]["reason"].as<std::string>().find("gate"), std::string::npos);
+  EXPECT_EQ(p.decision("rms_norm_casting").details["class"].as<std::string>(), "Qwen3_5RMSNorm");
+  EXPECT_EQ(p.decision("rms_norm_casting").value_string(), "gemma");
+  EXPECT_EQ(p.decision("rms_norm_offset").value_string(), "1");
+  int rms_applied = 0;
+  for (const auto& it : p.apply) {
+    if (it.kernel != "rms_norm") continue;
+    ++rms_applied;
+    EXPECT_EQ(it.target, "Qwen3_5RMSNorm");
+    EXPECT_EQ(it.attributes, (std::vector<std::string>{"input_layernorm", "post_attention_layernorm", "q_norm",
+                                                       "k_norm", "norm"}));
+    EXPECT_EQ(it.params["offset"].as<int>(), 1);
+    EXPECT_EQ(it.params["casting_mode"].as<std::string>(), "gemma");
+  }
+  EXPECT_EQ(rms_applied, 1);
+  const PatchItem* gated = nullptr;
+  for (const auto& it : p.declined)
+    if (it.target == "Qwen3_5RMSNormGated") gated = &it;
+  ASSERT_NE(gated, nullptr) << "the gated norm is declined explicitly";
+  EXPECT_EQ(gated->kernel, "rms_norm");
+  EXPECT_NE(gated->reason.find("forward(hidden_states, gate)"), std::string::npos) << gated->reason;
+  EXPECT_NE(gated->reason.find("activation"), std::string::npos) << gated->reason;
+  // The hybrid mini model has 4 layers so both layer kinds exist (every 4th layer is full attention).
+  EXPECT_EQ(p.mini_config["attributes"]["num_hidden_layers"].as<int>(), 4) << YAML::Dump(p.mini_config);
+}
+
+// A norm with a gate argument is never the rms_norm target, even as the decoder layer's only norm.
+TEST(AutopatchDecisions, GatedNormIsNeverTheRmsNormTarget) {
+  std::string src = fixture_source("tinyqwen35");
+  src = replace_all(src, "self.input_layernorm = Qwen3_5RMSNorm(", "self.input_layernorm = Qwen3_5RMSNormGated(");
+  src = replace_all(src, "self.post_attention_layernorm = Qwen3_5RMSNorm(",
+                    "self.post_attention_layernorm = Qwen3_5RMSNormGated(");
+  src = replace_all(src, "self.q_norm = Qwen3_5RMSNorm(", "self.q_norm = Qwen3_5RMSNormGated(");
+  src = replace_all(src, "self.k_norm = Qwen3_5RMSNorm(", "self.k_norm = Qwen3_5RMSNormGated(");
+  src = replace_all(src, "self.norm = Qwen3_5RMSNorm(", "self.norm = Qwen3_5RMSNormGated(");
+  PythonModule m = parse_python(src, "modeling_tinyqwen35.py");
+  ModelProfile p = analyse_modules(m, nullptr, "tinyqwen35");
+  for (const auto& it : p.apply) EXPECT_NE(it.kernel, "rms_norm") << it.target;
+  EXPECT_FALSE(p.decision("rms_norm_casting").decided());
+  EXPECT_NE(p.decision("rms_norm_casting").undecided.find("gated"), std::string::npos)
+      << p.decision("rms_norm_casting").undecided;
+  ASSERT_NE(p.declined_item("rms_norm"), nullptr);
+  EXPECT_EQ(p.declined_item("rms_norm")->target, "Qwen3_5RMSNormGated");
+}
 
 // Transformers 5.x Qwen2-VL: the attention calls a plain rotate-half apply_rotary_pos_emb and the
 // M-RoPE sections are applied by the rotary module that builds cos/sin. The model's RoPE is still
@@ -465,7 +555,7 @@ TEST(AutopatchProfile, ProfileValidatesAgainstTheSkillSchema) {
   // The schema is data in skills/autopatch; the values the analysis produces must be allowed.
   YAML::Node spec = YAML::LoadFile((fs::path(LIGER_SOURCE_DIR) / "skills/autopatch/decisions.yaml").string());
   for (const char* name : {"tinyllama", "tinygemma", "tinymoe", "tinyphi", "tinyrope", "tinyvl", "tinycohere", "tinyds",
-                           "tinyolmo2", "tinyqwen2vl", "tinyqwen25vl"}) {
+                           "tinyolmo2", "tinyqwen2vl", "tinyqwen25vl", "tinyqwen35"}) {
     ModelProfile p = fixture_profile(name);
     for (const auto& d : p.decisions) {
       YAML::Node dd = spec["decisions"][d.key];

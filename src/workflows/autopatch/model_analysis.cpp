@@ -1744,7 +1744,10 @@ struct Analyzer {
       p.warnings.push_back("no configuration file: the mini-model configuration lists the usual "
                            "attribute names unverified");
     }
-    bool hybrid = d("architecture").decided() && d("architecture").value_string() == "hybrid";
+    // 4 layers where layer kinds alternate (dense/MoE hybrids; linear-attention hybrids such as
+    // Qwen3.5, whose default pattern makes every 4th layer full attention), so both kinds exist.
+    bool hybrid = (d("architecture").decided() && d("architecture").value_string() == "hybrid") ||
+                  !s.linear_mixers.empty();
     bool moe = d("architecture").decided() && d("architecture").value_string() != "dense";
     const std::vector<std::pair<std::string, YAML::Node>> text_values = {
         {"vocab_size", YAML::Node(1024)},
