@@ -4,11 +4,6 @@
 #include <cstdio>
 #include <map>
 
-// GCC 12 reports a false -Wrestrict on chained std::string operator+ at -O2 (GCC bug 105651).
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ == 12
-#pragma GCC diagnostic ignored "-Wrestrict"
-#endif
-
 namespace liger::kernel_dev {
 
 std::string emit_literal(double value, Dialect dialect) {
