@@ -409,7 +409,7 @@ std::string render_comparison(const std::filesystem::path& dir, const Comparison
     d.set("verdict", v.verdict);
     char b[32];
     std::snprintf(b, sizeof(b), "%.3fx", v.speedup);
-    d.set("speedup", std::string(b));
+    d.set("speedup", std::isnan(v.speedup) ? std::string("n/a") : std::string(b));
     d.set("memory", fmt2(v.memory_change_pct));
     d.set("summary", v.summary);
     rows.push_back(d);

@@ -14,6 +14,7 @@
 #include <mustache.hpp>
 
 #include <algorithm>
+#include <limits>
 #include <climits>
 #include <cmath>
 #include <fstream>
@@ -517,7 +518,9 @@ StageResult act(StageContext& ctx) {
     std::string next;
     double best = 1;
     for (const auto& v : state["variants"])
-      if (!excluded.count(v["name"]) && v["verdict"] != "REJECTED" && v["speedup"].get<double>() > best) {
+      // Unbenchmarked variants (discarded, NO CHANGE) carry a null speed-up and are never picked.
+      if (!excluded.count(v["name"]) && v["verdict"] != "REJECTED" && v["verdict"] != "NO CHANGE" &&
+          v["speedup"].is_number() && v["speedup"].get<double>() > best) {
         best = v["speedup"].get<double>();
         next = v["name"];
       }
@@ -775,6 +778,7 @@ StageResult act(StageContext& ctx) {
       improvements.push_back(0.0);
       nb.status = "confirmed the current best";
       rec.verdict = "NO CHANGE";
+      rec.speedup = std::numeric_limits<double>::quiet_NaN();  // not benchmarked: shown as n/a
       rec.summary = "the finer search kept " + best_name + "'s rows: nothing new to build or benchmark";
       nb.smoke = rec.smoke = "not needed (same table as " + best_name + ")";
       nb.learnings.push_back("every untried neighbour was measured in the search and none beat " + best_name +
@@ -841,6 +845,7 @@ StageResult act(StageContext& ctx) {
       improvements.push_back(0.0);
       nb.status = "discarded";
       rec.verdict = "REJECTED";
+      rec.speedup = std::numeric_limits<double>::quiet_NaN();  // not benchmarked: shown as n/a
       rec.summary = "discarded: " + smoke;
       nb.learnings.push_back("discarded before benchmarking: " + smoke);
     }
