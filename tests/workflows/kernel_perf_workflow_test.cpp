@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <unistd.h>
 
 #include "liger/error.h"
@@ -154,15 +155,32 @@ TEST(KernelPerfComparison, ListsEveryVariantRejectedOnesToo) {
   info.winner = "v1";
   info.stop_reason = "two variants in a row improved < 1%";
   info.variants = {{"v1", "launch-parameter search", "row 3 <- threads_per_block=256", "passed", "ACCEPTED", "4 better", 1.9, 0},
-                   {"v2", "per-size-class table entries", "new row", "FAILED (1 FAILED)", "REJECTED", "discarded", 1, 0},
+                   {"v2", "per-size-class table entries", "new row", "FAILED (1 FAILED)", "REJECTED", "discarded",
+                    std::numeric_limits<double>::quiet_NaN(), 0},
                    {"v3", "finer neighbour search", "row 3 <- threads_per_block=224", "passed", "MIXED", "1 worse", 1.905, 0}};
   const std::string md = render_comparison(templates(), info);
   EXPECT_NE(md.find("| v1 | launch-parameter search |"), std::string::npos);
-  EXPECT_NE(md.find("| v2 | per-size-class table entries | new row | FAILED (1 FAILED) | REJECTED | 1.000x |"), std::string::npos) << md;
+  // Never benchmarked: no speed-up is invented for it.
+  EXPECT_NE(md.find("| v2 | per-size-class table entries | new row | FAILED (1 FAILED) | REJECTED | n/a |"), std::string::npos) << md;
   EXPECT_NE(md.find("| v3 |"), std::string::npos);
   EXPECT_NE(md.find("1.900x"), std::string::npos);
   EXPECT_NE(md.find("Winner: v1"), std::string::npos);
   EXPECT_NE(md.find("Stopped because: two variants"), std::string::npos);
+}
+
+TEST(KernelPerfNotebook, AFinerSearchThatKeepsTheBestTableIsNoChange) {
+  Notebook nb;
+  nb.op = "swiglu";
+  nb.variant = "v2";
+  nb.title = "finer neighbour search";
+  nb.status = "confirmed the current best";
+  nb.hypothesis = "a finer step finds a small further gain";
+  nb.change = "row 3 <- threads_per_block=256 vector_bytes=16; (same table as the current best)";
+  nb.smoke = "not needed (same table as v1)";
+  nb.learnings = {"every untried neighbour was measured in the search and none beat v1's launch shapes"};
+  const std::string md = render_notebook(templates(), nb);
+  EXPECT_NE(md.find("NO CHANGE: not needed (same table as v1)"), std::string::npos) << md;
+  EXPECT_EQ(md.find("(pending)\n\n## Learnings"), std::string::npos) << "the verdict is not left pending";
 }
 
 // ---------------------------------------------------------------- stages with recorded tools
