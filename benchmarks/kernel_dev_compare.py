@@ -105,12 +105,9 @@ def main():
 
     flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
 
-    def timed(setup, fn, runs, warmup=5):
+    def flushed_median_us(setup, fn, runs):
         """Median microseconds of fn(setup()) (setup untimed), with an L2 flush enqueued before each
         repetition and a CUDA event pair per repetition, synchronised once at the end."""
-        for _ in range(warmup):
-            fn(setup())
-        torch.cuda.synchronize()
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
         for i in range(runs):
@@ -121,6 +118,12 @@ def main():
             ends[i].record()
         torch.cuda.synchronize()
         return statistics.median(s.elapsed_time(e) * 1000.0 for s, e in zip(starts, ends))
+
+    def timed(setup, fn, runs, warmup=5):
+        for _ in range(warmup):
+            fn(setup())
+        torch.cuda.synchronize()
+        return flushed_median_us(setup, fn, runs)
 
     def graph_timed(fn, runs):
         """Median microseconds of one replay of fn captured in a CUDA graph, with the same L2 flush
@@ -139,16 +142,9 @@ def main():
         except Exception as exc:  # noqa: BLE001 - reported, the per-call timings still stand
             torch.cuda.synchronize()
             return None, f"not capturable: {exc.__class__.__name__}: {exc}"
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
-        for i in range(runs):
-            flush.zero_()
-            starts[i].record()
-            graph.replay()
-            ends[i].record()
-        torch.cuda.synchronize()
+        median = flushed_median_us(lambda: None, lambda _: graph.replay(), runs)
         del graph
-        return statistics.median(s.elapsed_time(e) * 1000.0 for s, e in zip(starts, ends)), ""
+        return median, ""
 
     # One upstream gradient for both implementations: their gradients are compared afterwards.
     dy = torch.randn(a.rows, cols, device=dev, dtype=dtype)
