@@ -17,7 +17,8 @@ cd "$repo_root"
 final_out="${OUT:-$repo_root/gpu-out}"
 logs="$(mktemp -d /tmp/gpu-validate.XXXXXX)"
 mkdir -p "$final_out"
-trap 'cp "$logs/summary.txt" "$final_out/" 2>/dev/null; tar -C "$logs" -czf "$final_out/gpu-logs.tar.gz" . 2>/dev/null' EXIT
+# The scratch log folder is packed into $final_out and removed on every exit path.
+trap 'cp "$logs/summary.txt" "$final_out/" 2>/dev/null; tar -C "$logs" -czf "$final_out/gpu-logs.tar.gz" . 2>/dev/null; rm -rf "$logs"' EXIT
 build_dir="${LIGER_BUILD_DIR:-$repo_root/build-gpu}"
 export LIGER_BUILD_DIR="$build_dir"
 commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"

@@ -7,7 +7,8 @@
 #   scripts/kernel-perf-demo.sh            # writes $OUT/kernel-perf-demo/ (or ./kernel-perf-demo-out/)
 #
 # Environment: LIGER_AGENT (default build-gpu/src/liger-agent, built if missing), DEMO_OP (swiglu),
-# DEMO_VARIANTS (max variants, default 4). The run directory is copied without its work tree.
+# DEMO_VARIANTS (max variants, default 4), DEMO_KEEP=1 (keep the de-tuned copy in /tmp). The run
+# directory is copied without its work tree.
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${OUT:-$repo/kernel-perf-demo-out}/kernel-perf-demo"
@@ -23,6 +24,9 @@ fi
 bench="$(dirname "$(dirname "$agent")")/benchmarks/liger-bench"
 
 detuned="$(mktemp -d /tmp/liger-detuned.XXXXXX)"
+# The de-tuned copy (with its builds) is removed on exit once the run is packed into $out;
+# DEMO_KEEP=1 keeps it for inspection.
+[ "${DEMO_KEEP:-0}" = 1 ] || trap 'rm -rf "$detuned"' EXIT
 (cd "$repo" && tar --exclude='./build*' --exclude='./.liger-agent' --exclude='./.git' -cf - .) | tar -xf - -C "$detuned"
 tuning="$detuned/kernels/src/$op/tuning.h"
 sed -i -E 's/\{90, (INT64_MAX|int64_t\{1\} << 20), \{[0-9]+, [0-9]+, ([0-9]+)\}\}/{90, \1, {64, 2, \2}}/' "$tuning"
