@@ -1,9 +1,13 @@
 // kernel-dev profile: the built-in analyser on words, expressions and PyTorch code (25+
-// element-wise ops in each form), tier classification, undecided fields, YAML round trip.
+// element-wise ops in each form), tier classification, undecided fields, YAML round trip, and
+// the Tier-2 row program (round trip, every problem the validator reports).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
+#include <functional>
 #include <random>
+#include <sstream>
 
 #include "liger/profile.h"
 #include "workflows/kernel_dev/profile.h"
@@ -305,4 +309,110 @@ TEST(KernelDevProfileSchema, AnalysedProfilesValidate) {
   auto bad = YAML::Load(kd::profile_to_text(analyse("relu squared")));
   bad["tiling"]["vector_bytes"] = 3;
   EXPECT_FALSE(schema.validate(bad).ok());
+}
+
+// Tier 2: the built-in analyser leaves the row program undecided (naming the LLM providers); a
+// model's row program round-trips through YAML and is checked name by name.
+namespace {
+
+// The softmax profile the model gives in the recorded Tier-2 exchange (answers/3.md), with
+// `edit` applied to its YAML.
+kd::KernelProfile softmax_profile(const std::function<void(YAML::Node&)>& edit = {}) {
+  std::ifstream in(std::filesystem::path(LIGER_SOURCE_DIR) / "tests/workflows/fixtures/kernel_dev/cassettes/softmax_llm/answers/3.md");
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string s = text.str();
+  const std::size_t begin = s.find("```yaml\n") + 8;
+  YAML::Node node = YAML::Load(s.substr(begin, s.find("```", begin) - begin));
+  if (edit) edit(node);
+  return kd::profile_from_yaml(node);
+}
+
+std::string problems_of(const kd::KernelProfile& p) {
+  std::string all;
+  for (const auto& problem : kd::row_program_problems(p)) all += problem + "\n";
+  return all;
+}
+
+}  // namespace
+
+TEST(KernelDevProfile, Tier2RowProgramUndecidedByTheBuiltInAnalyser) {
+  auto p = analyse("softmax");
+  ASSERT_TRUE(p.undecided.count("row_program"));
+  EXPECT_NE(p.undecided.at("row_program").find("--llm openai|anthropic"), std::string::npos);
+  EXPECT_FALSE(p.row_program.has_value());
+  // Tier 1 and Tier 3 documents have no row_program at all.
+  EXPECT_FALSE(YAML::Load(kd::profile_to_text(analyse("relu squared")))["row_program"]);
+  EXPECT_FALSE(YAML::Load(kd::profile_to_text(analyse("fused linear cross entropy")))["row_program"]);
+  EXPECT_FALSE(analyse("fused linear cross entropy").undecided.count("row_program"));
+}
+
+TEST(KernelDevProfile, Tier2RowProgramRoundTripsAndValidates) {
+  auto p = softmax_profile();
+  ASSERT_TRUE(p.row_program.has_value());
+  EXPECT_TRUE(p.complete());
+  ASSERT_EQ(p.row_program->forward_reductions.size(), 2u);
+  EXPECT_EQ(p.row_program->forward_reductions[1].op, "sum");
+  EXPECT_EQ(p.row_program->backward_uses, std::vector<std::string>{"y"});
+  EXPECT_EQ(p.row_program->grad_input, "y * (dy - g)");
+  EXPECT_EQ(p.row_program->pytorch_reference, "torch.softmax(x, dim=-1)");
+  const std::string yaml = kd::profile_to_text(p);
+  EXPECT_EQ(kd::profile_to_text(kd::profile_from_yaml(YAML::Load(yaml))), yaml);
+  EXPECT_EQ(problems_of(p), "");
+  auto schema = liger::profile::Schema::load_file(std::filesystem::path(LIGER_SOURCE_DIR) / "skills/kernel_dev/profile.schema.yaml");
+  auto report = schema.validate(YAML::Load(yaml));
+  EXPECT_TRUE(report.ok()) << report.format_errors("profile.yaml");
+  auto bad = YAML::Load(yaml);
+  bad["row_program"]["forward"]["reductions"][0]["op"] = "prod";
+  EXPECT_FALSE(schema.validate(bad).ok());
+}
+
+TEST(KernelDevProfile, Tier2RowProgramProblemsNameTheFieldAndTheFix) {
+  auto problems = problems_of(softmax_profile([](YAML::Node& n) { n["row_program"]["forward"]["output"] = "exp(x - m) / total"; }));
+  EXPECT_NE(problems.find("forward.output: 'exp(x - m) / total' uses total, not available there"), std::string::npos) << problems;
+  problems = problems_of(softmax_profile([](YAML::Node& n) { n["row_program"]["forward"]["reductions"][1]["expression"] = "exp(x - m"; }));
+  EXPECT_NE(problems.find("forward.reductions[1] (s): 'exp(x - m' does not parse"), std::string::npos) << problems;
+  // Forward reductions are recomputed from x: a backward naming them must save x.
+  problems = problems_of(softmax_profile([](YAML::Node& n) { n["row_program"]["backward"]["grad_input"] = "exp(x - m) / s * (dy - g)"; }));
+  EXPECT_NE(problems.find("needs x in backward.uses"), std::string::npos) << problems;
+  EXPECT_EQ(problems_of(softmax_profile([](YAML::Node& n) {
+              n["row_program"]["backward"]["uses"] = std::vector<std::string>{"x"};
+              n["row_program"]["backward"]["reductions"][0]["expression"] = "dy * exp(x - m) / s";
+              n["row_program"]["backward"]["grad_input"] = "exp(x - m) / s * (dy - g)";
+            })),
+            "");
+  problems = problems_of(softmax_profile([](YAML::Node& n) { n["row_program"]["backward"]["uses"] = std::vector<std::string>{"z"}; }));
+  EXPECT_NE(problems.find("backward.uses: 'z' is neither the input 'x' nor the output 'y'"), std::string::npos) << problems;
+  problems = problems_of(softmax_profile([](YAML::Node& n) {
+    n["row_program"]["forward"]["reductions"][1]["name"] = "m";
+    n["row_program"]["forward"]["reductions"][0]["op"] = "prod";
+  }));
+  EXPECT_NE(problems.find("name 'm' is used twice"), std::string::npos) << problems;
+  EXPECT_NE(problems.find("op 'prod' is not one of sum, mean, max, min"), std::string::npos) << problems;
+  problems = problems_of(softmax_profile([](YAML::Node& n) { n["row_program"]["backward"]["reductions"][0]["name"] = "t0"; }));
+  EXPECT_NE(problems.find("name 't0' is reserved"), std::string::npos) << problems;
+  // Learnable parameters are out of scope for Tier 2; a row program needs Tier 2 and one tensor each way.
+  problems = problems_of(softmax_profile([](YAML::Node& n) {
+    YAML::Node w;
+    w["name"] = "w";
+    w["shape"] = "channel";
+    w["init"] = 1.0;
+    n["learnable_parameters"].push_back(w);
+  }));
+  EXPECT_NE(problems.find("learnable parameters are out of scope"), std::string::npos) << problems;
+  problems = problems_of(softmax_profile([](YAML::Node& n) { n["tier"]["value"] = 1; }));
+  EXPECT_NE(problems.find("only a Tier-2 (row reduction) profile has a row program"), std::string::npos) << problems;
+  problems = problems_of(softmax_profile([](YAML::Node& n) { n["inputs"].push_back(n["inputs"][0]); }));
+  EXPECT_NE(problems.find("exactly one input and one output"), std::string::npos) << problems;
+  // Module parameters are constants the expressions may use.
+  EXPECT_EQ(problems_of(softmax_profile([](YAML::Node& n) {
+              YAML::Node t;
+              t["name"] = "temperature";
+              t["default"] = 2.0;
+              n["module_parameters"].push_back(t);
+              n["row_program"]["forward"]["reductions"][1]["expression"] = "exp((x - m) / temperature)";
+              n["row_program"]["forward"]["output"] = "exp((x - m) / temperature) / s";
+              n["row_program"]["backward"]["grad_input"] = "y * (dy - g) / temperature";
+            })),
+            "");
 }

@@ -1,6 +1,7 @@
 // kernel-dev Act: templates rendered for ReLU² (one input), SwiGLU (gated, two inputs), DyT
 // (scalar + per-channel learnable parameters, two-pass parameter gradients) and leaky ReLU
-// (module parameters in an options struct); the rendered C++/CUDA/Python is compiled with the
+// (module parameters in an options struct), and Tier-2 row programs (softmax, an RMS scale with
+// a module parameter and a recomputed reduction); the rendered C++/CUDA/Python is compiled with the
 // compilers present (nvcc -c, g++, python3 -m py_compile), and the rendered fp64 reference is
 // built and its finite-difference test run. A missing compiler skips with the reason.
 #include <gtest/gtest.h>
@@ -9,6 +10,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+
+#include <yaml-cpp/yaml.h>
 
 #include "workflows/kernel_dev/codegen.h"
 #include "workflows/kernel_dev/render.h"
@@ -69,6 +72,52 @@ std::string run(const std::string& command, const fs::path& log) {
   if (out.size() > 6000) out = "..." + out.substr(out.size() - 6000);
   return "command failed (" + std::to_string(status) + "): " + command + "\n" + out;
 }
+
+// Tier 2: the softmax profile of the recorded LLM exchange (answers/3.md) and variants of it:
+// "softmax_wrong" with the gradient the model first gave (no row-sum term), "rms_scale" (an RMS
+// normalisation without weight: a mean, a module parameter, the input saved and the forward
+// reduction recomputed in the backward).
+kd::KernelProfile tier2_profile(const std::string& variant) {
+  std::ifstream in(kSource / "tests/workflows/fixtures/kernel_dev/cassettes/softmax_llm/answers/3.md");
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string s = text.str();
+  const std::size_t begin = s.find("```yaml\n") + 8;
+  YAML::Node n = YAML::Load(s.substr(begin, s.find("```", begin) - begin));
+  auto rename = [&](const std::string& op, const std::string& camel) {
+    n["identity"]["op_name"] = op;
+    n["identity"]["display_name"] = camel;
+    n["identity"]["c_prefix"] = "liger_" + op;
+    n["identity"]["cpp_namespace"] = "liger::kernels::" + op;
+    n["identity"]["python_functional"] = op;
+    n["identity"]["python_module"] = "Liger" + camel;
+    n["identity"]["python_function"] = "Liger" + camel + "Function";
+  };
+  if (variant == "softmax_wrong") {
+    rename("softmax_wrong", "SoftmaxWrong");
+    n["row_program"]["backward"]["reductions"] = YAML::Node(YAML::NodeType::Sequence);
+    n["row_program"]["backward"]["grad_input"] = "y * dy";
+  } else if (variant == "rms_scale") {
+    rename("rms_scale", "RmsScale");
+    YAML::Node eps;
+    eps["name"] = "eps";
+    eps["default"] = 1e-6;
+    n["module_parameters"].push_back(eps);
+    YAML::Node rp = YAML::Load(R"yaml(
+forward:
+  reductions: [{name: r, op: mean, expression: "x * x"}]
+  output: "x * rsqrt(r + eps)"
+backward:
+  uses: [x]
+  reductions: [{name: g, op: mean, expression: "dy * x"}]
+  grad_input: "rsqrt(r + eps) * (dy - x * g / (r + eps))"
+)yaml");
+    n["row_program"] = rp;
+  }
+  return kd::profile_from_yaml(n);
+}
+
+const std::vector<std::string> kTier2 = {"softmax", "rms_scale"};
 
 // tanh: an op named like a libm function (namespace liger::kernels::tanh next to ::tanh).
 const std::vector<std::string> kOps = {"ReLU squared activation function", "SwiGLU", "DyT", "leaky relu", "tanh"};
@@ -131,9 +180,10 @@ TEST(KernelDevRender, RefusesIncompleteProfiles) {
   auto softmax = kd::analyse({"softmax", kd::InputKind::Auto, ""}, kb());
   try {
     kd::render(softmax, kSource / "templates/kernel_dev");
-    FAIL() << "rendered a Tier-2 profile";
+    FAIL() << "rendered a Tier-2 profile with undecided formulas";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("not Tier 1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("has undecided fields"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("row_program: "), std::string::npos) << e.what();
   }
   auto p = kd::analyse({"relu squared", kd::InputKind::Auto, ""}, kb());
   p.undecided["tiling"] = "a human wants to choose";
@@ -327,4 +377,129 @@ static int failures = 0;
   error = run((root / "emitted").string(), root / "run.log");
   EXPECT_TRUE(error.empty()) << error;
   fs::remove_all(root);
+}
+
+TEST(KernelDevRender, Tier2RendersRowKernelFromTheRowProgram) {
+  auto files = kd::render(tier2_profile("softmax"), kSource / "templates/kernel_dev");
+  ASSERT_EQ(files.size(), 14u);
+  const auto& header = file(files, "include/liger_kernels/softmax.h");
+  EXPECT_NE(header.content.find("LIGER_API liger_status liger_softmax_backward(const void* dy, int64_t dy_row_stride, "
+                                "const void* y, int64_t y_row_stride, void* dx, int64_t dx_row_stride, int64_t rows, "
+                                "int64_t cols, liger_dtype dtype, const liger_tunables* tunables, liger_stream_t stream);"),
+            std::string::npos)
+      << header.content;
+  const auto& cu = file(files, "softmax/softmax.cu");
+  for (const char* expected : {"struct Math {", "__shfl_xor_sync", "block_all_reduce<Reduce::kMax>(acc_, shared_)",
+                               "block_all_reduce<Reduce::kSum>(acc_, shared_)", "v_ = M::exp((x - m));",
+                               "y = M::div(M::exp((x - m)), s);", "dx = (y * (dy - g));", "DeviceGuard guard(p.out);",
+                               "default_config(current_sm_arch(), p.cols, dtype)", "LIGER_STATUS_UNSUPPORTED_DTYPE"})
+    EXPECT_NE(cu.content.find(expected), std::string::npos) << expected << "\n" << cu.content;
+  EXPECT_EQ(cu.content.find("{{"), std::string::npos) << "unrendered tag";
+  EXPECT_NE(file(files, "softmax/tuning.h").content.find("kTuning[]"), std::string::npos);
+  EXPECT_NE(file(files, "softmax_ref.cpp").content.find("dx = (y * (dy - g));"), std::string::npos);
+  EXPECT_NE(file(files, "softmax_ref.h").content.find("//   per row: g = sum(dy * y); dx = y * (dy - g)"), std::string::npos)
+      << file(files, "softmax_ref.h").content;
+  const auto& py = file(files, "ops/softmax.py");
+  EXPECT_NE(py.content.find("m = _row(x, x).amax(dim=-1, keepdim=True)"), std::string::npos) << py.content;
+  EXPECT_NE(py.content.find("ctx.save_for_backward(y, )"), std::string::npos) << py.content;
+  const auto& row = file(files, "docs/kernels/README.md");
+  EXPECT_EQ(row.content.rfind("| `softmax` | Softmax | 2 | `y = exp(x - m) / s with m = max(x), s = sum(exp(x - m)) per row`", 0), 0u)
+      << row.content;
+  // The recomputed forward reduction, the mean and the module parameter of rms_scale.
+  auto rms = kd::render(tier2_profile("rms_scale"), kSource / "templates/kernel_dev");
+  const auto& rms_cu = file(rms, "rms_scale/rms_scale.cu").content;
+  EXPECT_NE(rms_cu.find("float r;  // recomputed: mean over the row of x^2"), std::string::npos) << rms_cu;
+  EXPECT_NE(rms_cu.find("block_all_reduce<Reduce::kSum>(acc_, shared_) / n;"), std::string::npos);
+  EXPECT_NE(file(rms, "include/liger_kernels/rms_scale.h").content.find("float eps; /* default 1e-06 */"), std::string::npos);
+}
+
+TEST(KernelDevRender, Tier2RefusesWhatItCannotRender) {
+  auto p = tier2_profile("softmax");
+  p.row_program.reset();
+  try {
+    kd::render(p, kSource / "templates/kernel_dev");
+    FAIL() << "rendered a Tier-2 profile without a row program";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("has no row_program"), std::string::npos) << e.what();
+  }
+  p = tier2_profile("softmax");
+  p.row_program->grad_input = "y * (dy - h)";
+  try {
+    kd::render(p, kSource / "templates/kernel_dev");
+    FAIL() << "rendered a row program naming an unknown row scalar";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("backward.grad_input: 'y * (dy - h)' uses h"), std::string::npos) << e.what();
+  }
+  auto fused = kd::analyse({"fused linear cross entropy", kd::InputKind::Auto, ""}, kb());
+  fused.tier = 3;
+  fused.undecided.clear();
+  EXPECT_THROW(kd::render(fused, kSource / "templates/kernel_dev"), std::invalid_argument);
+}
+
+// The rendered fp64 reference of each Tier-2 op builds and passes its finite-difference check;
+// the model's first softmax gradient (no row-sum term) fails it, with the message Verify sends back.
+TEST(KernelDevRender, Tier2ReferenceChecksTheGradientAgainstFiniteDifferences) {
+  std::string gxx = find_tool({"g++", "c++"});
+  if (gxx.empty()) GTEST_SKIP() << "no C++ compiler (g++) on PATH: the rendered reference was not compiled";
+  for (const std::string op : {"softmax", "rms_scale", "softmax_wrong"}) {
+    SCOPED_TRACE(op);
+    fs::path root = write_tree(kd::render(tier2_profile(op), kSource / "templates/kernel_dev"), op + "_ref");
+    fs::path binary = root / "ref_test";
+    std::string error = run(gxx + " -std=c++17 -O1 -Wall -Wextra -Werror -I" + (root / "kernels/reference").string() + " " +
+                                (root / ("kernels/reference/" + op + "_ref.cpp")).string() + " " +
+                                (root / ("tests/kernels/reference/test_" + op + "_ref.cpp")).string() +
+                                " -lgtest -lgtest_main -pthread -o " + binary.string(),
+                            root / "build.log");
+    ASSERT_TRUE(error.empty()) << error;
+    error = run(binary.string(), root / "run.log");
+    if (op == "softmax_wrong") {
+      EXPECT_NE(error.find("gradient check failed (seed 1): dx[row "), std::string::npos) << error;
+      EXPECT_NE(error.find("by central differences of the forward (L = sum(dy * y))"), std::string::npos) << error;
+      EXPECT_NE(error.find("[  PASSED  ] 1 test."), std::string::npos) << "the extremes test still passes\n" << error;
+    } else {
+      EXPECT_TRUE(error.empty()) << error;
+    }
+    fs::remove_all(root);
+  }
+}
+
+TEST(KernelDevRender, Tier2HostCodePythonAndCudaCompile) {
+  std::string gxx = find_tool({"g++", "c++"});
+  std::string nvcc = find_tool({"nvcc", "/usr/local/cuda/bin/nvcc"});
+  std::string python = find_tool({"python3"});
+  std::string cuda_include;
+  for (const char* candidate : {"/usr/local/cuda/include", "/usr/include"})
+    if (fs::exists(fs::path(candidate) / "cuda_runtime.h")) cuda_include = candidate;
+  std::vector<std::string> skipped;
+  for (const auto& op : kTier2) {
+    SCOPED_TRACE(op);
+    fs::path root = write_tree(kd::render(tier2_profile(op), kSource / "templates/kernel_dev"), op + "_t2");
+    if (!gxx.empty() && !cuda_include.empty()) {
+      std::string includes = " -I" + cuda_include + " -I" + (root / "kernels/include").string() + " -I" +
+                             (kSource / "kernels/include").string() + " -I" + (root / "kernels/reference").string() +
+                             " -I" + (kSource / "tests/kernels").string() + " -I" + (kSource / "benchmarks").string();
+      for (const std::string& source : {"tests/kernels/gpu/test_" + op + ".cpp", "benchmarks/bench_" + op + ".cpp"})
+        EXPECT_EQ(run(gxx + " -std=c++17 -fsyntax-only -Wall -Wextra -Werror" + includes + " " + (root / source).string(),
+                      root / "build.log"),
+                  "");
+    }
+    if (!python.empty())
+      EXPECT_EQ(run(python + " -m py_compile " + (root / ("kernels/python/liger_kernels/ops/" + op + ".py")).string(), root / "py.log"), "");
+    if (!nvcc.empty())
+      EXPECT_EQ(run(nvcc + " -std=c++17 -c --expt-relaxed-constexpr -arch=sm_90 -Werror all-warnings -I" +
+                        (root / "kernels/include").string() + " -I" + (root / "kernels/src").string() + " -I" +
+                        (kSource / "kernels/include").string() + " -I" + (kSource / "kernels/src").string() + " " +
+                        (root / ("kernels/src/" + op + "/" + op + ".cu")).string() + " -o " + (root / "kernel.o").string(),
+                    root / "nvcc.log"),
+                "");
+    fs::remove_all(root);
+  }
+  if (gxx.empty() || cuda_include.empty()) skipped.push_back("g++ or the CUDA headers (GPU test and benchmark)");
+  if (python.empty()) skipped.push_back("python3 (binding)");
+  if (nvcc.empty()) skipped.push_back("nvcc (kernel)");
+  if (!skipped.empty()) {
+    std::string what;
+    for (const auto& s : skipped) what += (what.empty() ? "" : ", ") + s;
+    GTEST_SKIP() << "not compiled, tool missing: " << what;
+  }
 }

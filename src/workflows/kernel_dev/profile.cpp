@@ -172,6 +172,10 @@ void fill_non_tier1(KernelProfile& p, int tier, const std::string& closest, cons
   p.undecided["inputs"] = "the built-in analyser does not know this op's tensors";
   p.undecided["outputs"] = "the built-in analyser does not know this op's tensors";
   p.undecided["learnable_parameters"] = "the built-in analyser does not know this op's parameters";
+  if (tier == 2)
+    p.undecided["row_program"] =
+        "the built-in analyser does not derive reductions: the row program (reductions, output, gradient) of a Tier-2 "
+        "op comes from an LLM provider (--llm openai|anthropic) or a human at the checkpoint";
   auto tiling = tiers.tier_tiling.find(tier);
   if (tiling != tiers.tier_tiling.end()) p.notes.push_back("tiling hint for this tier: " + tiling->second);
 }
@@ -775,6 +779,33 @@ YAML::Node profile_to_yaml(const KernelProfile& p) {
     }
     return list;
   });
+  // Only Tier-2 documents carry a row program, so Tier-1 profiles read exactly as before.
+  if (p.undecided.count("row_program")) {
+    root["row_program"] = undecided_node(p.undecided.at("row_program"));
+  } else if (p.row_program) {
+    const RowProgramSpec& r = *p.row_program;
+    auto reductions = [](const std::vector<RowReduction>& list) {
+      YAML::Node out(YAML::NodeType::Sequence);
+      for (const auto& red : list) {
+        YAML::Node n;
+        n["name"] = red.name;
+        n["op"] = red.op;
+        n["expression"] = red.expression;
+        out.push_back(n);
+      }
+      return out;
+    };
+    YAML::Node n, forward, backward;
+    forward["reductions"] = reductions(r.forward_reductions);
+    forward["output"] = r.output;
+    backward["uses"] = r.backward_uses;
+    backward["reductions"] = reductions(r.backward_reductions);
+    backward["grad_input"] = r.grad_input;
+    n["forward"] = forward;
+    n["backward"] = backward;
+    if (!r.pytorch_reference.empty()) n["pytorch_reference"] = r.pytorch_reference;
+    root["row_program"] = n;
+  }
   root["notes"] = YAML::Node(YAML::NodeType::Sequence);
   for (const auto& n : p.notes) root["notes"].push_back(n);
   return root;
@@ -860,6 +891,23 @@ KernelProfile profile_from_yaml(const YAML::Node& root) {
         tolerances.push_back({str(n, "dtype"), str(n, "applies_to"), n["atol"].as<double>(), n["rtol"].as<double>(),
                               n["max_relative_l2"].as<double>(), str(n, "reason")});
       p.tolerances = tolerances;
+    }
+    if (!undecided_in(root, "row_program", p) && root["row_program"] && !root["row_program"].IsNull()) {
+      const auto& r = root["row_program"];
+      auto reductions = [](const YAML::Node& list) {
+        std::vector<RowReduction> out;
+        if (list && list.IsSequence())
+          for (const auto& n : list) out.push_back({str(n, "name"), str(n, "op"), str(n, "expression")});
+        return out;
+      };
+      RowProgramSpec spec;
+      spec.forward_reductions = reductions(r["forward"]["reductions"]);
+      spec.output = str(r["forward"], "output");
+      spec.backward_uses = strings_from(r["backward"]["uses"]);
+      spec.backward_reductions = reductions(r["backward"]["reductions"]);
+      spec.grad_input = str(r["backward"], "grad_input");
+      spec.pytorch_reference = str(r, "pytorch_reference");
+      p.row_program = spec;
     }
     p.notes = strings_from(root["notes"]);
   } catch (const YAML::Exception& error) {

@@ -92,6 +92,27 @@ struct ToleranceSpec {
   std::string reason;
 };
 
+// Tier 2 (row reduction): the op as passes over one row of x [rows, cols]. Each reduction is an
+// expression evaluated at every column j and combined over the row (sum, mean, max, min); the
+// output and the input gradient are element-wise expressions that may use the reductions. The
+// names the expressions may use are checked by row_program_problems().
+struct RowReduction {
+  std::string name;        // a row scalar, usable by later expressions
+  std::string op;          // sum | mean | max | min
+  std::string expression;  // kernel-dev expression language, evaluated per column
+};
+
+struct RowProgramSpec {
+  std::vector<RowReduction> forward_reductions;  // may use x, module parameters, n, earlier reductions
+  std::string output;                            // y per column; may also use the forward reductions
+  // What the forward saves for the backward: the input and/or the output. Forward reductions the
+  // backward names are recomputed from the saved input (one more pass each), never saved.
+  std::vector<std::string> backward_uses;
+  std::vector<RowReduction> backward_reductions;  // may use dy, the saved tensors, forward and earlier reductions
+  std::string grad_input;                         // dx per column
+  std::string pytorch_reference;                  // optional eager baseline ("torch.softmax(x, dim=-1)")
+};
+
 struct KernelProfile {
   // identity
   std::string op_name;
@@ -124,6 +145,7 @@ struct KernelProfile {
   std::optional<TilingSpec> tiling;
   std::optional<BenchmarkSpec> benchmark;
   std::optional<std::vector<ToleranceSpec>> tolerances;
+  std::optional<RowProgramSpec> row_program;  // Tier 2 only (absent from Tier-1/3 documents)
   std::map<std::string, std::string> undecided;  // field -> reason
   std::vector<std::string> notes;
 
@@ -136,6 +158,11 @@ YAML::Node profile_to_yaml(const KernelProfile& profile);
 // Throws std::runtime_error naming the field on a malformed document.
 KernelProfile profile_from_yaml(const YAML::Node& node);
 std::string profile_to_text(const KernelProfile& profile);
+
+// Every problem of a profile's row program, in words a model can act on (empty: none, or no row
+// program): Tier 2 only, one input and one output, no learnable parameters, known reduction ops,
+// fresh names, expressions that parse and use only the names in scope at their pass.
+std::vector<std::string> row_program_problems(const KernelProfile& profile);
 
 // ---------------------------------------------------------------------------------------------
 // Tier knowledge (skills/kernel_dev/tiers.yaml).

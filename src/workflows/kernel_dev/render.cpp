@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "workflows/kernel_dev/codegen.h"
+#include "workflows/kernel_dev/row_program.h"
 
 namespace liger::kernel_dev {
 
@@ -70,17 +71,22 @@ std::string read_template(const std::filesystem::path& path) {
   return buffer.str();
 }
 
-mu::data context(const KernelProfile& p) {
-  if (p.tier != 1) throw std::invalid_argument("render: profile '" + p.op_name + "' is not Tier 1 (tier " + std::to_string(p.tier) + ")");
+void require_complete(const KernelProfile& p) {
   if (!p.complete()) {
     std::string fields;
     for (const auto& [field, reason] : p.undecided) fields += (fields.empty() ? "" : "; ") + field + ": " + reason;
     throw std::invalid_argument("render: profile '" + p.op_name + "' has undecided fields: " + fields);
   }
+}
+
+mu::data context(const KernelProfile& p) {
+  if (p.tier != 1) throw std::invalid_argument("render: profile '" + p.op_name + "' is not Tier 1 (tier " + std::to_string(p.tier) + ")");
+  require_complete(p);
   if (!p.forward || !p.backward || !p.gradients || !p.tolerances || p.inputs.empty() || p.outputs.empty())
     throw std::invalid_argument("render: profile '" + p.op_name + "' lacks forward/backward/gradients/tolerances/tensors");
 
   mu::data d;
+  d.set("tier", "1");
   d.set("op", p.op_name);
   d.set("OP", upper(p.op_name));
   d.set("Camel", camel_case(p.op_name));
@@ -186,10 +192,158 @@ mu::data context(const KernelProfile& p) {
   return d;
 }
 
+// The module parameters, tolerances and benchmark sweep, as the Tier-1 context sets them.
+void shared_fields(const KernelProfile& p, mu::data& d, const std::string& default_cols) {
+  mu::list hyper;
+  for (const auto& m : p.module_parameters)
+    hyper.push_back(mu::object{{"name", m.name},
+                               {"default_text", number_text(m.value)},
+                               {"default_literal", emit_literal(m.value, Dialect::CudaF32)}});
+  d.set("hyperparameters", hyper);
+  d.set("has_options", mu::data(!hyper.empty()));
+  mu::list tolerances;
+  for (const auto& t : *p.tolerances) {
+    bool is_param = t.applies_to == "parameter gradients";
+    char brace[512];
+    std::snprintf(brace, sizeof(brace), "{%.9g, %.9g, %.9g, ", t.atol, t.rtol, t.max_relative_l2);
+    tolerances.push_back(mu::object{{"dtype", t.dtype},
+                                    {"dtype_enum", dtype_enum(t.dtype)},
+                                    {"is_param", is_param ? "true" : "false"},
+                                    {"applies_to", t.applies_to},
+                                    {"atol", number_text(t.atol)},
+                                    {"rtol", number_text(t.rtol)},
+                                    {"reason", t.reason},
+                                    {"brace_init", std::string(brace) + c_string(t.reason) + "}"}});
+  }
+  d.set("tolerances", tolerances);
+  mu::list rows;
+  std::string cols = default_cols;
+  std::string variable = "rows";
+  if (p.benchmark) {
+    for (long long v : p.benchmark->values) rows.push_back(mu::object{{"value", std::to_string(v)}});
+    auto fixed = p.benchmark->fixed.find("cols");
+    if (fixed != p.benchmark->fixed.end()) {
+      std::string digits;
+      for (char c : fixed->second) {
+        if (!std::isdigit(static_cast<unsigned char>(c))) break;
+        digits += c;
+      }
+      if (!digits.empty()) cols = digits;
+    }
+    variable = p.benchmark->variable;
+  }
+  if (rows.empty())
+    for (const char* v : {"4096", "16384"}) rows.push_back(mu::object{{"value", v}});
+  d.set("bench_rows", rows);
+  d.set("bench_cols", cols);
+  d.set("bench_variable", variable);
+}
+
+// The kernel's math policy, taken verbatim from the Tier-1 kernel template so both tiers evaluate
+// the expression language's functions identically (fp32 storage: libm; 16-bit storage: SFU forms).
+std::string math_policy(const std::filesystem::path& templates_dir) {
+  const std::filesystem::path path = templates_dir / "kernel.cu.mustache";
+  const std::string text = read_template(path);
+  const std::size_t begin = text.find("// The math policy of the generated code");
+  const std::string last = "__device__ __forceinline__ float sign_f32(";
+  std::size_t end = text.find(last, begin == std::string::npos ? 0 : begin);
+  if (begin == std::string::npos || end == std::string::npos)
+    throw std::runtime_error(path.string() + ": the Math<T> policy section (from '// The math policy of the generated "
+                             "code' to sign_f32) was not found; the Tier-2 kernel takes it from there");
+  end = text.find('\n', end);
+  return text.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+}
+
+mu::data tier2_context(const KernelProfile& p, const std::filesystem::path& templates_dir) {
+  require_complete(p);
+  if (!p.row_program)
+    throw std::invalid_argument("render: Tier-2 profile '" + p.op_name +
+                                "' has no row_program (its reductions and element-wise formulas); the templates "
+                                "render a Tier-2 op from it");
+  if (!p.tolerances) throw std::invalid_argument("render: profile '" + p.op_name + "' lacks tolerances");
+  const Tier2Code code = generate_tier2(p);
+
+  mu::data d;
+  d.set("tier", "2");
+  d.set("op", p.op_name);
+  d.set("OP", upper(p.op_name));
+  d.set("Camel", camel_case(p.op_name));
+  d.set("display", p.display_name);
+  d.set("closest_kernel", p.closest_kernel);
+  d.set("python_module", p.python_module);
+  d.set("source_kind", p.source_kind);
+  d.set("input", code.input);
+  d.set("output", code.output);
+  d.set("upstream", "d" + code.output);
+  d.set("dinput", "d" + code.input);
+  d.set("first_input", code.input);
+  d.set("inputs", mu::list{mu::object{{"name", code.input}, {"index", "0"}}});
+  d.set("learnable", mu::list{});
+  d.set("scalar_params", mu::list{});
+  d.set("channel_params", mu::list{});
+
+  auto passes = [](const std::vector<RowPassCode>& list) {
+    mu::list out;
+    for (const auto& r : list) {
+      const bool sum = r.op == "sum" || r.op == "mean";
+      out.push_back(mu::object{{"name", r.name},
+                               {"op", r.op},
+                               {"expression", r.expression},
+                               {"cuda", r.cuda},
+                               {"reference", r.reference},
+                               {"python", r.python},
+                               {"reduce", sum ? "kSum" : r.op == "max" ? "kMax" : "kMin"},
+                               {"combine", sum ? "sum" : r.op},
+                               {"identity_reference", sum ? "0.0" : r.op == "max" ? "-HUGE_VAL" : "HUGE_VAL"},
+                               {"torch_reduce", r.op == "sum" ? "sum" : r.op == "mean" ? "mean" : r.op == "max" ? "amax" : "amin"},
+                               {"is_mean", mu::data(r.op == "mean")}});
+    }
+    return out;
+  };
+  d.set("forward_reductions", passes(code.forward_reductions));
+  d.set("recomputed", passes(code.recomputed));
+  d.set("has_recomputed", mu::data(!code.recomputed.empty()));
+  d.set("backward_reductions", passes(code.backward_reductions));
+  d.set("output_expression", code.forward_output.expression);
+  d.set("output_cuda", code.forward_output.cuda);
+  d.set("output_reference", code.forward_output.reference);
+  d.set("output_python", code.forward_output.python);
+  d.set("grad_expression", code.grad_input.expression);
+  d.set("grad_cuda", code.grad_input.cuda);
+  d.set("grad_reference", code.grad_input.reference);
+
+  // One line for the lists and comments that describe an op by its forward.
+  std::string expression = code.forward_output.expression;
+  std::string with;
+  for (const auto& r : code.forward_reductions) with += (with.empty() ? "" : ", ") + r.name + " = " + r.op + "(" + r.expression + ")";
+  if (!with.empty()) expression += " with " + with + " per row";
+  d.set("expression", expression);
+  std::string backward;
+  for (const auto& r : code.backward_reductions) backward += r.name + " = " + r.op + "(" + r.expression + "); ";
+  // The reference header lists the gradients one per line; a Tier-2 op has one, through its rows.
+  d.set("gradients", mu::list{mu::object{{"row_text", "per row: " + backward + "d" + code.input + " = " + code.grad_input.expression}}});
+
+  mu::list saved;
+  if (code.saves_input) saved.push_back(mu::object{{"name", code.input}});
+  if (code.saves_output) saved.push_back(mu::object{{"name", code.output}});
+  d.set("saved", saved);
+  d.set("first_saved", code.saves_input ? code.input : code.output);
+  d.set("n_saved", std::to_string((code.saves_input ? 1 : 0) + (code.saves_output ? 1 : 0)));
+  d.set("saves_input", mu::data(code.saves_input));
+  d.set("saves_output", mu::data(code.saves_output));
+  d.set("math_policy", math_policy(templates_dir));
+  shared_fields(p, d, "4096");
+  return d;
+}
+
 }  // namespace
 
 std::vector<RenderedFile> render(const KernelProfile& profile, const std::filesystem::path& templates_dir) {
-  mu::data data = context(profile);
+  if (profile.tier != 1 && profile.tier != 2)
+    throw std::invalid_argument("render: profile '" + profile.op_name + "' is Tier " + std::to_string(profile.tier) +
+                                ": the templates generate Tier-1 (element-wise) and Tier-2 (row reduction) kernels");
+  const bool row = profile.tier == 2;
+  mu::data data = row ? tier2_context(profile, templates_dir) : context(profile);
   const std::string& op = profile.op_name;
   struct Target {
     const char* template_name;
@@ -197,17 +351,20 @@ std::vector<RenderedFile> render(const KernelProfile& profile, const std::filesy
     bool insert;
     std::string prefix = {};
   };
+  // Tier 2 has its own kernel, reference, tests, benchmark, binding and page; the reference
+  // header (a section for its comment), the docs row and the exports are shared.
   const std::vector<Target> targets = {
-      {"header.h.mustache", "kernels/include/liger_kernels/" + op + ".h", false},
-      {"kernel.cu.mustache", "kernels/src/" + op + "/" + op + ".cu", false},
-      {"tuning.h.mustache", "kernels/src/" + op + "/tuning.h", false},
+      {row ? "row_header.h.mustache" : "header.h.mustache", "kernels/include/liger_kernels/" + op + ".h", false},
+      {row ? "row_kernel.cu.mustache" : "kernel.cu.mustache", "kernels/src/" + op + "/" + op + ".cu", false},
+      {row ? "row_tuning.h.mustache" : "tuning.h.mustache", "kernels/src/" + op + "/tuning.h", false},
       {"reference.h.mustache", "kernels/reference/" + op + "_ref.h", false},
-      {"reference.cpp.mustache", "kernels/reference/" + op + "_ref.cpp", false},
-      {"test_reference.cpp.mustache", "tests/kernels/reference/test_" + op + "_ref.cpp", false},
-      {"test_gpu.cpp.mustache", "tests/kernels/gpu/test_" + op + ".cpp", false},
-      {"bench.cpp.mustache", "benchmarks/bench_" + op + ".cpp", false},
-      {"python_op.py.mustache", "kernels/python/liger_kernels/ops/" + op + ".py", false},
-      {"doc.md.mustache", "docs/kernels/" + op + ".md", false},
+      {row ? "row_reference.cpp.mustache" : "reference.cpp.mustache", "kernels/reference/" + op + "_ref.cpp", false},
+      {row ? "row_test_reference.cpp.mustache" : "test_reference.cpp.mustache",
+       "tests/kernels/reference/test_" + op + "_ref.cpp", false},
+      {row ? "row_test_gpu.cpp.mustache" : "test_gpu.cpp.mustache", "tests/kernels/gpu/test_" + op + ".cpp", false},
+      {row ? "row_bench.cpp.mustache" : "bench.cpp.mustache", "benchmarks/bench_" + op + ".cpp", false},
+      {row ? "row_python_op.py.mustache" : "python_op.py.mustache", "kernels/python/liger_kernels/ops/" + op + ".py", false},
+      {row ? "row_doc.md.mustache" : "doc.md.mustache", "docs/kernels/" + op + ".md", false},
       {"docs_row.md.mustache", "docs/kernels/README.md", true, "| `"},
       // Python exports (the build lists are CMake globs: nothing to insert there).
       {"exports_import.py.mustache", "kernels/python/liger_kernels/functional.py", true, "from .ops."},

@@ -156,6 +156,16 @@ std::string tail_lines(const std::string& text, std::size_t lines = 40) {
   return text.substr(at + 1);
 }
 
+// Tool output as the model and the report see it: paths relative to the tree and no test
+// timings, so the same failure reads the same in any checkout (and a recorded repair exchange
+// replays through a real build).
+std::string relative_output(std::string text, const fs::path& tree) {
+  const std::string root = tree.string() + "/";
+  for (std::size_t at = text.find(root); at != std::string::npos; at = text.find(root, at)) text.erase(at, root.size());
+  static const std::regex timing(R"( \([0-9]+ ms( total)?\))");
+  return std::regex_replace(text, timing, "");
+}
+
 // Compiler errors first (what a human and an LLM need), else the tail.
 std::string error_excerpt(const std::string& output) {
   std::istringstream in(output);
@@ -201,7 +211,7 @@ const profile::Schema& profile_schema() {
 }
 
 // Every problem with an answered profile: schema errors, a document the struct cannot read, a
-// complete Tier-1 profile the templates cannot render.
+// Tier-2 row program that is malformed or missing, a complete profile the templates cannot render.
 std::vector<std::string> profile_problems(const nlohmann::json& document) {
   std::vector<std::string> problems;
   YAML::Node node = json_to_yaml(document);
@@ -210,7 +220,11 @@ std::vector<std::string> profile_problems(const nlohmann::json& document) {
   if (!problems.empty()) return problems;
   try {
     KernelProfile p = profile_from_yaml(node);
-    if (p.tier == 1 && p.complete()) render(p, data_dir() / "templates/kernel_dev");
+    problems = row_program_problems(p);
+    if (p.tier == 2 && !p.row_program && !p.undecided.count("row_program") && p.complete())
+      problems.push_back("row_program: a complete Tier-2 profile needs its row program (the reductions, the output and "
+                         "the input gradient in the expression language), or {undecided: \"<why>\"}");
+    if (problems.empty() && p.complete() && (p.tier == 1 || p.tier == 2)) render(p, data_dir() / "templates/kernel_dev");
   } catch (const std::exception& e) {
     problems.push_back(e.what());
   }
@@ -316,6 +330,13 @@ std::string insert_ops_yaml_entry(const std::string& text, const std::string& op
 }
 
 std::string eager_expression(const KernelProfile& p) {
+  if (p.row_program) {
+    // A Tier-2 forward is not one expression: the profile's PyTorch function, else the binding's
+    // `reference` (the same row program in PyTorch operations).
+    if (!p.row_program->pytorch_reference.empty()) return p.row_program->pytorch_reference;
+    return "__import__('liger_kernels.ops." + p.op_name + "', fromlist=['reference']).reference(" +
+           (p.inputs.empty() ? std::string("x") : p.inputs.front().name) + ")";
+  }
   const std::string prefix = "PyTorch eager baseline: ";
   for (const auto& note : p.notes)
     if (note.rfind(prefix, 0) == 0) return note.substr(prefix.size());
@@ -459,14 +480,18 @@ StageResult act(StageContext& ctx) {
   }
 
   std::vector<RenderedFile> files;
+  if (p.tier == 3)
+    return result.fail(fmt::format("'{}' is a Tier-3 (fused/complex) op: kernel-dev's templates generate Tier-1 "
+                                   "(element-wise) and Tier-2 (row reduction) kernels; follow the closest kernel ({}) by hand",
+                                   p.op_name, p.closest_kernel));
+  if (p.tier == 2 && !p.row_program)
+    return result.fail(fmt::format("'{}' is a Tier-2 op without a row program: kernel-dev renders a Tier-2 kernel from "
+                                   "the profile's row_program (reductions, output, gradient), which an LLM provider "
+                                   "(--llm openai|anthropic) or a human fills in; otherwise follow the closest kernel ({}) by hand",
+                                   p.op_name, p.closest_kernel));
   try {
     files = render(p, templates);
   } catch (const std::invalid_argument& e) {
-    if (p.tier != 1)
-      return result.fail(fmt::format("'{}' is a Tier-{} op: kernel-dev's templates generate Tier-1 (element-wise) "
-                                     "kernels only; follow the closest kernel ({}) by hand",
-                                     p.op_name, p.tier, p.closest_kernel),
-                         e.what());
     return result.fail("the profile cannot be rendered", e.what());
   }
   files.push_back({"kernels/ops.yaml", ops_yaml_entry(p), "(ops.yaml entry)", true, "  - name: "});
@@ -626,6 +651,7 @@ StageResult verify(StageContext& ctx) {
       else
         argv.push_back("reference_tests");
       auto r = run_logged("build", argv, 3600);
+      r.output = relative_output(r.output, tree);
       if (!r.ok()) {
         result.fail("build failed (" + std::string(r.timed_out ? "timed out" : "exit " + std::to_string(r.exit_code)) + ")",
                     error_excerpt(r.output));
@@ -641,6 +667,7 @@ StageResult verify(StageContext& ctx) {
   // 2. reference tests (hard)
   if (built) {
     auto r = run_logged("reference_tests", {(build / "tests/kernels/reference_tests").string(), "--gtest_filter=" + camel + "Reference.*"}, 1800);
+    r.output = relative_output(r.output, tree);
     int passed = gtest_count(r.output, "PASSED"), failed = gtest_count(r.output, "FAILED");
     if (!r.ok() || failed > 0) {
       result.fail("reference tests failed for " + p.op_name, error_excerpt(r.output));
@@ -669,6 +696,7 @@ StageResult verify(StageContext& ctx) {
     result.warn("GPU tests not run: the CUDA library is not built (no nvcc)");
   } else {
     auto r = run_logged("kernel_tests", {(build / "tests/kernels/kernel_tests").string(), "--gtest_filter=*" + camel + "Gpu*"}, 3600);
+    r.output = relative_output(r.output, tree);
     int passed = gtest_count(r.output, "PASSED"), failed = gtest_count(r.output, "FAILED");
     if (!r.ok() || failed > 0) {
       result.fail("GPU tests failed for " + p.op_name, error_excerpt(r.output));

@@ -1,0 +1,242 @@
+#include "workflows/kernel_dev/row_program.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <regex>
+#include <set>
+#include <stdexcept>
+
+#include "workflows/kernel_dev/codegen.h"
+
+namespace liger::kernel_dev {
+
+namespace {
+
+const std::set<std::string> kOps = {"sum", "mean", "max", "min"};
+
+// Names the generated C++, CUDA and Python cannot take as a row scalar: the templates' own locals
+// (trailing '_', the emitter's t<N> temporaries), the math policy M, keywords of the three
+// languages the expressions are emitted into, and the expression language's constants/functions.
+bool reserved_name(const std::string& name) {
+  static const std::set<std::string> words = {
+      "n", "pi", "e", "M", "p", "torch", "F", "T", "float", "double", "int", "const", "return", "if", "else", "for",
+      "while", "do", "in", "is", "and", "or", "not", "lambda", "def", "class", "None", "True", "False", "auto",
+      "static", "struct", "void", "new", "delete", "this", "true", "false", "inline", "template", "typename",
+      "sizeof", "switch", "case", "break", "continue", "default", "namespace", "using", "pass", "import", "from",
+      "with", "as", "global", "yield", "raise", "try", "except", "finally", "assert", "del", "elif", "nonlocal"};
+  if (words.count(name) || find_primitive(name)) return true;
+  static const std::regex temporary("t[0-9]+");
+  return std::regex_match(name, temporary);
+}
+
+bool identifier(const std::string& name) {
+  static const std::regex re("[A-Za-z][A-Za-z0-9_]*");
+  return std::regex_match(name, re) && name.back() != '_';
+}
+
+std::string join(const std::set<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+struct Checked {
+  std::vector<std::string> problems;
+  std::vector<std::pair<std::string, Expr>> forward, backward;  // (field path, parsed expression)
+  Expr output, grad;
+  std::size_t recompute = 0;  // forward reductions the backward needs (a prefix of them)
+  bool saves_input = false, saves_output = false;
+};
+
+Checked check(const KernelProfile& p) {
+  Checked c;
+  auto problem = [&](const std::string& text) { c.problems.push_back("row_program: " + text); };
+  if (!p.row_program) return c;
+  const RowProgramSpec& r = *p.row_program;
+  if (p.tier != 2)
+    problem("only a Tier-2 (row reduction) profile has a row program; this profile is Tier " + std::to_string(p.tier));
+  if (p.inputs.size() != 1 || p.outputs.size() != 1) {
+    problem("a Tier-2 row program has exactly one input and one output tensor ([rows, cols] each); the profile has " +
+            std::to_string(p.inputs.size()) + " input(s) and " + std::to_string(p.outputs.size()) + " output(s)");
+    return c;
+  }
+  if (!p.learnable_parameters.empty())
+    problem("learnable parameters are out of scope for generated Tier-2 kernels (no parameter-gradient reduction "
+            "yet): write the op without them (a weight can be applied by the caller) or leave row_program undecided");
+  const std::string x = p.inputs[0].name, y = p.outputs[0].name, dy = "d" + y, dx = "d" + x;
+  std::set<std::string> params;
+  for (const auto& m : p.module_parameters) params.insert(m.name);
+  for (const std::string& tensor : {x, y})
+    if (!identifier(tensor) || reserved_name(tensor))
+      problem("the tensor name '" + tensor + "' cannot be used in the generated code; use x and y");
+  for (const auto& name : params)
+    if (!identifier(name) || reserved_name(name) || name == x || name == y || name == dy || name == dx)
+      problem("module parameter '" + name + "' clashes with a reserved or tensor name");
+
+  std::set<std::string> seen;
+  auto declare = [&](const RowReduction& red, const std::string& where) {
+    if (!identifier(red.name)) {
+      problem(where + ": name '" + red.name + "' is not an identifier (letters, digits, '_'; not ending in '_')");
+      return;
+    }
+    if (reserved_name(red.name) || red.name == x || red.name == y || red.name == dy || red.name == dx ||
+        params.count(red.name))
+      problem(where + ": name '" + red.name + "' is reserved or already a tensor/parameter name");
+    else if (seen.count(red.name))
+      problem(where + ": name '" + red.name + "' is used twice");
+    seen.insert(red.name);
+    if (!kOps.count(red.op)) problem(where + ": op '" + red.op + "' is not one of sum, mean, max, min");
+  };
+  // Parses `text` and checks that it names only `allowed`; nullptr after a problem.
+  auto parse = [&](const std::string& text, const std::string& where, const std::set<std::string>& allowed,
+                   const std::string& hint) -> Expr {
+    if (text.empty()) {
+      problem(where + ": the expression is empty");
+      return nullptr;
+    }
+    Expr e;
+    try {
+      e = parse_expression(text);
+    } catch (const std::exception& error) {
+      problem(where + ": '" + text + "' does not parse: " + error.what());
+      return nullptr;
+    }
+    std::set<std::string> unknown;
+    for (const auto& s : free_symbols(e))
+      if (!allowed.count(s)) unknown.insert(s);
+    if (!unknown.empty()) {
+      problem(where + ": '" + text + "' uses " + join(unknown) + ", not available there (available: " + join(allowed) +
+              ")" + hint);
+      return nullptr;
+    }
+    return e;
+  };
+
+  if (r.forward_reductions.empty())
+    problem("forward.reductions is empty: a Tier-2 op reduces over the row at least once (else it is Tier 1)");
+  std::set<std::string> scope = params;
+  scope.insert({x, "n"});
+  for (std::size_t i = 0; i < r.forward_reductions.size(); ++i) {
+    const auto& red = r.forward_reductions[i];
+    const std::string where = "forward.reductions[" + std::to_string(i) + "] (" + red.name + ")";
+    declare(red, where);
+    if (Expr e = parse(red.expression, where, scope, "")) c.forward.push_back({red.name, e});
+    scope.insert(red.name);
+  }
+  c.output = parse(r.output, "forward.output", scope, "");
+
+  // The backward sees the upstream gradient, what the forward saved, and the forward reductions
+  // (recomputed from the saved input).
+  std::set<std::string> forward_names;
+  for (const auto& red : r.forward_reductions) forward_names.insert(red.name);
+  if (r.backward_uses.empty()) problem("backward.uses is empty: list what the backward reads (" + x + " and/or " + y + ")");
+  for (const auto& u : r.backward_uses) {
+    if (u == x) c.saves_input = true;
+    else if (u == y) c.saves_output = true;
+    else problem("backward.uses: '" + u + "' is neither the input '" + x + "' nor the output '" + y + "'");
+  }
+  std::set<std::string> bscope = params;
+  bscope.insert({dy, "n"});
+  if (c.saves_input) bscope.insert(x);
+  if (c.saves_output) bscope.insert(y);
+  if (c.saves_input) bscope.insert(forward_names.begin(), forward_names.end());
+  const std::string hint = c.saves_input ? ""
+                                         : "; the forward reductions are recomputed from the saved input, so a backward "
+                                           "that names them needs " + x + " in backward.uses";
+  auto note_forward_uses = [&](const Expr& e) {
+    if (!e) return;
+    for (std::size_t i = 0; i < r.forward_reductions.size(); ++i)
+      if (free_symbols(e).count(r.forward_reductions[i].name)) c.recompute = std::max(c.recompute, i + 1);
+  };
+  for (std::size_t i = 0; i < r.backward_reductions.size(); ++i) {
+    const auto& red = r.backward_reductions[i];
+    const std::string where = "backward.reductions[" + std::to_string(i) + "] (" + red.name + ")";
+    declare(red, where);
+    Expr e = parse(red.expression, where, bscope, hint);
+    note_forward_uses(e);
+    if (e) c.backward.push_back({red.name, e});
+    bscope.insert(red.name);
+  }
+  c.grad = parse(r.grad_input, "backward.grad_input", bscope, hint);
+  note_forward_uses(c.grad);
+  return c;
+}
+
+// A PyTorch expression of `e`: the names of the generated module's _F helpers for functions,
+// '**' for powers, Python literals.
+std::string python(const Expr& e) {
+  const auto& a = e->args;
+  switch (e->kind) {
+    case Kind::Number: {
+      if (std::isinf(e->value)) return e->value > 0 ? "math.inf" : "(-math.inf)";
+      char buffer[64];
+      std::snprintf(buffer, sizeof(buffer), "%.17g", e->value);
+      std::string text = buffer;
+      if (text.find_first_of(".en") == std::string::npos) text += ".0";
+      return e->value < 0 ? "(" + text + ")" : text;
+    }
+    case Kind::Symbol: return e->name;
+    case Kind::Add: return "(" + python(a[0]) + " + " + python(a[1]) + ")";
+    case Kind::Sub: return "(" + python(a[0]) + " - " + python(a[1]) + ")";
+    case Kind::Mul: return "(" + python(a[0]) + " * " + python(a[1]) + ")";
+    case Kind::Div: return "(" + python(a[0]) + " / " + python(a[1]) + ")";
+    case Kind::Pow: return "(" + python(a[0]) + " ** " + python(a[1]) + ")";
+    case Kind::Neg: return "(-" + python(a[0]) + ")";
+    case Kind::Compare: return "(" + python(a[0]) + " " + e->name + " " + python(a[1]) + ")";
+    case Kind::Call: {
+      std::string args;
+      for (const auto& arg : a) args += (args.empty() ? "" : ", ") + python(arg);
+      return "_F." + e->name + "(" + args + ")";
+    }
+  }
+  return "?";
+}
+
+std::string without_final_newline(std::string s) {
+  while (!s.empty() && s.back() == '\n') s.pop_back();
+  return s;
+}
+
+RowPassCode pass(const std::string& name, const std::string& op, const Expr& parsed, const std::string& target) {
+  RowPassCode code;
+  code.name = name;
+  code.op = op;
+  Expr e = simplify(parsed);
+  code.expression = to_string(e);
+  const std::string indent = "        ";
+  code.cuda = without_final_newline(emit_statements({{target, e}}, Dialect::CudaF32, indent).statements);
+  code.reference = without_final_newline(emit_statements({{target, e}}, Dialect::CppF64, indent).statements);
+  code.python = python(e);
+  return code;
+}
+
+}  // namespace
+
+std::vector<std::string> row_program_problems(const KernelProfile& profile) { return check(profile).problems; }
+
+Tier2Code generate_tier2(const KernelProfile& p) {
+  if (!p.row_program) throw std::invalid_argument("profile '" + p.op_name + "' has no row_program");
+  Checked c = check(p);
+  if (!c.problems.empty()) {
+    std::string all;
+    for (const auto& problem : c.problems) all += (all.empty() ? "" : "; ") + problem;
+    throw std::invalid_argument(all);
+  }
+  const RowProgramSpec& r = *p.row_program;
+  Tier2Code code;
+  code.input = p.inputs[0].name;
+  code.output = p.outputs[0].name;
+  code.saves_input = c.saves_input;
+  code.saves_output = c.saves_output;
+  for (std::size_t i = 0; i < c.forward.size(); ++i)
+    code.forward_reductions.push_back(pass(c.forward[i].first, r.forward_reductions[i].op, c.forward[i].second, "v_"));
+  code.forward_output = pass(code.output, "", c.output, code.output);
+  for (std::size_t i = 0; i < c.recompute; ++i) code.recomputed.push_back(code.forward_reductions[i]);
+  for (std::size_t i = 0; i < c.backward.size(); ++i)
+    code.backward_reductions.push_back(pass(c.backward[i].first, r.backward_reductions[i].op, c.backward[i].second, "v_"));
+  code.grad_input = pass("d" + code.input, "", c.grad, "d" + code.input);
+  return code;
+}
+
+}  // namespace liger::kernel_dev

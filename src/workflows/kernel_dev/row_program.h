@@ -1,0 +1,42 @@
+// Tier 2 (row reduction) code generation: a profile's row program (profile.h, RowProgramSpec)
+// turned into the passes of the generated kernel, its fp64 reference and a PyTorch version.
+//
+// Every reduction is one pass over the row's columns: the expression is emitted per column (fp32
+// CUDA with the kernel's math policy M::, fp64 C++), accumulated per thread and combined across
+// the block (sum, mean = sum / n, max, min). The output and the input gradient are element-wise
+// passes that may use the reductions. The backward recomputes the forward reductions it names
+// from the saved input rather than saving them (one more pass each: rows are re-read from L2, and
+// nothing extra is written or held between forward and backward).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "workflows/kernel_dev/profile.h"
+
+namespace liger::kernel_dev {
+
+struct RowPassCode {
+  std::string name;       // the row scalar (reductions), the output, or d<input>
+  std::string op;         // sum | mean | max | min; "" for element-wise passes
+  std::string expression; // simplified, as text
+  std::string cuda;       // fp32 statements assigning `name` (element-wise) or v_ (reductions)
+  std::string reference;  // fp64 statements, same assignment
+  std::string python;     // a PyTorch expression of the per-column value
+};
+
+struct Tier2Code {
+  std::string input, output;  // tensor names (x, y); the upstream gradient is d<output>
+  std::vector<RowPassCode> forward_reductions;
+  RowPassCode forward_output;
+  std::vector<RowPassCode> recomputed;  // the forward reductions the backward needs, in order
+  std::vector<RowPassCode> backward_reductions;
+  RowPassCode grad_input;
+  bool saves_input = false, saves_output = false;
+};
+
+// Throws std::invalid_argument listing every problem (row_program_problems) when the profile's
+// row program cannot be generated.
+Tier2Code generate_tier2(const KernelProfile& profile);
+
+}  // namespace liger::kernel_dev
