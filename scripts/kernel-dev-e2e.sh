@@ -7,6 +7,14 @@
 #   scripts/kernel-dev-e2e.sh --bench    # only the %copy table of the ops an earlier --all generated
 #                                        #   in the same KD_WORK (for sweeps split over parallel trees,
 #                                        #   whose benchmarks must not share the GPU: KD_BENCH=0 there)
+#   scripts/kernel-dev-e2e.sh --tier2    # Tier 2 through the real CLI, replaying the recorded LLM
+#                                        #   exchanges (tests/workflows/fixtures/kernel_dev/cassettes/
+#                                        #   softmax_llm, no network, no key): the model's softmax with a
+#                                        #   wrong gradient is rendered, built, and rejected by the real
+#                                        #   reference tests; the repair is rendered and passes. With a GPU
+#                                        #   also the GPU tests and the benchmark; without one (CPU-only
+#                                        #   machine) the CUDA library is not configured and the GPU tests
+#                                        #   report "not run: no GPU".
 #
 # Works in a scratch copy of the repository (tracked + untracked-not-ignored files), so the
 # generated ops never land in this checkout; one build directory serves every op, so each op
@@ -29,6 +37,77 @@ mkdir -p "$out/logs" "$out/runs"
 work="${KD_WORK:-$repo/build-kd-e2e/repo}"
 build="$work/build"
 log() { printf '[kernel-dev-e2e] %s\n' "$*" | tee -a "$out/summary.log" >&2; }
+
+if [ "$mode" = "--tier2" ]; then
+  # A fresh copy every time (the run adds softmax to it), the build directory kept beside it.
+  work="${KD_WORK:-$repo/build-kd-e2e/tier2}"
+  build="${KD_BUILD:-$repo/build-kd-e2e/tier2-build}"
+  log "copying the tree to $work"
+  rm -rf "$work"
+  mkdir -p "$work"
+  (cd "$repo" && git ls-files -co --exclude-standard -z | xargs -0 cp --parents -P -t "$work/" 2>/dev/null)
+  [ -d "$repo/.deps" ] && cp -r "$repo/.deps" "$work/"
+  cmake_args=(-G Ninja -DCMAKE_BUILD_TYPE=Release)
+  # KD_AGENT=<path>: an already built liger-agent of this checkout (saves building the agent).
+  targets=(reference_tests)
+  [ -n "${KD_AGENT:-}" ] || targets+=(liger-agent)
+  if nvidia-smi -L >/dev/null 2>&1; then
+    nvcc_path="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
+    export PATH="$(dirname "$nvcc_path"):$PATH"
+    cmake_args+=(-DCMAKE_CUDA_COMPILER="$nvcc_path" -DCMAKE_CUDA_ARCHITECTURES="$archs")
+    targets+=(liger_kernels kernel_tests liger-bench)
+    nvidia-smi -L | tee -a "$out/summary.log"
+  else
+    log "no GPU: the CUDA library is not configured (reference tests only; GPU tests and benchmark not run)"
+    cmake_args+=(-DLIGER_BUILD_KERNELS=OFF)
+  fi
+  log "configuring + building (${targets[*]}) in $build"
+  cmake -S "$work" -B "$build" "${cmake_args[@]}" >"$out/logs/configure.log" 2>&1 || { log "configure failed (logs/configure.log)"; exit 1; }
+  cmake --build "$build" -j "$jobs" --target "${targets[@]}" >"$out/logs/build.log" 2>&1 ||
+    { log "build failed (logs/build.log)"; tail -30 "$out/logs/build.log"; exit 1; }
+  agent="${KD_AGENT:-$build/src/liger-agent}"
+  [ -x "$agent" ] || agent="$(find "$build" -name liger-agent -type f -perm -u+x | head -1)"
+  # The recorded exchanges, replayed only (record mode none: a request that differs from the
+  # recording is an error, not a network call); the base URL is the recording's.
+  cassette="$out/tier2-cassette"
+  rm -rf "$cassette" && mkdir -p "$cassette"
+  cp "$repo/tests/workflows/fixtures/kernel_dev/cassettes/softmax_llm/llm.json" "$cassette/"
+  url="$(python3 -c 'import json,sys; u=json.load(open(sys.argv[1]))["interactions"][0]["request"]["url"]; print(u[:u.rfind("/chat/completions")])' "$cassette/llm.json")"
+  export LIGER_AGENT_DATA_DIR="$work" LIGER_BUILD_DIR="$build" LIGER_BUILD_JOBS="$jobs"
+  export LIGER_AGENT_LLM_BASE_URL="$url" LIGER_AGENT_LLM_MODEL=gpt-4o LIGER_AGENT_LLM_API_KEY_ENV=none \
+    LIGER_AGENT_LLM_CASSETTE_DIR="$cassette" LIGER_AGENT_LLM_RECORD=none
+  log "liger-agent --llm openai kernel-dev softmax --yes (cassette $cassette, replay only)"
+  start=$SECONDS
+  (cd "$work" && "$agent" --llm openai kernel-dev softmax --yes --tree "$work" --run-dir "$out/runs") >"$out/logs/softmax.log" 2>&1
+  rc=$?
+  run="$(ls -td "$out/runs"/*-kernel-dev-softmax 2>/dev/null | head -1)"
+  log "softmax: exit $rc in $((SECONDS - start))s; run $run"
+  [ -n "$run" ] && cp "$run/report.md" "$out/softmax_report.md" 2>/dev/null
+  python3 - "$run" "$rc" <<'PY' | tee -a "$out/summary.log"
+import json, os, sys
+run, rc = sys.argv[1], int(sys.argv[2])
+state = json.load(open(os.path.join(run, "state.json")))
+attempts = state.get("attempts", [])
+story = []
+for a in attempts:
+    hard = "; ".join(f["summary"] for f in a.get("hard", [])) or "no hard failure"
+    story.append(f'  attempt {a["attempt"]}: {hard}')
+    for fix in a.get("fixes", []):
+        story.append(f"    fix: {fix}")
+print("\n".join(story))
+first = attempts[0] if attempts else {}
+rejected = any("reference tests failed for softmax" in f["summary"] and "gradient check failed" in f.get("detail", "")
+               for f in first.get("hard", []))
+verify = json.load(open(os.path.join(run, "kernel-dev", "verify.json")))
+print("final verdict:", verify["verdict"])
+for c in verify["checks"]:
+    print(f'  {c["check"]}: {c["result"]} {c["detail"]}')
+ok = rc == 0 and len(attempts) == 2 and rejected and verify["verdict"] != "fail"
+print("Tier-2 story (wrong gradient rejected by the reference tests, repaired, verified):", "MET" if ok else "NOT MET")
+sys.exit(0 if ok else 1)
+PY
+  exit $?
+fi
 
 if [ "${KD_FRESH:-0}" = 1 ] || [ ! -f "$work/CMakeLists.txt" ]; then
   log "copying the tree to $work"
