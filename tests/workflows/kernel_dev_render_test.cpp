@@ -313,6 +313,7 @@ struct M {
   static float log1p(float x) { return log1pf(x); }
   static float expm1(float x) { return expm1f(x); }
   static float tanh(float x) { return tanhf(x); }
+  static float erf(float x) { return erff(x); }
   static float div(float a, float b) { return a / b; }
   static float sigmoid(float x) { const float z = expf(-fabsf(x)); const float r = 1.0f / (1.0f + z); return x >= 0.0f ? r : z * r; }
   static float softplus(float x) { return log1pf(expf(-fabsf(x))) + fmaxf(x, 0.0f); }

@@ -131,7 +131,7 @@ class Emitter {
         // forms for fp32 storage, SFU approximations far below the rounding of 16-bit storage.
         {"exp", {"M::exp", "std::exp"}},       {"log", {"M::log", "std::log"}},     {"log1p", {"M::log1p", "std::log1p"}},
         {"expm1", {"M::expm1", "std::expm1"}}, {"sqrt", {"sqrtf", "std::sqrt"}},    {"tanh", {"M::tanh", "std::tanh"}},
-        {"erf", {"erff", "std::erf"}},         {"abs", {"fabsf", "std::fabs"}},     {"sin", {"sinf", "std::sin"}},
+        {"erf", {"M::erf", "std::erf"}},       {"abs", {"fabsf", "std::fabs"}},     {"sin", {"sinf", "std::sin"}},
         {"cos", {"cosf", "std::cos"}},         {"sigmoid", {"M::sigmoid", "sigmoid_f64"}},
         {"softplus", {"M::softplus", "softplus_f64"}}, {"sign", {"sign_f32", "sign_f64"}}};
     auto it = calls.find(fn);
