@@ -56,8 +56,9 @@ typedef struct liger_tunables {
   int32_t vector_bytes;      /* bytes per vector access: 16, 8, 4, or 2 (element) */
   int32_t reduction_blocks;  /* blocks that produce partial sums for weight gradients */
   int32_t chunk_rows;        /* rows per chunk for chunked ops (fused linear cross-entropy) */
-  int32_t pipeline_depth;    /* software pipelining of row-tile loops (norm backwards): 0 = tuned
-                              * default, 1 = no prefetch, 2 = prefetch the next tile */
+  int32_t pipeline_depth;    /* software pipelining, 0 = tuned default. Norm backwards: 1 = no
+                              * prefetch, 2 = prefetch the next row tile. Cross-entropy rows: vector
+                              * loads in flight per thread (1, 2 or 4) */
   int32_t reserved[2];       /* zero; room to grow without breaking the ABI */
 } liger_tunables;
 

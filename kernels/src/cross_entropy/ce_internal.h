@@ -31,12 +31,14 @@ struct RowLaunch {
   liger_cross_entropy_options options{};
   int threads = 0;       // resolved tunables
   int vector_bytes = 0;
+  int loads_in_flight = 1;  // vector loads per thread issued before any is consumed (1, 2 or 4)
 };
 
 liger_status validate_options(const liger_cross_entropy_options& options);
-// Resolves zero fields from the table and validates the rest (threads_per_block, vector_bytes).
+// Resolves zero fields from the table and validates the rest (threads_per_block, vector_bytes,
+// pipeline_depth = vector loads in flight per thread).
 liger_status resolve_tunables(const liger_tunables* given, int64_t rows, int64_t vocab, liger_dtype dtype,
-                              int* threads, int* vector_bytes);
+                              int* threads, int* vector_bytes, int* loads_in_flight);
 liger_status launch_prepass(const int64_t* targets, int64_t rows, int64_t vocab,
                             const liger_cross_entropy_options& options, float* scalars, cudaStream_t stream);
 liger_status launch_rows(const RowLaunch& launch, cudaStream_t stream);

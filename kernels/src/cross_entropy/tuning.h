@@ -15,14 +15,15 @@ struct TuningRow {
   int64_t max_vocab;  // this row applies up to this vocab size
   int32_t threads_per_block;
   int32_t vector_bytes;
+  int32_t loads_in_flight;  // the pipeline_depth tunable: vector loads per thread issued together
 };
 
 // sm90 (H100/H200) table; sm80 uses the same shape classes (measured only on sm90 so far).
 inline constexpr TuningRow kSm90Table[] = {
-    {256, 64, 16}, {2048, 128, 16}, {8192, 256, 16}, {32768, 512, 16}, {INT64_MAX, 1024, 16},
+    {256, 64, 16, 1}, {2048, 128, 16, 1}, {8192, 256, 16, 2}, {32768, 512, 16, 2}, {INT64_MAX, 1024, 16, 2},
 };
 inline constexpr TuningRow kSm80Table[] = {
-    {256, 64, 16}, {2048, 128, 16}, {8192, 256, 16}, {32768, 512, 16}, {INT64_MAX, 1024, 16},
+    {256, 64, 16, 1}, {2048, 128, 16, 1}, {8192, 256, 16, 2}, {32768, 512, 16, 2}, {INT64_MAX, 1024, 16, 2},
 };
 
 inline liger_tunables default_tunables(int sm_arch, int64_t vocab) {
@@ -32,6 +33,7 @@ inline liger_tunables default_tunables(int sm_arch, int64_t vocab) {
     if (vocab <= table[i].max_vocab) {
       t.threads_per_block = table[i].threads_per_block;
       t.vector_bytes = table[i].vector_bytes;
+      t.pipeline_depth = table[i].loads_in_flight;
       break;
     }
   }

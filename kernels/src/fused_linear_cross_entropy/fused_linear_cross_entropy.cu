@@ -170,8 +170,9 @@ LIGER_API liger_status liger_fused_linear_cross_entropy_forward(
   if (device < 0 || device >= flce::kMaxDevices) return fail(LIGER_STATUS_INTERNAL, "flce_forward: device %d", device);
   int64_t chunk_rows = 0;
   LIGER_RETURN_IF_ERROR(flce::resolve(tunables, tokens, vocab, dtype, current_sm_arch(), &chunk_rows));
-  int threads = 0, vector_bytes = 0;
-  LIGER_RETURN_IF_ERROR(ce::resolve_tunables(tunables, flce::kMinChunkRows, vocab, dtype, &threads, &vector_bytes));
+  int threads = 0, vector_bytes = 0, loads_in_flight = 1;
+  LIGER_RETURN_IF_ERROR(
+      ce::resolve_tunables(tunables, flce::kMinChunkRows, vocab, dtype, &threads, &vector_bytes, &loads_in_flight));
   const flce::Layout lay = flce::make_layout(tokens, vocab, dtype, chunk_rows);
   if (workspace_bytes < lay.total)
     return fail(LIGER_STATUS_INVALID_ARGUMENT, "flce_forward: workspace %zu bytes < %zu needed", workspace_bytes, lay.total);
@@ -249,6 +250,7 @@ LIGER_API liger_status liger_fused_linear_cross_entropy_forward(
     rl.options = o;
     rl.threads = threads;
     rl.vector_bytes = vector_bytes;
+    rl.loads_in_flight = loads_in_flight;
     LIGER_RETURN_IF_ERROR(ce::launch_rows(rl, s));
     if (!want_grad) continue;
     if (grad_input != nullptr) {

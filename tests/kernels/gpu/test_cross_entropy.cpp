@@ -275,19 +275,24 @@ TEST(CrossEntropyTunables, VectorWidthsAndBlockSizesAgree) {
     DeviceBytes ws(ws_bytes);
     for (int threads : {32, 96, 256, 1024}) {
       for (int vb : {16, 8, 4, 2}) {
-        if (vb < static_cast<int>(dtype_bytes(d))) continue;
-        liger_tunables tn{};
-        tn.threads_per_block = threads;
-        tn.vector_bytes = vb;
-        g.poison();
-        loss.poison();
-        LIGER_ASSERT_OK(liger_cross_entropy_forward(x.data(), V, t.data(), g.data(), V, loss.as<float>(), nullptr, R, V, d,
-                                                    nullptr, ws.data(), ws_bytes, &tn, nullptr));
-        LIGER_ASSERT_CUDA(cudaDeviceSynchronize());
-        EXPECT_TRUE(all_close("loss t=" + std::to_string(threads) + " v=" + std::to_string(vb), loss.download(), ref.loss,
-                              loss_tolerance()));
-        EXPECT_TRUE(all_close("grad t=" + std::to_string(threads) + " v=" + std::to_string(vb), g.download(), ref.grad,
-                              grad_tolerance(d, ref.grad)));
+        // pipeline_depth: vector loads in flight per thread (batches that end past the row's last
+        // vector, with V = 4231 not a multiple of any vector width, exercise the guards).
+        for (int depth : {1, 2, 4}) {
+          if (vb < static_cast<int>(dtype_bytes(d))) continue;
+          liger_tunables tn{};
+          tn.threads_per_block = threads;
+          tn.vector_bytes = vb;
+          tn.pipeline_depth = depth;
+          g.poison();
+          loss.poison();
+          LIGER_ASSERT_OK(liger_cross_entropy_forward(x.data(), V, t.data(), g.data(), V, loss.as<float>(), nullptr, R, V,
+                                                      d, nullptr, ws.data(), ws_bytes, &tn, nullptr));
+          LIGER_ASSERT_CUDA(cudaDeviceSynchronize());
+          const std::string what =
+              " t=" + std::to_string(threads) + " v=" + std::to_string(vb) + " depth=" + std::to_string(depth);
+          EXPECT_TRUE(all_close("loss" + what, loss.download(), ref.loss, loss_tolerance()));
+          EXPECT_TRUE(all_close("grad" + what, g.download(), ref.grad, grad_tolerance(d, ref.grad)));
+        }
       }
     }
   }
@@ -350,6 +355,10 @@ TEST(CrossEntropyChecks, InvalidArgumentsReturnStatus) {
   EXPECT_EQ(call(x.data(), t.data(), loss.as<float>(), LIGER_DTYPE_FLOAT32, nullptr, &tn, ws_bytes),
             LIGER_STATUS_INVALID_ARGUMENT);
   tn.vector_bytes = 32;
+  EXPECT_EQ(call(x.data(), t.data(), loss.as<float>(), LIGER_DTYPE_FLOAT32, nullptr, &tn, ws_bytes),
+            LIGER_STATUS_INVALID_ARGUMENT);
+  tn = {};
+  tn.pipeline_depth = 3;  // loads in flight: 1, 2 or 4
   EXPECT_EQ(call(x.data(), t.data(), loss.as<float>(), LIGER_DTYPE_FLOAT32, nullptr, &tn, ws_bytes),
             LIGER_STATUS_INVALID_ARGUMENT);
   EXPECT_EQ(liger_cross_entropy_backward(x.data(), V, R, V, LIGER_DTYPE_FLOAT32, nullptr, 0, nullptr, nullptr),
