@@ -172,6 +172,10 @@ std::string error_excerpt(const std::string& output) {
   std::string line, errors;
   int n = 0, follow = 0;  // a gtest "file:line: Failure" is followed by its message lines
   while (std::getline(in, line)) {
+    // Blank lines carry nothing, and GoogleTest versions differ in where they print them (1.14
+    // after every failure message, 1.12 not): skipped, the same failure reads the same on every
+    // machine, which a recorded repair exchange relies on.
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const bool failure = line.find("Failure") != std::string::npos;
     if ((failure || follow > 0 || line.find("error") != std::string::npos || line.find("FAILED") != std::string::npos) &&
         n++ < 40)
