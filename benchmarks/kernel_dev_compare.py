@@ -125,19 +125,21 @@ def main():
         torch.cuda.synchronize()
         return flushed_median_us(setup, fn, runs)
 
-    def graph_timed(fn, runs):
+    def graph_timed(fn, runs, side):
         """Median microseconds of one replay of fn captured in a CUDA graph, with the same L2 flush
         before each replay: device time with the host's per-call work (Python, autograd engine,
-        launch) taken out, for both implementations alike. (None, why) when fn cannot be captured."""
+        launch) taken out, for both implementations alike. (None, why) when fn cannot be captured.
+        Warm-up and capture run on `side`, the stream the forward that a captured backward
+        differentiates ran on: autograd launches a backward op on its forward op's stream, and a
+        launch on any stream but the capturing one invalidates the capture."""
         try:
-            side = torch.cuda.Stream()
             side.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(side):
                 for _ in range(3):
                     fn()
             torch.cuda.current_stream().wait_stream(side)
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
+            with torch.cuda.graph(graph, stream=side):
                 fn()
         except Exception as exc:  # noqa: BLE001 - reported, the per-call timings still stand
             torch.cuda.synchronize()
@@ -157,12 +159,15 @@ def main():
             with torch.no_grad():
                 return impl(t, p)
 
-        y = impl(t, p)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            y = impl(t, p)
         res, notes = {}, []
         for mode, fn in (("forward", forward),
                          ("backward", lambda: torch.autograd.grad(y, grads, dy, retain_graph=True)),
                          ("full", lambda: torch.autograd.grad(impl(t, p), grads, dy))):
-            us, why = graph_timed(fn, a.runs)
+            us, why = graph_timed(fn, a.runs, side)
             if us is not None:
                 res[f"{mode}_us"] = us
             else:
