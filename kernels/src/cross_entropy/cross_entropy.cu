@@ -53,17 +53,21 @@ struct RowArgs {
   float softcap;
 };
 
+// Elements before the first address aligned to N elements (done one by one).
+template <typename T, int N>
+__device__ __forceinline__ int64_t row_head(const T* row, int64_t vocab) {
+  if constexpr (N == 1) return 0;
+  const auto misalign = static_cast<int64_t>((reinterpret_cast<uintptr_t>(row) / sizeof(T)) % N);
+  return misalign == 0 ? 0 : (N - misalign < vocab ? N - misalign : vocab);
+}
+
 // Visits the elements of one row as a scalar head (up to the first address aligned to the
 // vector size), whole vectors, and a scalar tail. `scalar(i)` and `vector(i)` (i = first index
 // of N elements) are called by the thread that owns them; the same thread owns the same
 // elements in every pass, so an in-place pass 2 only ever overwrites what it has read itself.
 template <typename T, int N, typename Scalar, typename Vector>
 __device__ __forceinline__ void for_row(const T* row, int64_t vocab, Scalar&& scalar, Vector&& vector) {
-  int64_t head = 0;
-  if constexpr (N > 1) {
-    const auto misalign = static_cast<int64_t>((reinterpret_cast<uintptr_t>(row) / sizeof(T)) % N);
-    head = misalign == 0 ? 0 : (N - misalign < vocab ? N - misalign : vocab);
-  }
+  const int64_t head = row_head<T, N>(row, vocab);
   const int64_t vectors = (vocab - head) / N;
   const int64_t tail = head + vectors * N;
   if (static_cast<int64_t>(threadIdx.x) < head) scalar(static_cast<int64_t>(threadIdx.x));
@@ -78,11 +82,7 @@ __device__ __forceinline__ void for_row(const T* row, int64_t vocab, Scalar&& sc
 // overwrites only what the same thread has read.
 template <typename T, int N, int B, typename Scalar, typename Consume>
 __device__ __forceinline__ void for_row_batched(const T* row, int64_t vocab, Scalar&& scalar, Consume&& consume) {
-  int64_t head = 0;
-  if constexpr (N > 1) {
-    const auto misalign = static_cast<int64_t>((reinterpret_cast<uintptr_t>(row) / sizeof(T)) % N);
-    head = misalign == 0 ? 0 : (N - misalign < vocab ? N - misalign : vocab);
-  }
+  const int64_t head = row_head<T, N>(row, vocab);
   const int64_t vectors = (vocab - head) / N;
   const int64_t tail = head + vectors * N;
   if (static_cast<int64_t>(threadIdx.x) < head) scalar(static_cast<int64_t>(threadIdx.x));
