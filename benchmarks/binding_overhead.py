@@ -17,9 +17,9 @@
     so that any work beyond the op's own kernels (copies, casts, fills, extra reductions) shows.
 
 The backward takes gradients with torch.autograd.grad and the upstream gradients compare_torch.py
-uses (random, ones for a scalar loss). Note: a scalar loss's backward with an upstream gradient of
-exactly 1 reads it on the host (liger_kernels._lib.SKIP_UNIT_GRAD_SCALE: one device sync, as
-Liger-Kernel does), which shows in (a) for cross_entropy and fused_linear_cross_entropy.
+uses (random, ones for a scalar loss). A scalar loss's upstream gradient is never read on the host:
+the library's scale kernel skips a factor of exactly 1 on the device (Liger-Kernel reads it with a
+device sync instead).
 
 Prints tables; --json writes everything. Exit 0 measured; 3 not run (the last line says why: no
 torch, no CUDA device); 1 error.

@@ -6,7 +6,8 @@ importable) Liger-Kernel, in bf16 at the issue's shapes.
     python3 benchmarks/compare_torch.py --quick --out /tmp/quick                     # smaller subset
 
 For each op, provider and mode (forward / backward / full = forward+backward): the median of CUDA-event
-timings (each repetition preceded by untimed set-up, e.g. the forward for "backward", and an L2 flush),
+timings (each repetition preceded by untimed set-up, e.g. the forward for "backward", and an L2 flush;
+taken in --rounds rounds that rotate the providers' order, so clock drift is shared, not billed to one),
 p20/p80, and the peak memory above what was allocated before the call (torch.cuda.max_memory_allocated
 delta: the transient memory). The device-to-device copy bandwidth is measured in the same run so that
 the figures can be read against the memory ceiling. Needs a CUDA GPU, torch and the built library
@@ -52,23 +53,29 @@ class Timer:
         self.warmup = warmup
         self.flush = torch.empty(flush_bytes, dtype=torch.uint8, device=DEV)
 
-    def run(self, setup, timed):
-        """Median, p20, p80 in ms of `timed(state)` with state = setup() untimed before each rep."""
+    def run(self, setup, timed, reps=0):
+        """Median, p20, p80 (and every time) in ms of `timed(state)` with state = setup() untimed before
+        each rep."""
+        reps = reps or self.reps
         for _ in range(self.warmup):
             timed(setup())
         torch.cuda.synchronize()
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
-        for i in range(self.reps):
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+        for i in range(reps):
             state = setup()
             self.flush.zero_()  # L2 flush, so inputs are not served from the 50 MB cache
             starts[i].record()
             timed(state)
             ends[i].record()
         torch.cuda.synchronize()
-        t = sorted(s.elapsed_time(e) for s, e in zip(starts, ends))
-        q = lambda f: t[min(len(t) - 1, int(f * len(t)))]  # noqa: E731
-        return {"median_ms": q(0.5), "p20_ms": q(0.2), "p80_ms": q(0.8), "reps": len(t)}
+        return summarize([s.elapsed_time(e) for s, e in zip(starts, ends)])
+
+
+def summarize(times_ms):
+    t = sorted(times_ms)
+    q = lambda f: t[min(len(t) - 1, int(f * len(t)))]  # noqa: E731
+    return {"median_ms": q(0.5), "p20_ms": q(0.2), "p80_ms": q(0.8), "reps": len(t), "times_ms": t}
 
 
 def peak_bytes(fn):
@@ -200,7 +207,7 @@ def _outputs(out):
     return [o for o in (out if isinstance(out, (tuple, list)) else (out,)) if o.requires_grad]
 
 
-def bench_one(timer, make_inputs, fn, mode):
+def bench_one(timer, make_inputs, fn, mode, reps=0, measure_memory=True):
     args = make_inputs()
     leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
     grads_cache = {}
@@ -226,23 +233,28 @@ def bench_one(timer, make_inputs, fn, mode):
         outs = _outputs(out)
         return torch.autograd.grad(outs, leaves, upstream(outs), allow_unused=True)
 
+    mem = None
     if mode == "forward":
-        res = timer.run(lambda: clear(), lambda _: fwd())
-        mem = peak_bytes(fwd)
+        res = timer.run(lambda: clear(), lambda _: fwd(), reps)
+        if measure_memory:
+            mem = peak_bytes(fwd)
     elif mode == "backward":
         def setup():
             clear()
             return fwd()
-        res = timer.run(setup, bwd)
-        clear()
-        out = fwd()
-        mem = peak_bytes(lambda: bwd(out))
-        del out
+        res = timer.run(setup, bwd, reps)
+        if measure_memory:
+            clear()
+            out = fwd()
+            mem = peak_bytes(lambda: bwd(out))
+            del out
     else:
-        res = timer.run(lambda: clear(), lambda _: bwd(fwd()))
-        clear()
-        mem = peak_bytes(lambda: bwd(fwd()))
-    res["peak_mem_gb"] = mem / 1e9
+        res = timer.run(lambda: clear(), lambda _: bwd(fwd()), reps)
+        if measure_memory:
+            clear()
+            mem = peak_bytes(lambda: bwd(fwd()))
+    if mem is not None:
+        res["peak_mem_gb"] = mem / 1e9
     del args, leaves
     return res
 
@@ -263,7 +275,8 @@ def write_markdown(path, meta, results):
         f"- torch {meta['torch']}, triton {meta['triton']}, library {meta['library_version']}",
         f"- device-to-device copy bandwidth measured in this run: {meta['copy_bandwidth_gbps']:.0f} GB/s (read + write)",
         f"- Liger-Kernel: {meta['liger_kernel']}",
-        f"- median of {meta['reps']} CUDA-event timings per cell after {meta['warmup']} warm-ups, L2 flushed before each;"
+        f"- median of {meta['reps']} CUDA-event timings per cell, in {meta.get('rounds', 1)} round(s) that rotate the"
+        f" providers' order, each after {meta['warmup']} warm-ups; L2 flushed before each timing;"
         " memory = peak allocated above the inputs (transient)",
         "",
         "| op | shape | mode | " + " | ".join(PROVIDERS) + " |",
@@ -297,12 +310,15 @@ def main():
     ap.add_argument("--providers", default=",".join(PROVIDERS))
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--reps", type=int, default=0)
+    ap.add_argument("--rounds", type=int, default=0,
+                    help="rounds per cell, the providers' order rotated each round (default 3; --quick 1)")
     a = ap.parse_args()
     if not torch.cuda.is_available():
         print("compare_torch: no CUDA device; nothing measured", file=sys.stderr)
         return 77
     torch.manual_seed(0)
     reps = a.reps or (10 if a.quick else 25)
+    rounds = a.rounds or (1 if a.quick else 3)
     warmup = 2 if a.quick else 3
     timer = Timer(reps, warmup)
     from liger_kernels import _lib
@@ -320,6 +336,7 @@ def main():
         "quick": a.quick,
         "reps": reps,
         "warmup": warmup,
+        "rounds": rounds,
         "liger_kernel": LIGER_KERNEL or f"not importable, skipped ({LIGER_KERNEL_WHY})",
         "complete": False,
     }
@@ -342,23 +359,44 @@ def main():
     results = []
     for op in ops:
         make_inputs, fns, shape = specs[op]
+        available = []
         for p in providers:
-            fn = fns.get(p)
-            if fn is None:
+            if fns.get(p) is None:
                 why = "Liger-Kernel not importable" if p == "liger_kernel" and LKT is None else "no implementation"
                 print(f"{op:28s} {p:14s} skipped: {why}", flush=True)
-                continue
-            for m in modes:
-                rec = {"op": op, "shape": shape, "provider": p, "mode": m}
-                try:
-                    rec.update(bench_one(timer, make_inputs, fn, m))
+            else:
+                available.append(p)
+        for m in modes:
+            # Rounds rotate the providers' order and pool their samples: a GPU that heats up (and
+            # lowers its clocks) through a long GEMM-bound cell would otherwise bill the slowdown to
+            # whichever provider runs last.
+            recs = {p: {"op": op, "shape": shape, "provider": p, "mode": m} for p in available}
+            times = {p: [] for p in available}
+            per_round = max(1, math.ceil(reps / rounds))
+            for r in range(rounds):
+                order = available[r % len(available):] + available[:r % len(available)] if available else []
+                for p in order:
+                    rec = recs[p]
+                    if "error" in rec:
+                        continue
+                    try:
+                        res = bench_one(timer, make_inputs, fns[p], m, per_round, measure_memory=(r == 0))
+                        times[p] += res.pop("times_ms")
+                        if r == 0:
+                            rec["peak_mem_gb"] = res["peak_mem_gb"]
+                    except Exception as exc:  # noqa: BLE001  (recorded, the run goes on)
+                        rec["error"] = f"{exc.__class__.__name__}: {exc}"
+                        print(f"{op:28s} {p:14s} {m:9s} ERROR {rec['error'][:200]}", flush=True)
+                        traceback.print_exc(limit=3)
+                    torch.cuda.empty_cache()
+            for p in available:
+                rec = recs[p]
+                if "error" not in rec:
+                    pooled = summarize(times[p])
+                    pooled.pop("times_ms")
+                    rec.update(pooled, rounds=rounds)
                     print(f"{op:28s} {p:14s} {m:9s} {rec['median_ms']:9.3f} ms  peak {rec['peak_mem_gb']:6.2f} GB", flush=True)
-                except Exception as exc:  # noqa: BLE001  (recorded, the run goes on)
-                    rec["error"] = f"{exc.__class__.__name__}: {exc}"
-                    print(f"{op:28s} {p:14s} {m:9s} ERROR {rec['error'][:200]}", flush=True)
-                    traceback.print_exc(limit=3)
                 results.append(rec)
-                torch.cuda.empty_cache()
         save()
     meta["complete"] = True
     save()

@@ -7,7 +7,8 @@
    this library per chunk_rows tunable, next to torch.compile in the same process;
 2. a torch.profiler timeline of one forward+backward at the default chunking: every GPU kernel in
    order with its start, duration and the idle gap before it, so idle time between the chunked
-   launches shows where it is (host-side stalls vs kernel time).
+   launches shows where it is (host-side stalls vs kernel time); and the same for torch.compile
+   (<out>-timeline-compile.txt), to compare GEMM by GEMM.
 """
 import argparse
 import json
@@ -56,6 +57,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--chunks", default="2048,4096,8192")
     ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--rounds", type=int, default=3, help="rounds rotating the configurations' order")
     ap.add_argument("--out", default="flce_study")
     a = ap.parse_args()
     if not torch.cuda.is_available():
@@ -66,16 +68,32 @@ def main():
     timer = ct.Timer(a.reps, 3)
     results = {"shape": shape, "device": torch.cuda.get_device_name(), "rows": []}
     ours = fns["liger_agent"]
-    for provider, chunk in [("torch.compile", None), ("liger_agent", None)] + [("liger_agent", int(c)) for c in a.chunks.split(",") if c]:
-        _lib.set_tunables(OP, {"chunk_rows": chunk} if chunk else None)
-        r = ct.bench_one(timer, make_inputs, fns[provider], "full")
-        row = {"provider": provider, "chunk_rows": chunk or "default", **r}
+    configs = [("torch.compile", None), ("liger_agent", None)] + [("liger_agent", int(c)) for c in a.chunks.split(",") if c]
+    # Rounds rotate the configurations' order (as compare_torch.py): a GEMM-bound loop runs the GPU at
+    # its power limit, clocks drift over seconds, and a fixed order would bill that to one of them.
+    times = [[] for _ in configs]
+    mem = [None] * len(configs)
+    per_round = max(1, -(-a.reps // a.rounds))
+    for r in range(a.rounds):
+        for i in [(r + j) % len(configs) for j in range(len(configs))]:
+            provider, chunk = configs[i]
+            _lib.set_tunables(OP, {"chunk_rows": chunk} if chunk else None)
+            res = ct.bench_one(timer, make_inputs, fns[provider], "full", per_round, measure_memory=(r == 0))
+            times[i] += res.pop("times_ms")
+            if r == 0:
+                mem[i] = res["peak_mem_gb"]
+    for i, (provider, chunk) in enumerate(configs):
+        stats = ct.summarize(times[i])
+        stats.pop("times_ms")
+        row = {"provider": provider, "chunk_rows": chunk or "default", **stats, "rounds": a.rounds, "peak_mem_gb": mem[i]}
         results["rows"].append(row)
         print(json.dumps(row), flush=True)
     _lib.set_tunables(OP, None)
     args = make_inputs()
     leaves = [t for t in args if isinstance(t, torch.Tensor) and t.requires_grad]
     timeline(lambda: torch.autograd.grad(ours(*args), leaves), a.out + "-timeline.txt")
+    # torch.compile's kernels for the same call: where its time goes, GEMM by GEMM, next to ours.
+    timeline(lambda: torch.autograd.grad(fns["torch.compile"](*args), leaves), a.out + "-timeline-compile.txt")
     with open(a.out + ".json", "w") as f:
         json.dump(results, f, indent=1)
     return 0

@@ -378,15 +378,90 @@ def test_library_error_carries_last_error():
     assert info.value.status_name == "INVALID_ARGUMENT" and info.value.detail
 
 
-@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs (launch on the tensors' device, not the current one)")
-def test_runs_on_the_tensors_device():
-    with torch.cuda.device(0):
-        x = torch.randn(8, 128, device="cuda:1", requires_grad=True)
-        w = torch.ones(128, device="cuda:1", requires_grad=True)
+def _second_gpu_cases():
+    """op name -> fn(device) returning (liger outputs, reference outputs) over fp32 tensors on device;
+    the references are PyTorch expressions on the same device, gradients included."""
+
+    def grads(out, leaves):
+        return list(torch.autograd.grad(out.float().square().sum(), leaves))
+
+    def norm(dev):
+        x = torch.randn(8, 128, device=dev, requires_grad=True)
+        w = (1 + 0.1 * torch.randn(128, device=dev)).requires_grad_()
         y = LF.rms_norm(x, w)
-        y.sum().backward()
-    ref = ref_rms_norm(x.detach(), w.detach(), 1e-6, 0.0, "llama")
-    check(y, ref.to(y.device), torch.float32, "y on cuda:1")
+        ref = x * torch.rsqrt(x.square().mean(-1, keepdim=True) + 1e-6) * w
+        return [y, *grads(y, [x, w])], [ref, *grads(ref, [x, w])]
+
+    def layer(dev):
+        x = torch.randn(8, 96, device=dev, requires_grad=True)
+        w = torch.randn(96, device=dev, requires_grad=True)
+        b = torch.randn(96, device=dev, requires_grad=True)
+        y = LF.layer_norm(x, w, b)
+        ref = F.layer_norm(x, (96,), w, b, 1e-5)
+        return [y, *grads(y, [x, w, b])], [ref, *grads(ref, [x, w, b])]
+
+    def add(dev):
+        x = torch.randn(8, 128, device=dev, requires_grad=True)
+        r = torch.randn(8, 128, device=dev, requires_grad=True)
+        w = torch.randn(128, device=dev, requires_grad=True)
+        y, s_out = LF.fused_add_rms_norm(x, r, w)
+        s_ref = x + r
+        ref = s_ref * torch.rsqrt(s_ref.square().mean(-1, keepdim=True) + 1e-6) * w
+        out = y.float().square().sum() + s_out.float().sum()
+        out_ref = ref.square().sum() + s_ref.sum()
+        return ([y, s_out, *torch.autograd.grad(out, [x, r, w])],
+                [ref, s_ref, *torch.autograd.grad(out_ref, [x, r, w])])
+
+    def glu(dev):
+        a = torch.randn(8, 200, device=dev, requires_grad=True)
+        b = torch.randn(8, 200, device=dev, requires_grad=True)
+        y = LF.swiglu(a, b)
+        ref = F.silu(a) * b
+        return [y, *grads(y, [a, b])], [ref, *grads(ref, [a, b])]
+
+    def rope(dev):
+        q = torch.randn(2, 4, 5, 16, device=dev, requires_grad=True)
+        k = torch.randn(2, 2, 5, 16, device=dev, requires_grad=True)
+        pos = torch.arange(5, device=dev, dtype=torch.float32)[None, :, None]
+        inv = 1.0 / (10000 ** (torch.arange(0, 16, 2, device=dev, dtype=torch.float32) / 16))
+        emb = torch.cat([pos * inv] * 2, dim=-1)  # [1, S, D], as transformers' rotary embedding
+        cos, sin = emb.cos(), emb.sin()
+        qo, ko = LF.rope(q, k, cos, sin)
+        qr, kr = _rope_ref(q, k, cos, sin)
+        out = qo.square().sum() + ko.square().sum()
+        out_ref = qr.square().sum() + kr.square().sum()
+        return [qo, ko, *torch.autograd.grad(out, [q, k])], [qr, kr, *torch.autograd.grad(out_ref, [q, k])]
+
+    def ce(dev):
+        logits = torch.randn(16, 301, device=dev, requires_grad=True)
+        target = torch.randint(0, 301, (16,), device=dev)
+        loss = LF.cross_entropy(logits, target)
+        ref = F.cross_entropy(logits, target)
+        return [loss, *torch.autograd.grad(loss, [logits])], [ref, *torch.autograd.grad(ref, [logits])]
+
+    def flce(dev):
+        x = torch.randn(16, 64, device=dev, requires_grad=True)
+        w = (0.1 * torch.randn(301, 64, device=dev)).requires_grad_()
+        target = torch.randint(0, 301, (16,), device=dev)
+        loss = LF.fused_linear_cross_entropy(x, w, target)
+        ref = F.cross_entropy(x @ w.T, target)
+        return [loss, *torch.autograd.grad(loss, [x, w])], [ref, *torch.autograd.grad(ref, [x, w])]
+
+    return {"rms_norm": norm, "layer_norm": layer, "fused_add_rms_norm": add, "swiglu": glu, "rope": rope,
+            "cross_entropy": ce, "fused_linear_cross_entropy": flce}
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs (launch on the tensors' device, not the current one)")
+@pytest.mark.parametrize("op", sorted(_second_gpu_cases()))
+def test_runs_on_the_tensors_device(op):
+    """Device 0 current, every tensor on cuda:1: the library must launch on cuda:1 (its stream, its
+    cuBLAS handle) and agree with PyTorch there; a launch on device 0 would fail or read garbage."""
+    with torch.cuda.device(0):
+        got, ref = _second_gpu_cases()[op]("cuda:1")
+        torch.cuda.synchronize(1)
+    for i, (g, r) in enumerate(zip(got, ref)):
+        assert g.device == torch.device("cuda:1"), f"{op} output {i} on {g.device}"
+        check(g, r.detach(), torch.float32, f"{op} output {i} on cuda:1")
 
 
 # ------------------------------------------------------------------ RoPE

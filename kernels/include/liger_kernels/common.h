@@ -58,7 +58,8 @@ typedef struct liger_tunables {
   int32_t chunk_rows;        /* rows per chunk for chunked ops (fused linear cross-entropy) */
   int32_t pipeline_depth;    /* software pipelining, 0 = tuned default. Norm backwards: 1 = no
                               * prefetch, 2 = prefetch the next row tile. Cross-entropy rows: vector
-                              * loads in flight per thread (1, 2 or 4) */
+                              * loads in flight per thread (1, 2 or 4). RoPE: heads in flight per
+                              * lane (1, 2 or 4) */
   int32_t reserved[2];       /* zero; room to grow without breaking the ABI */
 } liger_tunables;
 

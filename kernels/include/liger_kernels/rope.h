@@ -22,7 +22,8 @@
  *     threads_per_block / rows_per_block >= head_dim / 2 / (vector_bytes / element size);
  *   rows_per_block: tokens (b, t) one block rotates side by side, 1..32;
  *   vector_bytes: 16, 8, 4 or the element size; an explicit value that the alignment of the
- *     pointers/strides or head_dim/2 does not allow gives LIGER_STATUS_INVALID_ARGUMENT.
+ *     pointers/strides or head_dim/2 does not allow gives LIGER_STATUS_INVALID_ARGUMENT;
+ *   pipeline_depth: heads whose loads a lane issues before it computes (1, 2 or 4).
  * Launches on the device owning q.
  */
 #ifndef LIGER_KERNELS_ROPE_H

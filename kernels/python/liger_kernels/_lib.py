@@ -24,10 +24,6 @@ BUILD_HINT = (
     "cmake --build build --target liger_kernels"
 )
 
-# Eager backward of the losses: skip the rescaling pass when the upstream gradient is exactly 1
-# (costs one device sync to read it; see ops/losses.py).
-SKIP_UNIT_GRAD_SCALE = True
-
 # liger_status
 SUCCESS = 0
 STATUS_NAMES = {

@@ -13,10 +13,14 @@ using norm::TuningTable;
 // blocks/SM (backward grid), pipeline_depth (backward: 1 no prefetch, 2 prefetch the next tile),
 // forward vectors/thread (0 = the same)
 inline constexpr TuningRow kSm80[] = {{1024, 2, 256, 2, 2, 4}, {4096, 2, 512, 1, 2, 4}, {8192, 2, 512, 1, 2, 4}, {1 << 30, 2, 512, 1, 2, 4}};
-// sm90 4096 row: backward one row of 512 threads, two blocks per SM, no prefetch (2026-11-21 H100 sweep:
-// 58.8% of copy vs 54.8%; 256 threads with prefetch measured 59.1% but would change the forward block
-// shape, which min_threads also sets).
-inline constexpr TuningRow kSm90[] = {{1024, 2, 256, 2, 2, 4}, {4096, 1, 512, 2, 1, 4}, {8192, 2, 512, 1, 2, 4}, {1 << 30, 2, 512, 1, 2, 4}};
+// sm90 4096 row (2026-11-21 H100 sweeps, after the prefetching backward was held to 64 registers
+// for one vector per thread, the persistent grid to what the SMs hold, and the row reductions to one
+// barrier): backward one 512-thread row per block (one vector per thread), two blocks per SM:
+// 194.9 us (69% of copy) against 210.5 for 256 threads with two vectors each; prefetch measured
+// equal (195.4) while it spilled, and is on now that the weight is re-read from L1 (no spill).
+// Forward one 128-thread row per block (four vectors per thread): 98.5 us (91%) against 102.4 for
+// four rows per 512-thread block.
+inline constexpr TuningRow kSm90[] = {{1024, 2, 256, 2, 2, 4}, {4096, 1, 128, 2, 2, 4}, {8192, 2, 512, 1, 2, 4}, {1 << 30, 2, 512, 1, 2, 4}};
 inline constexpr TuningTable kTables[] = {{80, kSm80, 4}, {90, kSm90, 4}};
 inline constexpr int kTableCount = 2;
 

@@ -2,8 +2,8 @@
 //
 // Block = rows_per_block tokens side by side (threadIdx.y), each with `lanes` threads
 // (threadIdx.x). A token's lane owns one VEC-wide slot v of the half head dim and a head slot;
-// it loads its cos/sin vector once, then rotates head after head (q heads then k heads), two heads'
-// loads in flight before it computes. No division per access: lane -> (head slot, v) and
+// it loads its cos/sin vector once, then rotates head after head (q heads then k heads), with the
+// loads of UNROLL heads (the pipeline_depth tunable) in flight before it computes. No division per access: lane -> (head slot, v) and
 // token -> (b, t) are computed once per thread.
 #include "liger_kernels/rope.h"
 
@@ -34,9 +34,7 @@ struct Params {
   float sign;
 };
 
-constexpr int kHeadUnroll = 2;
-
-template <typename T, int VEC>
+template <typename T, int VEC, int UNROLL>
 __global__ void rope_kernel(Params p) {
   const int64_t token = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
   const int heads_per_pass = static_cast<int>(blockDim.x) / p.vpr;
@@ -60,11 +58,11 @@ __global__ void rope_kernel(Params p) {
   }
 
   const int64_t total = p.heads[0] + p.heads[1];
-  for (int64_t h0 = head_slot; h0 < total; h0 += static_cast<int64_t>(heads_per_pass) * kHeadUnroll) {
-    V x1[kHeadUnroll], x2[kHeadUnroll];
-    T* out[kHeadUnroll];
+  for (int64_t h0 = head_slot; h0 < total; h0 += static_cast<int64_t>(heads_per_pass) * UNROLL) {
+    V x1[UNROLL], x2[UNROLL];
+    T* out[UNROLL];
 #pragma unroll
-    for (int u = 0; u < kHeadUnroll; ++u) {
+    for (int u = 0; u < UNROLL; ++u) {
       const int64_t h = h0 + static_cast<int64_t>(u) * heads_per_pass;
       out[u] = nullptr;
       if (h < total) {
@@ -79,7 +77,7 @@ __global__ void rope_kernel(Params p) {
       }
     }
 #pragma unroll
-    for (int u = 0; u < kHeadUnroll; ++u) {
+    for (int u = 0; u < UNROLL; ++u) {
       if (out[u] == nullptr) continue;
       V y1, y2;
 #pragma unroll
@@ -96,17 +94,20 @@ __global__ void rope_kernel(Params p) {
 }
 
 template <typename T, int VEC>
-liger_status launch(const Params& p, int lanes, int rows, cudaStream_t stream) {
+liger_status launch(const Params& p, int lanes, int rows, int heads_in_flight, cudaStream_t stream) {
   const int64_t blocks = (p.tokens + rows - 1) / rows;
   if (blocks > 0x7fffffff) return fail(LIGER_STATUS_UNSUPPORTED_SHAPE, "rope: %lld tokens is too many", static_cast<long long>(p.tokens));
+  void (*kernel)(Params) = heads_in_flight == 4 ? rope_kernel<T, VEC, 4>
+                           : heads_in_flight == 1 ? rope_kernel<T, VEC, 1>
+                                                  : rope_kernel<T, VEC, 2>;
   cudaFuncAttributes attributes{};
-  if (cudaFuncGetAttributes(&attributes, rope_kernel<T, VEC>) == cudaSuccess &&
+  if (cudaFuncGetAttributes(&attributes, kernel) == cudaSuccess &&
       lanes * rows > attributes.maxThreadsPerBlock)
     return fail(LIGER_STATUS_INVALID_ARGUMENT,
                 "rope: threads_per_block=%d exceeds what this kernel variant can launch (%d; it uses %d registers)",
                 lanes * rows, attributes.maxThreadsPerBlock, attributes.numRegs);
   cudaGetLastError();
-  rope_kernel<T, VEC><<<static_cast<unsigned>(blocks), dim3(lanes, rows), 0, stream>>>(p);
+  kernel<<<static_cast<unsigned>(blocks), dim3(lanes, rows), 0, stream>>>(p);
   return check_launch("rope");
 }
 
@@ -135,11 +136,15 @@ liger_status run(const void* q, const int64_t q_strides[3], void* q_out, const i
     return fail(LIGER_STATUS_INVALID_ARGUMENT, "rope: negative size or head_dim <= 0");
   if (head_dim % 2 != 0) return fail(LIGER_STATUS_UNSUPPORTED_SHAPE, "rope: head_dim %lld is odd", static_cast<long long>(head_dim));
   const std::size_t elem = dtype_size(dtype);
-  int req_threads = 0, req_rows = 0, req_vector = 0;
+  int req_threads = 0, req_rows = 0, req_vector = 0, req_depth = 0;
   if (tunables) {
     req_threads = tunables->threads_per_block;
     req_rows = tunables->rows_per_block;
     req_vector = tunables->vector_bytes;
+    req_depth = tunables->pipeline_depth;
+    if (req_depth != 0 && req_depth != 1 && req_depth != 2 && req_depth != 4)
+      return fail(LIGER_STATUS_INVALID_ARGUMENT, "rope: pipeline_depth=%d (want 0 = default, or heads in flight per lane: 1, 2 or 4)",
+                  req_depth);
     if (req_threads != 0 && (req_threads < 32 || req_threads > 1024 || req_threads % 32 != 0))
       return fail(LIGER_STATUS_INVALID_ARGUMENT, "rope: threads_per_block=%d (want 32..1024, multiple of 32)", req_threads);
     if (req_rows != 0 && (req_rows < 1 || req_rows > 32))
@@ -212,6 +217,7 @@ liger_status run(const void* q, const int64_t q_strides[3], void* q_out, const i
                 "giving >= %d lanes (head_dim/2 / vector elements) and <= 1024 threads",
                 threads, rows, threads / std::max(rows, 1), p.vpr);
   const int lanes = threads / rows;
+  const int depth = req_depth ? req_depth : config.heads_in_flight;
   cudaStream_t s = to_cuda(stream);
   liger_status status = LIGER_STATUS_INTERNAL;
   dispatch_dtype(dtype, [&](auto tag) {
@@ -219,16 +225,16 @@ liger_status run(const void* q, const int64_t q_strides[3], void* q_out, const i
     const int v = vector_bytes / static_cast<int>(sizeof(T));
     if constexpr (sizeof(T) == 4) {
       switch (v) {
-        case 4: status = launch<T, 4>(p, lanes, rows, s); break;
-        case 2: status = launch<T, 2>(p, lanes, rows, s); break;
-        default: status = launch<T, 1>(p, lanes, rows, s); break;
+        case 4: status = launch<T, 4>(p, lanes, rows, depth, s); break;
+        case 2: status = launch<T, 2>(p, lanes, rows, depth, s); break;
+        default: status = launch<T, 1>(p, lanes, rows, depth, s); break;
       }
     } else {
       switch (v) {
-        case 8: status = launch<T, 8>(p, lanes, rows, s); break;
-        case 4: status = launch<T, 4>(p, lanes, rows, s); break;
-        case 2: status = launch<T, 2>(p, lanes, rows, s); break;
-        default: status = launch<T, 1>(p, lanes, rows, s); break;
+        case 8: status = launch<T, 8>(p, lanes, rows, depth, s); break;
+        case 4: status = launch<T, 4>(p, lanes, rows, depth, s); break;
+        case 2: status = launch<T, 2>(p, lanes, rows, depth, s); break;
+        default: status = launch<T, 1>(p, lanes, rows, depth, s); break;
       }
     }
   });
@@ -276,6 +282,7 @@ liger_status liger_rope_default_tunables(int sm_arch, int64_t rows, int64_t cols
   out->threads_per_block = config.threads_per_block;
   out->rows_per_block = config.rows_per_block;
   out->vector_bytes = config.vector_bytes;
+  out->pipeline_depth = config.heads_in_flight;
   return LIGER_STATUS_SUCCESS;
 }
 

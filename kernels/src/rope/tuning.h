@@ -1,11 +1,11 @@
 // Tuned defaults of RoPE. One block handles `rows_per_block` tokens side by side; the lanes of a
-// token (threads_per_block / rows_per_block) cover its (q + k heads) x (head_dim/2 / VEC) vector
-// slots once where possible, so each thread loads its cos/sin vector once per token and rotates
-// one head (or a few). Rows: per architecture; the size class is the lanes a token needs.
+// token (threads_per_block / rows_per_block) share its vector slots: (q + k heads) x (head_dim/2 /
+// VEC). A lane loads its cos/sin vector once per token and rotates the slot in `slots / lanes` heads.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 
 namespace liger::kernels::rope {
 
@@ -13,36 +13,47 @@ struct Config {
   int threads_per_block;
   int rows_per_block;
   int vector_bytes;
+  int heads_in_flight;  // pipeline_depth: heads whose loads a lane issues before computing (1, 2, 4)
 };
 
 struct TuningRow {
-  int sm_arch;         // 80 or 90 (others use the 90 rows)
-  int max_lanes;       // lanes one token needs ((heads * head_dim/2) / VEC), rounded up to 32
-  int lane_cap;        // lanes per token at most (the rest loop over heads)
-  int min_threads;     // tokens are packed side by side until a block has this many threads
+  int sm_arch;           // 80 or 90 (others use the 90 row)
+  int lane_cap;          // lanes per token at most
+  int slots_per_lane;    // target slots (heads) each lane rotates: its loads in flight
+  int min_threads;       // tokens are packed side by side until a block has this many threads
+  int heads_in_flight;   // pipeline_depth default
 };
 
 inline constexpr TuningRow kTuning[] = {
-    // H100 bf16 q 4x32x4096x128 + k 8 heads, full fwd+bwd: 512 lanes 336 us, 256 lanes 358 us,
-    // 128 lanes 266 us (each thread rotates 2-3 heads with loads in flight): cap at 128.
-    {80, 1 << 30, 128, 128},
-    {90, 1 << 30, 128, 128},
+    // bf16 q 4x32x4096x128 + k 8 heads (320 slots), forward, H200 sweep (2026-11-21, lanes x tokens
+    // per block): 64 x 2 99.0 us (5 slots per lane), 80 x 2 100.9 (4), 48 x 2 103.0 (6.7),
+    // 128 x 1 107.3 (2.5), 160 x 1 108.1 (2), 256 x 1 159.8. Lanes that rotate several heads each
+    // reuse their cos/sin registers and keep loads in flight; two tokens per block beat one.
+    {80, 256, 5, 128, 2},
+    {90, 256, 5, 128, 2},
 };
 
-// lanes_needed: heads * (head_dim/2) / VEC for the vector width the launcher picked.
-inline Config default_config(int sm_arch, int64_t lanes_needed, int vector_bytes) {
+// slots: heads * (head_dim/2) / VEC for the vector width the launcher picked.
+// Lanes: among multiples of 32 up to the cap that divide `slots` (every lane rotates the same
+// number of heads, none idles in a last partial pass), the one whose slots per lane is nearest the
+// target (ties: more lanes). No such divisor: all slots at once when they fit the cap, else the cap.
+inline Config default_config(int sm_arch, int64_t slots, int vector_bytes) {
   const int arch = sm_arch >= 80 && sm_arch < 90 ? 80 : 90;
   TuningRow row = kTuning[1];
   for (const auto& r : kTuning)
-    if (r.sm_arch == arch && lanes_needed <= r.max_lanes) {
-      row = r;
-      break;
-    }
-  int64_t lanes = (std::max<int64_t>(lanes_needed, 1) + 31) / 32 * 32;
-  lanes = std::min<int64_t>(lanes, row.lane_cap);
+    if (r.sm_arch == arch) row = r;
+  slots = std::max<int64_t>(slots, 1);
+  int64_t lanes = 0;
+  for (int64_t candidate = 32; candidate <= row.lane_cap; candidate += 32) {
+    if (slots % candidate != 0) continue;
+    const int64_t per_lane = slots / candidate;
+    if (lanes == 0 || std::llabs(per_lane - row.slots_per_lane) <= std::llabs(slots / lanes - row.slots_per_lane))
+      lanes = candidate;
+  }
+  if (lanes == 0) lanes = std::min<int64_t>((slots + 31) / 32 * 32, row.lane_cap);
   int rows = static_cast<int>(std::max<int64_t>(1, row.min_threads / lanes));
   rows = std::min(rows, 32);
-  return {static_cast<int>(lanes) * rows, rows, vector_bytes};
+  return {static_cast<int>(lanes) * rows, rows, vector_bytes, row.heads_in_flight};
 }
 
 }  // namespace liger::kernels::rope

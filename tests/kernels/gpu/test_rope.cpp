@@ -209,12 +209,16 @@ TEST(RopeTunables, SweepRoundTrip) {
       for (int vector : {16, 8, 4}) {
         const int lanes_needed = D / 2 / (vector / 4);
         if (threads % rows != 0 || threads / rows < lanes_needed) continue;
+        // Heads in flight per lane: each value over the shapes, so a lane's last partial pass
+        // (fewer heads left than in flight) is exercised too.
+        const int depth = 1 << ((threads / 32 + rows + vector) % 3);
         SCOPED_TRACE("threads " + std::to_string(threads) + " rows " + std::to_string(rows) + " vector " +
-                     std::to_string(vector));
+                     std::to_string(vector) + " pipeline_depth " + std::to_string(depth));
         liger_tunables t{};
         t.threads_per_block = threads;
         t.rows_per_block = rows;
         t.vector_bytes = vector;
+        t.pipeline_depth = depth;
         DeviceTensor qb(qi, dtype), kb(ki, dtype);
         liger_status fwd = liger_rope_forward(qb.data(), qs.strides.data(), nullptr, nullptr, Hq, kb.data(),
                                               ks.strides.data(), nullptr, nullptr, Hk, cb.data(), sb.data(), 1, T * D,
@@ -259,6 +263,10 @@ TEST(RopeArguments, InvalidReturnStatus) {
   t.rows_per_block = 64;
   EXPECT_EQ(call(q.data(), 8, bf, &t), LIGER_STATUS_INVALID_ARGUMENT);
   t = liger_tunables{};
+  t.pipeline_depth = 3;  // heads in flight: 1, 2 or 4
+  EXPECT_EQ(call(q.data(), 8, bf, &t), LIGER_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(liger_last_error()).find("pipeline_depth"), std::string::npos) << liger_last_error();
+  t = liger_tunables{};
   t.vector_bytes = 16;  // head_dim/2 = 4 bf16 = 8 bytes: 16-byte vectors impossible, refused
   EXPECT_EQ(call(q.data(), 8, bf, &t), LIGER_STATUS_INVALID_ARGUMENT);
   EXPECT_NE(std::string(liger_last_error()), "");
@@ -269,6 +277,26 @@ TEST(RopeArguments, InvalidReturnStatus) {
   EXPECT_EQ(liger_rope_default_tunables(90, 16384, 40 * 128, bf, &out), LIGER_STATUS_SUCCESS);
   EXPECT_GT(out.threads_per_block, 0);
   EXPECT_EQ(liger_rope_default_tunables(90, 1, 1, bf, nullptr), LIGER_STATUS_INVALID_ARGUMENT);
+}
+
+// The tuned defaults are host arithmetic (no device needed): lanes that divide the token's vector
+// slots (no lane idles through a last partial pass over the heads), about five heads per lane.
+TEST(RopeDefaults, LanesDivideTheSlotsAtAboutFiveHeadsEach) {
+  const liger_dtype bf = LIGER_DTYPE_BFLOAT16;
+  struct Case {
+    int64_t heads, head_dim;
+    int threads, rows;
+  };
+  // head_dim 128 in bf16: 8 vector slots per head.
+  for (const Case& c : {Case{32 + 8, 128, 128, 2}, Case{32 + 32, 128, 128, 1}, Case{28 + 4, 128, 128, 2},
+                        Case{12 + 12, 128, 128, 4}, Case{4 + 1, 64, 128, 4}}) {
+    liger_tunables out{};
+    ASSERT_EQ(liger_rope_default_tunables(90, 16384, c.heads * c.head_dim, bf, &out), LIGER_STATUS_SUCCESS);
+    EXPECT_EQ(out.threads_per_block, c.threads) << c.heads << " heads of " << c.head_dim;
+    EXPECT_EQ(out.rows_per_block, c.rows) << c.heads << " heads of " << c.head_dim;
+    EXPECT_EQ(out.vector_bytes, 16);
+    EXPECT_EQ(out.pipeline_depth, 2);
+  }
 }
 
 TEST(RopeArguments, ChecksRejectWrongOutputs) {

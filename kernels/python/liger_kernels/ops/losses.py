@@ -170,13 +170,6 @@ def _(grad, grad_output):
     return None
 
 
-def _is_unit(grad_output: Tensor) -> bool:
-    """Eager only: a scalar upstream gradient of exactly 1 (loss.backward()) needs no rescaling pass over
-    the stored gradient. Reading it synchronises with the device, as Liger-Kernel does; a pass over a
-    logits-sized gradient costs far more. Disable with liger_kernels._lib.SKIP_UNIT_GRAD_SCALE = False."""
-    return _lib.SKIP_UNIT_GRAD_SCALE and grad_output.numel() == 1 and grad_output.item() == 1.0
-
-
 def _scale_functional(grad: Tensor, grad_output: Tensor) -> Tensor:
     go = grad_output.to(torch.float32)
     if go.dim() == 1:
@@ -212,12 +205,14 @@ class CrossEntropyFunction(torch.autograd.Function):
         if not direct and T.tracing(grad, dloss):
             dlogits = _scale_functional(grad, dloss)
         else:
-            if not _is_unit(dloss):
-                if direct:
-                    _cross_entropy_scale_(grad, dloss)
-                    T.written(grad)
-                else:
-                    torch.ops.liger.cross_entropy_scale_(grad, dloss)
+            # No host read of dloss (a device sync that would leave the GPU idle through the rest of
+            # the backward's host work): the library's scale kernel reads it and skips rows whose
+            # factor is exactly 1, so loss.backward() costs a few microseconds of device time.
+            if direct:
+                _cross_entropy_scale_(grad, dloss)
+                T.written(grad)
+            else:
+                torch.ops.liger.cross_entropy_scale_(grad, dloss)
             dlogits = grad
         return dlogits, None, None, None, None, None, None, None, None, None
 
@@ -462,12 +457,11 @@ class FusedLinearCrossEntropyFunction(torch.autograd.Function):
                 gx = (gx.to(torch.float32) * s).to(gx.dtype) if gx.numel() else gx
                 gw = (gw.to(torch.float32) * s).to(gw.dtype) if gw.numel() else gw
                 gb = (gb.to(torch.float32) * s).to(gb.dtype) if gb.numel() else gb
-            elif not _is_unit(dloss):
-                if direct:
-                    _fused_linear_cross_entropy_scale_(gx, gw, gb, dloss)
-                    T.written(gx, gw, gb)
-                else:
-                    torch.ops.liger.fused_linear_cross_entropy_scale_(gx, gw, gb, dloss)
+            elif direct:  # scaled on the device, unit factors skipped there (see CrossEntropyFunction)
+                _fused_linear_cross_entropy_scale_(gx, gw, gb, dloss)
+                T.written(gx, gw, gb)
+            else:
+                torch.ops.liger.fused_linear_cross_entropy_scale_(gx, gw, gb, dloss)
         return (
             gx if gx.numel() else None,
             gw if gw.numel() else None,
