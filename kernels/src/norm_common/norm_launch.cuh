@@ -271,7 +271,7 @@ liger_status launch_forward(const char* op, const FwdParams& p, liger_dtype dtyp
     FwdKernel kernel = forward_kernel_for<K, T, TW>(r.vector, r.nv);
     const dim3 block(r.tx, r.rpb);
     // Cross-warp row sums need shared memory only when a row spans several warps (3 floats per
-    // warp: LayerNorm's count, mean, M2).
+    // warp: LayerNorm's count, mean, M2; two alternating buffers, see row_sum).
     const std::size_t smem =
         r.tx > 32 ? static_cast<std::size_t>(kRowReductionBuffers) * r.rpb * 32 * 3 * sizeof(float) : 0;
     status = check_fits(op, reinterpret_cast<const void*>(kernel), r.tx * r.rpb, smem);
