@@ -79,6 +79,53 @@ void require_complete(const KernelProfile& p) {
   }
 }
 
+// The module parameters, tolerances and benchmark sweep: the fields both tiers' contexts share.
+void shared_fields(const KernelProfile& p, mu::data& d, const std::string& default_cols) {
+  mu::list hyper;
+  for (const auto& m : p.module_parameters)
+    hyper.push_back(mu::object{{"name", m.name},
+                               {"default_text", number_text(m.value)},
+                               {"default_literal", emit_literal(m.value, Dialect::CudaF32)}});
+  d.set("hyperparameters", hyper);
+  d.set("has_options", mu::data(!hyper.empty()));
+  mu::list tolerances;
+  for (const auto& t : *p.tolerances) {
+    bool is_param = t.applies_to == "parameter gradients";
+    char brace[512];
+    std::snprintf(brace, sizeof(brace), "{%.9g, %.9g, %.9g, ", t.atol, t.rtol, t.max_relative_l2);
+    tolerances.push_back(mu::object{{"dtype", t.dtype},
+                                    {"dtype_enum", dtype_enum(t.dtype)},
+                                    {"is_param", is_param ? "true" : "false"},
+                                    {"applies_to", t.applies_to},
+                                    {"atol", number_text(t.atol)},
+                                    {"rtol", number_text(t.rtol)},
+                                    {"reason", t.reason},
+                                    {"brace_init", std::string(brace) + c_string(t.reason) + "}"}});
+  }
+  d.set("tolerances", tolerances);
+  mu::list rows;
+  std::string cols = default_cols;
+  std::string variable = "rows";
+  if (p.benchmark) {
+    for (long long v : p.benchmark->values) rows.push_back(mu::object{{"value", std::to_string(v)}});
+    auto fixed = p.benchmark->fixed.find("cols");
+    if (fixed != p.benchmark->fixed.end()) {
+      std::string digits;
+      for (char c : fixed->second) {
+        if (!std::isdigit(static_cast<unsigned char>(c))) break;
+        digits += c;
+      }
+      if (!digits.empty()) cols = digits;
+    }
+    variable = p.benchmark->variable;
+  }
+  if (rows.empty())
+    for (const char* v : {"4096", "16384"}) rows.push_back(mu::object{{"value", v}});
+  d.set("bench_rows", rows);
+  d.set("bench_cols", cols);
+  d.set("bench_variable", variable);
+}
+
 mu::data context(const KernelProfile& p) {
   if (p.tier != 1) throw std::invalid_argument("render: profile '" + p.op_name + "' is not Tier 1 (tier " + std::to_string(p.tier) + ")");
   require_complete(p);
@@ -125,17 +172,10 @@ mu::data context(const KernelProfile& p) {
   d.set("channel_params", channels);
   d.set("learnable", learnable);
   d.set("first_channel", first_channel);
-  mu::list hyper;
-  for (const auto& m : p.module_parameters)
-    hyper.push_back(mu::object{{"name", m.name},
-                               {"default_text", number_text(m.value)},
-                               {"default_literal", emit_literal(m.value, Dialect::CudaF32)}});
-  d.set("hyperparameters", hyper);
   d.set("has_scalar", mu::data(!scalars.empty()));
   d.set("has_channel", mu::data(!channels.empty()));
   d.set("has_learnable", mu::data(!learnable.empty()));
   d.set("has_param_grads", mu::data(!learnable.empty()));
-  d.set("has_options", mu::data(!hyper.empty()));
   d.set("n_inputs", std::to_string(p.inputs.size()));
   d.set("n_scalar", std::to_string(scalars.size()));
   d.set("n_channel", std::to_string(channels.size()));
@@ -152,91 +192,8 @@ mu::data context(const KernelProfile& p) {
     gradients.push_back(mu::object{{"wrt", g.wrt}, {"expression", g.expression}, {"reduction", mu::data(g.reduction)}});
   d.set("gradients", gradients);
 
-  mu::list tolerances;
-  for (const auto& t : *p.tolerances) {
-    bool is_param = t.applies_to == "parameter gradients";
-    char brace[512];
-    std::snprintf(brace, sizeof(brace), "{%.9g, %.9g, %.9g, ", t.atol, t.rtol, t.max_relative_l2);
-    tolerances.push_back(mu::object{{"dtype", t.dtype},
-                                    {"dtype_enum", dtype_enum(t.dtype)},
-                                    {"is_param", is_param ? "true" : "false"},
-                                    {"applies_to", t.applies_to},
-                                    {"atol", number_text(t.atol)},
-                                    {"rtol", number_text(t.rtol)},
-                                    {"reason", t.reason},
-                                    {"brace_init", std::string(brace) + c_string(t.reason) + "}"}});
-  }
-  d.set("tolerances", tolerances);
-
-  mu::list rows;
-  std::string cols = p.inputs.size() > 1 ? "14336" : "4096";
-  std::string variable = "rows";
-  if (p.benchmark) {
-    for (long long v : p.benchmark->values) rows.push_back(mu::object{{"value", std::to_string(v)}});
-    auto fixed = p.benchmark->fixed.find("cols");
-    if (fixed != p.benchmark->fixed.end()) {
-      std::string digits;
-      for (char c : fixed->second) {
-        if (!std::isdigit(static_cast<unsigned char>(c))) break;
-        digits += c;
-      }
-      if (!digits.empty()) cols = digits;
-    }
-    variable = p.benchmark->variable;
-  }
-  if (rows.empty())
-    for (const char* v : {"4096", "16384"}) rows.push_back(mu::object{{"value", v}});
-  d.set("bench_rows", rows);
-  d.set("bench_cols", cols);
-  d.set("bench_variable", variable);
+  shared_fields(p, d, p.inputs.size() > 1 ? "14336" : "4096");
   return d;
-}
-
-// The module parameters, tolerances and benchmark sweep, as the Tier-1 context sets them.
-void shared_fields(const KernelProfile& p, mu::data& d, const std::string& default_cols) {
-  mu::list hyper;
-  for (const auto& m : p.module_parameters)
-    hyper.push_back(mu::object{{"name", m.name},
-                               {"default_text", number_text(m.value)},
-                               {"default_literal", emit_literal(m.value, Dialect::CudaF32)}});
-  d.set("hyperparameters", hyper);
-  d.set("has_options", mu::data(!hyper.empty()));
-  mu::list tolerances;
-  for (const auto& t : *p.tolerances) {
-    bool is_param = t.applies_to == "parameter gradients";
-    char brace[512];
-    std::snprintf(brace, sizeof(brace), "{%.9g, %.9g, %.9g, ", t.atol, t.rtol, t.max_relative_l2);
-    tolerances.push_back(mu::object{{"dtype", t.dtype},
-                                    {"dtype_enum", dtype_enum(t.dtype)},
-                                    {"is_param", is_param ? "true" : "false"},
-                                    {"applies_to", t.applies_to},
-                                    {"atol", number_text(t.atol)},
-                                    {"rtol", number_text(t.rtol)},
-                                    {"reason", t.reason},
-                                    {"brace_init", std::string(brace) + c_string(t.reason) + "}"}});
-  }
-  d.set("tolerances", tolerances);
-  mu::list rows;
-  std::string cols = default_cols;
-  std::string variable = "rows";
-  if (p.benchmark) {
-    for (long long v : p.benchmark->values) rows.push_back(mu::object{{"value", std::to_string(v)}});
-    auto fixed = p.benchmark->fixed.find("cols");
-    if (fixed != p.benchmark->fixed.end()) {
-      std::string digits;
-      for (char c : fixed->second) {
-        if (!std::isdigit(static_cast<unsigned char>(c))) break;
-        digits += c;
-      }
-      if (!digits.empty()) cols = digits;
-    }
-    variable = p.benchmark->variable;
-  }
-  if (rows.empty())
-    for (const char* v : {"4096", "16384"}) rows.push_back(mu::object{{"value", v}});
-  d.set("bench_rows", rows);
-  d.set("bench_cols", cols);
-  d.set("bench_variable", variable);
 }
 
 // The kernel's math policy, taken verbatim from the Tier-1 kernel template so both tiers evaluate
