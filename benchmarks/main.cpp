@@ -56,7 +56,7 @@ void usage(std::FILE* out) {
                "                             filters (comma-separated, exact match; default all)\n"
                "  --tunable key=value        override a liger_tunables field (repeatable): threads_per_block,\n"
                "                             rows_per_block, vector_bytes, reduction_blocks, chunk_rows,\n"
-               "                             pipeline_depth\n"
+               "                             pipeline_depth, stages\n"
                "  --csv FILE  --json FILE    also write the results there\n"
                "  --commit SHA               recorded in the JSON/CSV output\n"
                "  --min-time-ms X            timed GPU time per case (default 400)\n"
@@ -80,6 +80,7 @@ bool parse_tunable(const std::string& text, liger_tunables& tunables) {
   else if (key == "reduction_blocks") tunables.reduction_blocks = v;
   else if (key == "chunk_rows") tunables.chunk_rows = v;
   else if (key == "pipeline_depth") tunables.pipeline_depth = v;
+  else if (key == "stages") tunables.stages = v;
   else return false;
   return true;
 }
@@ -186,6 +187,7 @@ std::string tunables_text(const liger_tunables* t) {
   add("reduction_blocks", t->reduction_blocks);
   add("chunk_rows", t->chunk_rows);
   add("pipeline_depth", t->pipeline_depth);
+  add("stages", t->stages);
   std::string text = out.str();
   return text.empty() ? "default" : text;
 }

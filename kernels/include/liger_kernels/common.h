@@ -60,7 +60,11 @@ typedef struct liger_tunables {
                               * prefetch, 2 = prefetch the next row tile. Cross-entropy rows: vector
                               * loads in flight per thread (1, 2 or 4). RoPE: heads in flight per
                               * lane (1, 2 or 4) */
-  int32_t reserved[2];       /* zero; room to grow without breaking the ABI */
+  int32_t stages;            /* tiles in flight through shared memory by the bulk-copy engine
+                              * (sm_90 and later), 0 = tuned default, 1 = off. Norm backwards:
+                              * row tiles (rows of one chunk, 16-byte vectors; 2..8); RoPE:
+                              * token tiles (heads contiguous within a token; 2..8) */
+  int32_t reserved[1];       /* zero; room to grow without breaking the ABI */
 } liger_tunables;
 
 LIGER_API const char* liger_status_string(liger_status status);

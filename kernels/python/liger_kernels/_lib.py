@@ -68,7 +68,8 @@ class LigerTunables(ctypes.Structure):
         ("reduction_blocks", ctypes.c_int32),
         ("chunk_rows", ctypes.c_int32),
         ("pipeline_depth", ctypes.c_int32),
-        ("reserved", ctypes.c_int32 * 2),
+        ("stages", ctypes.c_int32),
+        ("reserved", ctypes.c_int32 * 1),
     ]
 
 

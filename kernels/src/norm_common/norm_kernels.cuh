@@ -15,6 +15,7 @@
 
 #include <cstdint>
 
+#include "common/bulk_copy.cuh"
 #include "common/dtype.cuh"
 
 namespace liger::kernels::norm {
@@ -60,6 +61,8 @@ struct BwdParams {
   int cols;
   float offset;
   int mode;
+  int stages;        // staged kernel: row tiles in flight through shared memory
+  int stage_offset;  // staged kernel: bytes of dynamic shared memory before the mbarriers
 };
 
 template <typename T>
@@ -614,6 +617,87 @@ constexpr int pipelined_min_blocks() {
   return NV * VEC * static_cast<int>(sizeof(T)) <= 16 ? 2 : 1;
 }
 
+// One row's part of the backward for the kernels that hold the whole row in registers (NV
+// vectors per thread, one chunk). `weight(k, v)` gives the weight vector of slot k (column vector v).
+// Row sums before the block reduction: RMS sum(dy * (w + offset) * x); LayerNorm sum(xhat * g),
+// sum(g) with g = w * dy.
+template <Kind K, typename T, typename TW, int VEC, int NV, typename WeightFn>
+__device__ __forceinline__ void backward_row_sums(const Vec<T, VEC> (&xv)[NV], const Vec<T, VEC> (&dyv)[NV],
+                                                  WeightFn&& weight, int nvec, float mean, float rstd, float offset,
+                                                  float (&sums)[2]) {
+  sums[0] = sums[1] = 0.f;
+#pragma unroll
+  for (int k = 0; k < NV; ++k) {
+    const int v = k * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x);
+    if (v >= nvec) continue;
+    const Vec<TW, VEC> wv = weight(k, v);
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      const float xf = to_float(xv[k].values[e]), dyf = to_float(dyv[k].values[e]);
+      if constexpr (K == Kind::kLayer) {
+        const float g = to_float(wv.values[e]) * dyf;
+        sums[0] += (xf - mean) * rstd * g;
+        sums[1] += g;
+      } else {
+        sums[0] += dyf * (to_float(wv.values[e]) + offset) * xf;
+      }
+    }
+  }
+}
+
+// The block reduction of backward_row_sums' values (LayerNorm two, the RMS norms one).
+template <Kind K>
+__device__ __forceinline__ void reduce_backward_sums(float (&sums)[2], float* smem, int buffer) {
+  if constexpr (K == Kind::kLayer) {
+    row_sum<2>(sums, smem, buffer);
+  } else {
+    float s1[1] = {sums[0]};
+    row_sum<1>(s1, smem, buffer);
+    sums[0] = s1[0];
+  }
+}
+
+// dx of the row (stored) and its weight-gradient contributions (added to the accumulators), from
+// the reduced sums. dsv: FusedAddRMSNorm's gradient of the residual output (used when has_ds).
+template <Kind K, typename T, typename TW, int VEC, int NV, int NDS, typename WeightFn>
+__device__ __forceinline__ void backward_row_outputs(const Vec<T, VEC> (&xv)[NV], const Vec<T, VEC> (&dyv)[NV],
+                                                     const Vec<T, VEC> (&dsv)[NDS], bool has_ds, WeightFn&& weight,
+                                                     int nvec, float mean, float rstd, const float (&sums)[2],
+                                                     const BwdParams& p, T* dx, float (&dw_acc)[NV][VEC],
+                                                     float (&db_acc)[NV][VEC]) {
+  const float inv_cols = 1.f / static_cast<float>(p.cols);
+  const float c1 = sums[0] * inv_cols, c2 = sums[1] * inv_cols;
+  const float rms_coef = rstd * rstd * rstd * sums[0] * inv_cols;
+#pragma unroll
+  for (int k = 0; k < NV; ++k) {
+    const int v = k * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x);
+    if (v >= nvec) continue;
+    const Vec<TW, VEC> wv = weight(k, v);
+    float out[VEC];
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      const float xf = to_float(xv[k].values[e]), dyf = to_float(dyv[k].values[e]);
+      if constexpr (K == Kind::kLayer) {
+        const float xhat = (xf - mean) * rstd;
+        const float g = to_float(wv.values[e]) * dyf;
+        out[e] = (g - (xhat * c1 + c2)) * rstd;
+        dw_acc[k][e] += dyf * xhat;
+        db_acc[k][e] += dyf;
+      } else {
+        const float m = dyf * (to_float(wv.values[e]) + p.offset);
+        float dxf = rstd * m - rms_coef * xf;
+        if constexpr (K == Kind::kAddRms) {
+          if (has_ds) dxf += to_float(dsv[k].values[e]);
+        }
+        out[e] = dxf;
+        const float n = p.mode == kLlama ? round_to<T>(xf * rstd) : xf * rstd;
+        dw_acc[k][e] += dyf * n;
+      }
+    }
+    store_floats<T, VEC>(dx + v * VEC, out);
+  }
+}
+
 template <Kind K, typename T, typename TW, int VEC, int NV>
 __global__ void __launch_bounds__(kMaxBackwardThreads, (pipelined_min_blocks<T, VEC, NV>()))
     norm_backward_pipelined_kernel(BwdParams p) {
@@ -627,7 +711,6 @@ __global__ void __launch_bounds__(kMaxBackwardThreads, (pipelined_min_blocks<T, 
   const int nvec = p.cols / VEC;
   const int64_t tiles = (p.rows + rpb - 1) / rpb;
   const int64_t stride = gridDim.x;
-  const float inv_cols = 1.f / static_cast<float>(p.cols);
   const TW* w = static_cast<const TW*>(p.w);
   const bool has_ds = kAdd && p.ds != nullptr;
   const bool want_dw = p.dw_partial != nullptr;
@@ -689,69 +772,162 @@ __global__ void __launch_bounds__(kMaxBackwardThreads, (pipelined_min_blocks<T, 
     load_tile(tile + stride, nxt);  // in flight during this tile's reduction and stores
 
     const int64_t row = tile * rpb + threadIdx.y;
-    const bool active = row < p.rows;
     const float rstd = cur.rstd, mean = cur.mean;
-    float sums[2] = {0.f, 0.f};
+    float sums[2];
+    backward_row_sums<K, T, TW, VEC, NV>(cur.x, cur.dy, weight, nvec, mean, rstd, p.offset, sums);
+    reduce_backward_sums<K>(sums, smem, buffer);
+    buffer ^= 1;
+    if (row < p.rows) {
+      T* dx = static_cast<T*>(p.dx) + row * p.dx_stride;
+      backward_row_outputs<K, T, TW, VEC, NV>(cur.x, cur.dy, cur.ds, has_ds, weight, nvec, mean, rstd, sums, p, dx,
+                                              dw_acc, db_acc);
+    }
+    cur = nxt;
+  }
+
+  float* dw_row = want_dw ? p.dw_partial + static_cast<int64_t>(blockIdx.x) * p.cols : nullptr;
+  float* db_row = want_db ? p.db_partial + static_cast<int64_t>(blockIdx.x) * p.cols : nullptr;
+  if (want_dw) store_partial_row<NV, VEC>(dw_acc, dw_row, p.cols, smem);
+  if (want_db) store_partial_row<NV, VEC>(db_acc, db_row, p.cols, smem);
+}
+
+// ------------------------------------------------------------------------------------------
+// Backward, staged through shared memory by the bulk-copy engine (sm_90; the `stages` tunable),
+// for rows that fit one chunk and take 16-byte vectors (the launcher guarantees both). Thread 0
+// keeps `stages` row tiles (x, dy, ds) in flight: each lands in its own shared-memory stage and
+// completes an mbarrier phase; after a tile's row reduction (a block barrier every thread reaches
+// after reading its vectors of the stage) thread 0 refills that stage with the tile `stages`
+// iterations ahead. The registers the prefetching kernel spent on its one tile ahead hold the
+// weight instead.
+// Dynamic shared memory: [reductions / partial rows: stage_offset bytes][stages mbarriers,
+// padded to 16 bytes][stages x rpb x tensors x cols x sizeof(T)].
+template <Kind K, typename T, typename TW, int VEC, int NV>
+__global__ void __launch_bounds__(kMaxBackwardThreads, (pipelined_min_blocks<T, VEC, NV>()))
+    norm_backward_staged_kernel(BwdParams p) {
+  extern __shared__ float smem[];
+  constexpr bool kAdd = K == Kind::kAddRms;
+  constexpr bool kLayer = K == Kind::kLayer;
+  constexpr bool kKeepW = NV * VEC * sizeof(TW) <= 32;
+  const int tx = blockDim.x, rpb = blockDim.y;
+  const int nvec = p.cols / VEC;
+  const int64_t tiles = (p.rows + rpb - 1) / rpb;
+  const int64_t stride = gridDim.x;
+  const TW* w = static_cast<const TW*>(p.w);
+  const bool has_ds = kAdd && p.ds != nullptr;
+  const bool want_dw = p.dw_partial != nullptr;
+  const bool want_db = kLayer && p.db_partial != nullptr;
+  const bool issuer = threadIdx.x == 0 && threadIdx.y == 0;
+
+  uint64_t* bars = reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(smem) + p.stage_offset);
+  char* stage_data = reinterpret_cast<char*>(bars) + (p.stages * 8 + 15) / 16 * 16;
+  const uint32_t row_bytes = static_cast<uint32_t>(p.cols) * sizeof(T);
+  const int tensors = has_ds ? 3 : 2;
+  const uint32_t stage_bytes = static_cast<uint32_t>(rpb * tensors) * row_bytes;
+  // Row y's tensor i of a stage.
+  auto staged_row = [&](int stage, int y, int i) -> T* {
+    return reinterpret_cast<T*>(stage_data + stage * stage_bytes + static_cast<uint32_t>(y * tensors + i) * row_bytes);
+  };
+  // Thread 0: the copies of `tile` into `stage` (rows past the end are not copied: nobody reads them).
+  auto issue = [&](int64_t tile, int stage) {
+    const int64_t first = tile * rpb;
+    const int64_t count = p.rows - first < rpb ? p.rows - first : rpb;
+    bulk::barrier_expect_bytes(&bars[stage], static_cast<uint32_t>(count * tensors) * row_bytes);
+    for (int y = 0; y < count; ++y) {
+      const int64_t row = first + y;
+      bulk::copy_to_shared(staged_row(stage, y, 0), static_cast<const T*>(p.x) + row * p.x_stride, row_bytes, &bars[stage]);
+      bulk::copy_to_shared(staged_row(stage, y, 1), static_cast<const T*>(p.dy) + row * p.dy_stride, row_bytes, &bars[stage]);
+      if (has_ds)
+        bulk::copy_to_shared(staged_row(stage, y, 2), static_cast<const T*>(p.ds) + row * p.ds_stride, row_bytes,
+                             &bars[stage]);
+    }
+  };
+
+  if (issuer) {
+    for (int s = 0; s < p.stages; ++s) bulk::barrier_init(&bars[s]);
+    bulk::barrier_init_fence();
+  }
+  __syncthreads();
+  if (issuer) {
+    for (int s = 0; s < p.stages; ++s) {
+      const int64_t tile = blockIdx.x + s * stride;
+      if (tile < tiles) issue(tile, s);
+    }
+  }
+
+  Vec<TW, VEC> wreg[kKeepW ? NV : 1];
+  if constexpr (kKeepW) {
 #pragma unroll
     for (int k = 0; k < NV; ++k) {
       const int v = k * tx + threadIdx.x;
-      if (v >= nvec) continue;
-      const Vec<TW, VEC> wv = weight(k, v);
+      if (v < nvec) wreg[k] = load_vec<TW, VEC>(w + v * VEC);
+    }
+  }
+  auto weight = [&](int k, int v) -> Vec<TW, VEC> {
+    if constexpr (kKeepW) {
+      return wreg[k];
+    } else {
+      return load_vec<TW, VEC>(w + v * VEC);
+    }
+  };
+
+  float dw_acc[NV][VEC];
+  float db_acc[NV][VEC];
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) {
-        const float xf = to_float(cur.x[k].values[e]), dyf = to_float(cur.dy[k].values[e]);
-        if constexpr (kLayer) {
-          const float g = to_float(wv.values[e]) * dyf;
-          sums[0] += (xf - mean) * rstd * g;
-          sums[1] += g;
-        } else {
-          sums[0] += dyf * (to_float(wv.values[e]) + p.offset) * xf;
+  for (int k = 0; k < NV; ++k)
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) dw_acc[k][e] = db_acc[k][e] = 0.f;
+
+  // rstd / mean are 4 bytes a row: read one tile ahead into registers.
+  auto row_stats = [&](int64_t tile, float& rstd, float& mean) {
+    const int64_t row = tile * rpb + threadIdx.y;
+    const bool active = tile < tiles && row < p.rows;
+    rstd = active ? p.rstd[row] : 0.f;
+    mean = (kLayer && active) ? p.mean[row] : 0.f;
+  };
+  float next_rstd, next_mean;
+  row_stats(blockIdx.x, next_rstd, next_mean);
+
+  int buffer = 0;  // alternates between consecutive row reductions (see row_sum)
+  int stage = 0;
+  uint32_t parity = 0;
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += stride) {
+    const float rstd = next_rstd, mean = next_mean;
+    row_stats(tile + stride, next_rstd, next_mean);
+    const int64_t row = tile * rpb + threadIdx.y;
+    const bool active = row < p.rows;
+
+    bulk::barrier_wait(&bars[stage], parity);
+    Vec<T, VEC> xv[NV], dyv[NV], dsv[kAdd ? NV : 1];
+#pragma unroll
+    for (int k = 0; k < NV; ++k) {
+      const int v = k * tx + threadIdx.x;
+      if (active && v < nvec) {
+        xv[k] = load_vec<T, VEC>(staged_row(stage, threadIdx.y, 0) + v * VEC);
+        dyv[k] = load_vec<T, VEC>(staged_row(stage, threadIdx.y, 1) + v * VEC);
+        if constexpr (kAdd) {
+          if (has_ds) dsv[k] = load_vec<T, VEC>(staged_row(stage, threadIdx.y, 2) + v * VEC);
         }
+      } else {
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) xv[k].values[e] = dyv[k].values[e] = from_float<T>(0.f);
       }
     }
-    if constexpr (kLayer) {
-      row_sum<2>(sums, smem, buffer);
-    } else {
-      float s1[1] = {sums[0]};
-      row_sum<1>(s1, smem, buffer);
-      sums[0] = s1[0];
-    }
+
+    float sums[2];
+    backward_row_sums<K, T, TW, VEC, NV>(xv, dyv, weight, nvec, mean, rstd, p.offset, sums);
+    reduce_backward_sums<K>(sums, smem, buffer);
     buffer ^= 1;
-    const float c1 = sums[0] * inv_cols, c2 = sums[1] * inv_cols;
-    const float rms_coef = rstd * rstd * rstd * sums[0] * inv_cols;
+    // Every thread has read its vectors of the stage: row_sum passed a block barrier when a row
+    // spans several warps; rows of one warp need one here.
+    if (tx <= 32) __syncthreads();
+    if (issuer && tile + p.stages * stride < tiles) issue(tile + p.stages * stride, stage);
+    if (++stage == p.stages) stage = 0, parity ^= 1u;
 
     if (active) {
       T* dx = static_cast<T*>(p.dx) + row * p.dx_stride;
-#pragma unroll
-      for (int k = 0; k < NV; ++k) {
-        const int v = k * tx + threadIdx.x;
-        if (v >= nvec) continue;
-        const Vec<TW, VEC> wv = weight(k, v);
-        float out[VEC];
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) {
-          const float xf = to_float(cur.x[k].values[e]), dyf = to_float(cur.dy[k].values[e]);
-          if constexpr (kLayer) {
-            const float xhat = (xf - mean) * rstd;
-            const float g = to_float(wv.values[e]) * dyf;
-            out[e] = (g - (xhat * c1 + c2)) * rstd;
-            dw_acc[k][e] += dyf * xhat;
-            db_acc[k][e] += dyf;
-          } else {
-            const float m = dyf * (to_float(wv.values[e]) + p.offset);
-            float dxf = rstd * m - rms_coef * xf;
-            if constexpr (kAdd) {
-              if (has_ds) dxf += to_float(cur.ds[k].values[e]);
-            }
-            out[e] = dxf;
-            const float n = p.mode == kLlama ? round_to<T>(xf * rstd) : xf * rstd;
-            dw_acc[k][e] += dyf * n;
-          }
-        }
-        store_floats<T, VEC>(dx + v * VEC, out);
-      }
+      backward_row_outputs<K, T, TW, VEC, NV>(xv, dyv, dsv, has_ds, weight, nvec, mean, rstd, sums, p, dx, dw_acc,
+                                              db_acc);
     }
-    cur = nxt;
   }
 
   float* dw_row = want_dw ? p.dw_partial + static_cast<int64_t>(blockIdx.x) * p.cols : nullptr;

@@ -23,9 +23,12 @@ struct Resolved {
   int tx = 0, rpb = 0;  // threads per row, rows per block
   int nv = 0;           // vectors per thread per chunk (a template value)
   int pipeline = 1;     // backward: 1 no prefetch, 2 prefetch the next row tile (rows of one chunk)
+  int stages = 1;       // backward: row tiles in flight through shared memory (> 1: staged kernel)
+  bool stages_given = false;  // by the caller: an error when they do not fit shared memory
   int64_t reduction_blocks = 0;
   bool reduction_blocks_given = false;  // by the caller: launched as given, even past one wave
   int sm_count = 0;
+  int sm_arch = 0;
 };
 
 struct TensorRef {
@@ -185,6 +188,12 @@ inline liger_status resolve(const char* op, const liger_tunables* t, const Tunin
     return fail(LIGER_STATUS_INVALID_ARGUMENT, "%s: pipeline_depth=%d invalid (0 default, 1 no prefetch, 2 prefetch)",
                 op, user.pipeline_depth);
   r.pipeline = user.pipeline_depth ? user.pipeline_depth : (row.pipeline_depth > 0 ? row.pipeline_depth : 1);
+  if (user.stages < 0 || user.stages > bulk::kMaxStages)
+    return fail(LIGER_STATUS_INVALID_ARGUMENT, "%s: stages=%d invalid (0 default, 1 off, 2..%d row tiles in flight)", op,
+                user.stages, bulk::kMaxStages);
+  r.stages = user.stages ? user.stages : (row.stages > 0 ? row.stages : 1);
+  r.stages_given = user.stages != 0;
+  r.sm_arch = sm_arch;
   *out = r;
   return LIGER_STATUS_SUCCESS;
 }
@@ -228,6 +237,17 @@ BwdKernel backward_kernel_for(bool vector, int nv, bool pipelined) {
     case 1: return norm_backward_kernel<K, T, TW, V, 1>;
     case 2: return norm_backward_kernel<K, T, TW, V, 2>;
     default: return norm_backward_kernel<K, T, TW, V, 4>;
+  }
+}
+
+// The staged kernel for 16-byte vectors and `nv` vectors per thread.
+template <Kind K, typename T, typename TW>
+BwdKernel staged_backward_kernel_for(int nv) {
+  constexpr int V = 16 / static_cast<int>(sizeof(T));
+  switch (nv) {
+    case 1: return norm_backward_staged_kernel<K, T, TW, V, 1>;
+    case 2: return norm_backward_staged_kernel<K, T, TW, V, 2>;
+    default: return norm_backward_staged_kernel<K, T, TW, V, 4>;
   }
 }
 
@@ -302,14 +322,47 @@ liger_status launch_backward(const char* op, BwdParams p, liger_dtype dtype, lig
     using TW = decltype(tw);
     const int64_t nvec = p.cols / r.vec;
     const int64_t chunks = (nvec + static_cast<int64_t>(r.nv) * r.tx - 1) / (static_cast<int64_t>(r.nv) * r.tx);
-    // The pipelined kernel holds whole rows: rows longer than one chunk run unpipelined.
-    BwdKernel kernel = backward_kernel_for<K, T, TW>(r.vector, r.nv, r.pipeline == 2 && chunks == 1);
     const dim3 block(r.tx, r.rpb);
     const int threads = r.tx * r.rpb;
     std::size_t smem =
         r.tx > 32 ? static_cast<std::size_t>(kRowReductionBuffers) * r.rpb * 32 * 2 * sizeof(float) : 0;
     const std::size_t partial_smem = r.rpb > 1 ? static_cast<std::size_t>(threads) * r.vec * sizeof(float) : 0;
     if (partial_smem > smem) smem = partial_smem;
+    smem = (smem + 15) / 16 * 16;
+    // The staged and the pipelined kernels hold whole rows: rows longer than one chunk run
+    // unpipelined. Staging also needs 16-byte rows and the bulk-copy engine (sm_90).
+    BwdKernel kernel = nullptr;
+    p.stages = 1;
+    if (r.stages > 1 && r.vector && chunks == 1 && bulk::bulk_copy_supported(r.sm_arch)) {
+      const int tensors = p.ds ? 3 : 2;
+      const std::size_t stage_bytes = static_cast<std::size_t>(r.rpb) * tensors * p.cols * sizeof(T);
+      int device = 0, smem_limit = 0;
+      if (cudaGetDevice(&device) != cudaSuccess ||
+          cudaDeviceGetAttribute(&smem_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) {
+        status = check_cuda(cudaGetLastError(), op);
+        return;
+      }
+      int stages = r.stages;
+      auto staged_smem = [&](int n) { return smem + (n * 8 + 15) / 16 * 16 + n * stage_bytes; };
+      while (stages > 1 && staged_smem(stages) > static_cast<std::size_t>(smem_limit)) --stages;
+      if (stages < r.stages && r.stages_given) {
+        status = fail(LIGER_STATUS_INVALID_ARGUMENT,
+                      "%s: stages=%d needs %zu bytes of shared memory per block (%d available); use fewer stages or "
+                      "rows_per_block", op, r.stages, staged_smem(r.stages), smem_limit);
+        return;
+      }
+      if (stages > 1) {
+        kernel = staged_backward_kernel_for<K, T, TW>(r.nv);
+        p.stages = stages;
+        p.stage_offset = static_cast<int>(smem);
+        smem = staged_smem(stages);
+        status = check_cuda(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
+                                                 cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
+                            op);
+        if (status != LIGER_STATUS_SUCCESS) return;
+      }
+    }
+    if (kernel == nullptr) kernel = backward_kernel_for<K, T, TW>(r.vector, r.nv, r.pipeline == 2 && chunks == 1);
     int resident = 0;
     status = check_fits(op, reinterpret_cast<const void*>(kernel), threads, smem, &resident);
     if (status != LIGER_STATUS_SUCCESS) return;

@@ -17,6 +17,7 @@ struct TuningRow {
   int32_t blocks_per_sm;       // backward persistent grid: reduction_blocks = this x SM count
   int32_t pipeline_depth;      // backward: 1 = no prefetch, 2 = prefetch the next row tile (0 = 1)
   int32_t fwd_vectors_per_thread;  // forward's target vectors per thread (0 = vectors_per_thread)
+  int32_t stages = 0;  // backward: row tiles in flight through shared memory (sm_90; 0 or 1 = off)
 };
 
 inline int fwd_vectors_of(const TuningRow& row) {
@@ -80,6 +81,7 @@ inline void fill_defaults(const TuningRow& row, int64_t cols, liger_dtype dtype,
   out->vector_bytes = vector_ok ? 16 : elem;
   out->reduction_blocks = 0;
   out->pipeline_depth = row.pipeline_depth > 0 ? row.pipeline_depth : 1;
+  out->stages = row.stages > 0 ? row.stages : 1;
 }
 
 }  // namespace liger::kernels::norm

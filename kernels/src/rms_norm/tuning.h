@@ -11,11 +11,14 @@ using norm::TuningTable;
 
 // max_cols, vectors/thread (backward; forward too unless the last column is set), min_threads,
 // blocks/SM (backward grid), pipeline_depth (backward: 1 no prefetch, 2 prefetch the next tile),
-// forward vectors/thread (0 = the same)
+// forward vectors/thread (0 = the same), stages (backward row tiles in flight through shared
+// memory, sm_90; 0 = off)
 inline constexpr TuningRow kSm80[] = {{1024, 2, 256, 2, 2, 4}, {4096, 2, 512, 1, 2, 4}, {8192, 2, 512, 1, 2, 4}, {1 << 30, 2, 512, 1, 2, 4}};
 // sm90 4096 row: backward one row of 512 threads (one vector each), two blocks per SM (2026-11-21 H100
 // sweep, benchmarks/tunable_sweep.py: 74.9% of copy vs 60.1% for 2 rows x 256 threads, 1 block/SM).
-inline constexpr TuningRow kSm90[] = {{1024, 2, 256, 2, 2, 4}, {4096, 1, 512, 2, 2, 4}, {8192, 2, 512, 1, 2, 4}, {1 << 30, 2, 512, 1, 2, 4}};
+// Staged backward (2026-11-21 H100 sweep): 2 stages 162.4 us, 3 168.6, 4 170.6, unstaged 175.0.
+inline constexpr TuningRow kSm90[] = {
+    {1024, 2, 256, 2, 2, 4}, {4096, 1, 512, 2, 2, 4, 2}, {8192, 2, 512, 1, 2, 4}, {1 << 30, 2, 512, 1, 2, 4}};
 inline constexpr TuningTable kTables[] = {{80, kSm80, 4}, {90, kSm90, 4}};
 inline constexpr int kTableCount = 2;
 

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 
+#include "common/bulk_copy.cuh"
 #include "common/cuda_utils.cuh"
 #include "common/dtype.cuh"
 #include "common/status.h"
@@ -32,6 +33,7 @@ struct Params {
   int half;
   int vpr;  // vectors per half head
   float sign;
+  int stages;  // staged kernel: token tiles in flight through shared memory
 };
 
 template <typename T, int VEC, int UNROLL>
@@ -93,6 +95,137 @@ __global__ void rope_kernel(Params p) {
   }
 }
 
+// Staged variant (sm_90, the `stages` tunable) for layouts whose heads are contiguous within a
+// token (head stride = head_dim, for q and k, in and out: HF's [B, T, H, D] storage): a token's
+// q heads and its k heads are then two contiguous rows, which the bulk-copy engine moves whole.
+// Thread 0 keeps `stages` tiles of rows_per_block tokens in flight into shared-memory stages
+// (an mbarrier phase each); the lanes rotate the stage in place, and thread 0 copies it out with
+// bulk stores and refills the stage of the previous tile once its store has read it. The
+// register kernel above kept at most two heads per lane in flight, and the sweep showed the op
+// bound by exactly that (pipeline_depth 1: 52% of copy, 2: 89%, H100).
+// Dynamic shared memory: [stages mbarriers, padded to 16 bytes][stages x rows_per_block x
+// (Hq + Hk) x head_dim x sizeof(T)].
+template <typename T, int VEC>
+__global__ void rope_staged_kernel(Params p) {
+  extern __shared__ __align__(16) unsigned char rope_smem[];
+  const int rows = static_cast<int>(blockDim.y);
+  const int64_t tiles = (p.tokens + rows - 1) / rows;
+  const int64_t stride = gridDim.x;
+  const int head_dim = 2 * p.half;
+  const int64_t total_heads = p.heads[0] + p.heads[1];
+  const uint32_t q_bytes = static_cast<uint32_t>(p.heads[0] * head_dim * sizeof(T));
+  const uint32_t k_bytes = static_cast<uint32_t>(p.heads[1] * head_dim * sizeof(T));
+  const uint32_t token_bytes = q_bytes + k_bytes;
+  const uint32_t stage_bytes = token_bytes * static_cast<uint32_t>(rows);
+  uint64_t* bars = reinterpret_cast<uint64_t*>(rope_smem);
+  unsigned char* stage_data = rope_smem + (p.stages * 8 + 15) / 16 * 16;
+  const bool issuer = threadIdx.x == 0 && threadIdx.y == 0;
+
+  // Global row starts of a token's q and k heads (input or output).
+  auto token_rows = [&](int64_t token, bool output, const T*& q, const T*& k) {
+    const int64_t b = token / p.seq, t = token - b * p.seq;
+    const int64_t (*strides)[3] = output ? p.y_strides : p.x_strides;
+    const void* const* base = output ? const_cast<const void* const*>(p.y) : p.x;
+    q = p.heads[0] ? static_cast<const T*>(base[0]) + b * strides[0][0] + t * strides[0][2] : nullptr;
+    k = p.heads[1] ? static_cast<const T*>(base[1]) + b * strides[1][0] + t * strides[1][2] : nullptr;
+  };
+  auto tile_tokens = [&](int64_t tile) {
+    const int64_t left = p.tokens - tile * rows;
+    return static_cast<int>(left < rows ? left : rows);
+  };
+  auto load = [&](int64_t tile, int stage) {  // thread 0
+    const int count = tile_tokens(tile);
+    bulk::barrier_expect_bytes(&bars[stage], static_cast<uint32_t>(count) * token_bytes);
+    for (int r = 0; r < count; ++r) {
+      const T *q, *k;
+      token_rows(tile * rows + r, false, q, k);
+      unsigned char* dst = stage_data + stage * stage_bytes + r * token_bytes;
+      if (q_bytes) bulk::copy_to_shared(dst, q, q_bytes, &bars[stage]);
+      if (k_bytes) bulk::copy_to_shared(dst + q_bytes, k, k_bytes, &bars[stage]);
+    }
+  };
+  auto store = [&](int64_t tile, int stage) {  // thread 0
+    const int count = tile_tokens(tile);
+    for (int r = 0; r < count; ++r) {
+      const T *q, *k;
+      token_rows(tile * rows + r, true, q, k);
+      const unsigned char* src = stage_data + stage * stage_bytes + r * token_bytes;
+      if (q_bytes) bulk::copy_to_global(const_cast<T*>(q), src, q_bytes);
+      if (k_bytes) bulk::copy_to_global(const_cast<T*>(k), src + q_bytes, k_bytes);
+    }
+    bulk::commit_group();
+  };
+
+  if (issuer) {
+    for (int s = 0; s < p.stages; ++s) bulk::barrier_init(&bars[s]);
+    bulk::barrier_init_fence();
+  }
+  __syncthreads();
+  if (issuer)
+    for (int s = 0; s < p.stages; ++s)
+      if (blockIdx.x + s * stride < tiles) load(blockIdx.x + s * stride, s);
+
+  const int heads_per_pass = static_cast<int>(blockDim.x) / p.vpr;
+  const int lane = static_cast<int>(threadIdx.x);
+  const bool lane_active = lane < heads_per_pass * p.vpr;
+  const int v = lane % p.vpr;
+  const int head_slot = lane / p.vpr;
+  const int col = v * VEC;
+  using V = Vec<T, VEC>;
+
+  int stage = 0, previous = -1;
+  uint32_t parity = 0;
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += stride) {
+    const int64_t token = tile * rows + threadIdx.y;
+    const bool active = lane_active && token < p.tokens;
+    float c[VEC], s[VEC];
+    if (active) {  // issued before the wait: the tables are small and L2-resident
+      const int64_t b = token / p.seq, t = token - b * p.seq;
+      const int64_t cos_offset = (p.cos_broadcast ? 0 : b * p.cos_batch_stride) + t * p.cos_seq_stride + col;
+      const V cv = *reinterpret_cast<const V*>(static_cast<const T*>(p.cos) + cos_offset);
+      const V sv = *reinterpret_cast<const V*>(static_cast<const T*>(p.sin) + cos_offset);
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) {
+        c[e] = to_float(cv.values[e]);
+        s[e] = p.sign * to_float(sv.values[e]);
+      }
+    }
+    bulk::barrier_wait(&bars[stage], parity);
+    if (active) {
+      T* heads = reinterpret_cast<T*>(stage_data + stage * stage_bytes + threadIdx.y * token_bytes);
+      for (int64_t h = head_slot; h < total_heads; h += heads_per_pass) {
+        T* x = heads + h * head_dim + col;
+        const V x1 = *reinterpret_cast<const V*>(x), x2 = *reinterpret_cast<const V*>(x + p.half);
+        V y1, y2;
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+          const float a = to_float(x1.values[e]);
+          const float d = to_float(x2.values[e]);
+          y1.values[e] = from_float<T>(a * c[e] - d * s[e]);
+          y2.values[e] = from_float<T>(d * c[e] + a * s[e]);
+        }
+        *reinterpret_cast<V*>(x) = y1;
+        *reinterpret_cast<V*>(x + p.half) = y2;
+      }
+    }
+    bulk::fence_shared_for_copies();
+    __syncthreads();
+    if (issuer) {
+      store(tile, stage);
+      // The previous tile's stage is free once its store has read it (this tile's may still be
+      // reading): refill it with the tile `stages` iterations after the previous one.
+      if (previous >= 0) {
+        const int64_t refill = tile - stride + p.stages * stride;
+        bulk::wait_group_read<1>();
+        if (refill < tiles) load(refill, previous);
+      }
+    }
+    previous = stage;
+    if (++stage == p.stages) stage = 0, parity ^= 1u;
+  }
+  if (issuer) bulk::wait_all_groups();
+}
+
 template <typename T, int VEC>
 liger_status launch(const Params& p, int lanes, int rows, int heads_in_flight, cudaStream_t stream) {
   const int64_t blocks = (p.tokens + rows - 1) / rows;
@@ -108,6 +241,50 @@ liger_status launch(const Params& p, int lanes, int rows, int heads_in_flight, c
                 lanes * rows, attributes.maxThreadsPerBlock, attributes.numRegs);
   cudaGetLastError();
   kernel<<<static_cast<unsigned>(blocks), dim3(lanes, rows), 0, stream>>>(p);
+  return check_launch("rope");
+}
+
+// Heads contiguous within each token (head stride = head_dim) for q and k, input and output.
+bool heads_contiguous(const Params& p) {
+  for (int i = 0; i < 2; ++i)
+    if (p.heads[i] != 0 && (p.x_strides[i][1] != 2 * p.half || p.y_strides[i][1] != 2 * p.half)) return false;
+  return true;
+}
+
+// Launches the staged kernel with as many blocks as the SMs hold (each walks its token tiles).
+// `stages_given`: the caller asked for them, so too little shared memory is an error; for the
+// default, fewer stages are used (down to none: LIGER_STATUS_UNSUPPORTED_SHAPE tells the caller to
+// fall back).
+template <typename T, int VEC>
+liger_status launch_staged(Params p, int lanes, int rows, int stages, bool stages_given, cudaStream_t stream) {
+  void (*kernel)(Params) = rope_staged_kernel<T, VEC>;
+  const std::size_t token_bytes = static_cast<std::size_t>(p.heads[0] + p.heads[1]) * 2 * p.half * sizeof(T);
+  auto smem_for = [&](int n) { return static_cast<std::size_t>((n * 8 + 15) / 16 * 16) + n * rows * token_bytes; };
+  int device = 0, smem_limit = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&smem_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess)
+    return check_cuda(cudaGetLastError(), "rope");
+  int n = stages;
+  while (n > 1 && smem_for(n) > static_cast<std::size_t>(smem_limit)) --n;
+  if (n < stages && stages_given)
+    return fail(LIGER_STATUS_INVALID_ARGUMENT,
+                "rope: stages=%d with rows_per_block=%d needs %zu bytes of shared memory per block (%d available); "
+                "use fewer stages or rows_per_block", stages, rows, smem_for(stages), smem_limit);
+  if (n < 2) return LIGER_STATUS_UNSUPPORTED_SHAPE;
+  p.stages = n;
+  const std::size_t smem = smem_for(n);
+  LIGER_RETURN_IF_ERROR(check_cuda(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)), "rope"));
+  int resident = 0;
+  LIGER_RETURN_IF_ERROR(
+      check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kernel, lanes * rows, smem), "rope"));
+  if (resident < 1)
+    return fail(LIGER_STATUS_INVALID_ARGUMENT, "rope: a block of %d threads with %zu bytes of stages does not fit an SM",
+                lanes * rows, smem);
+  const int64_t tiles = (p.tokens + rows - 1) / rows;
+  int64_t blocks = static_cast<int64_t>(resident) * std::max(current_sm_count(), 1);
+  if (blocks > tiles) blocks = tiles;
+  kernel<<<static_cast<unsigned>(blocks), dim3(lanes, rows), smem, stream>>>(p);
   return check_launch("rope");
 }
 
@@ -136,12 +313,16 @@ liger_status run(const void* q, const int64_t q_strides[3], void* q_out, const i
     return fail(LIGER_STATUS_INVALID_ARGUMENT, "rope: negative size or head_dim <= 0");
   if (head_dim % 2 != 0) return fail(LIGER_STATUS_UNSUPPORTED_SHAPE, "rope: head_dim %lld is odd", static_cast<long long>(head_dim));
   const std::size_t elem = dtype_size(dtype);
-  int req_threads = 0, req_rows = 0, req_vector = 0, req_depth = 0;
+  int req_threads = 0, req_rows = 0, req_vector = 0, req_depth = 0, req_stages = 0;
   if (tunables) {
     req_threads = tunables->threads_per_block;
     req_rows = tunables->rows_per_block;
     req_vector = tunables->vector_bytes;
     req_depth = tunables->pipeline_depth;
+    req_stages = tunables->stages;
+    if (req_stages < 0 || req_stages > bulk::kMaxStages)
+      return fail(LIGER_STATUS_INVALID_ARGUMENT, "rope: stages=%d (want 0 = default, 1 = off, 2..%d token tiles in flight)",
+                  req_stages, bulk::kMaxStages);
     if (req_depth != 0 && req_depth != 1 && req_depth != 2 && req_depth != 4)
       return fail(LIGER_STATUS_INVALID_ARGUMENT, "rope: pipeline_depth=%d (want 0 = default, or heads in flight per lane: 1, 2 or 4)",
                   req_depth);
@@ -204,7 +385,8 @@ liger_status run(const void* q, const int64_t q_strides[3], void* q_out, const i
   p.vpr = p.half / vec;
   if (p.vpr > 1024) return fail(LIGER_STATUS_UNSUPPORTED_SHAPE, "rope: head_dim %lld too large", static_cast<long long>(head_dim));
   const int64_t lanes_needed = (num_q_heads + num_kv_heads) * p.vpr;
-  Config config = default_config(current_sm_arch(), lanes_needed, vector_bytes);
+  const int sm_arch = current_sm_arch();
+  Config config = default_config(sm_arch, lanes_needed, vector_bytes);
   int rows = req_rows ? req_rows : (req_threads ? 1 : config.rows_per_block);
   int threads = req_threads ? req_threads : (req_rows ? config.threads_per_block / config.rows_per_block * rows : config.threads_per_block);
   if (!req_threads && !req_rows && threads / rows < p.vpr) {  // huge head_dim: one token per block, enough lanes
@@ -218,11 +400,18 @@ liger_status run(const void* q, const int64_t q_strides[3], void* q_out, const i
                 threads, rows, threads / std::max(rows, 1), p.vpr);
   const int lanes = threads / rows;
   const int depth = req_depth ? req_depth : config.heads_in_flight;
+  const int stages = req_stages ? req_stages : config.stages;
+  // Staging moves whole token rows: 16-byte vectors, heads contiguous in each token, sm_90.
+  const bool staged = stages > 1 && vector_bytes == 16 && heads_contiguous(p) && bulk::bulk_copy_supported(sm_arch);
   cudaStream_t s = to_cuda(stream);
   liger_status status = LIGER_STATUS_INTERNAL;
   dispatch_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
     const int v = vector_bytes / static_cast<int>(sizeof(T));
+    if (staged) {
+      status = launch_staged<T, 16 / sizeof(T)>(p, lanes, rows, stages, req_stages != 0, s);
+      if (status != LIGER_STATUS_UNSUPPORTED_SHAPE) return;
+    }
     if constexpr (sizeof(T) == 4) {
       switch (v) {
         case 4: status = launch<T, 4>(p, lanes, rows, depth, s); break;
@@ -283,6 +472,7 @@ liger_status liger_rope_default_tunables(int sm_arch, int64_t rows, int64_t cols
   out->rows_per_block = config.rows_per_block;
   out->vector_bytes = config.vector_bytes;
   out->pipeline_depth = config.heads_in_flight;
+  out->stages = config.stages;
   return LIGER_STATUS_SUCCESS;
 }
 

@@ -14,6 +14,7 @@ struct Config {
   int rows_per_block;
   int vector_bytes;
   int heads_in_flight;  // pipeline_depth: heads whose loads a lane issues before computing (1, 2, 4)
+  int stages;           // token tiles in flight through shared memory (staged kernel; 1 = off)
 };
 
 struct TuningRow {
@@ -22,6 +23,7 @@ struct TuningRow {
   int slots_per_lane;    // target slots (heads) each lane rotates: its loads in flight
   int min_threads;       // tokens are packed side by side until a block has this many threads
   int heads_in_flight;   // pipeline_depth default
+  int stages;            // stages default (sm_90, heads contiguous in a token)
 };
 
 inline constexpr TuningRow kTuning[] = {
@@ -29,8 +31,11 @@ inline constexpr TuningRow kTuning[] = {
     // per block): 64 x 2 99.0 us (5 slots per lane), 80 x 2 100.9 (4), 48 x 2 103.0 (6.7),
     // 128 x 1 107.3 (2.5), 160 x 1 108.1 (2), 256 x 1 159.8. Lanes that rotate several heads each
     // reuse their cos/sin registers and keep loads in flight; two tokens per block beat one.
-    {80, 256, 5, 128, 2},
-    {90, 256, 5, 128, 2},
+    // sm_90 stages: token tiles through shared memory when heads are contiguous in a token (HF's
+    // layout). H100 sweep 2026-11-21, same shape: 3 stages 122.7 us (64 lanes x 2 tokens), 4 124.8,
+    // unstaged 126.3. Stages hold a tile that is being computed or stored, so 3 keeps 2 in flight.
+    {80, 256, 5, 128, 2, 1},
+    {90, 256, 5, 128, 2, 3},
 };
 
 // slots: heads * (head_dim/2) / VEC for the vector width the launcher picked.
@@ -53,7 +58,7 @@ inline Config default_config(int sm_arch, int64_t slots, int vector_bytes) {
   if (lanes == 0) lanes = std::min<int64_t>((slots + 31) / 32 * 32, row.lane_cap);
   int rows = static_cast<int>(std::max<int64_t>(1, row.min_threads / lanes));
   rows = std::min(rows, 32);
-  return {static_cast<int>(lanes) * rows, rows, vector_bytes, row.heads_in_flight};
+  return {static_cast<int>(lanes) * rows, rows, vector_bytes, row.heads_in_flight, row.stages};
 }
 
 }  // namespace liger::kernels::rope

@@ -529,7 +529,8 @@ std::optional<Candidate> parse_candidate(const std::string& text) {
   std::replace(t.begin(), t.end(), ',', ' ');
   std::istringstream in(t);
   static const std::set<std::string> fields = {"threads_per_block", "rows_per_block", "vector_bytes",
-                                               "reduction_blocks", "chunk_rows", "pipeline_depth"};
+                                               "reduction_blocks", "chunk_rows", "pipeline_depth",
+                                               "stages"};
   for (std::string item; in >> item;) {
     const auto eq = item.find('=');
     if (eq == std::string::npos) return std::nullopt;

@@ -94,7 +94,8 @@ KernelPerfInput parse_kernel_perf_input(const nlohmann::json& a) {
       auto c = parse_candidate(text);
       if (!c)
         throw Error(ErrorKind::Usage, "kernel-perf: --start-tunables '" + text + "' is not field=value,...",
-                    "fields: threads_per_block, rows_per_block, vector_bytes, reduction_blocks, chunk_rows");
+                    "fields: threads_per_block, rows_per_block, vector_bytes, reduction_blocks, chunk_rows, "
+                    "pipeline_depth, stages");
       in.start_tunables = *c;
     }
   }

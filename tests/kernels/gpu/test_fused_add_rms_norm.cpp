@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fused_add_rms_norm_ref.h"
@@ -156,12 +157,14 @@ std::vector<Case> cases() {
       for (int mode : {0, 1, 2}) out.push_back({t.d, t.w32, s.rows, s.cols, s.stride, mode, mode != 2, false});
   out.push_back({LIGER_DTYPE_BFLOAT16, false, 17, 4096, 4096, 0, true, true});
   out.push_back({LIGER_DTYPE_FLOAT32, false, 5, 4231, 4231, 1, false, true});
-  // Backward pipelining (pipeline_depth 1 = no prefetch, 2 = prefetch the next tile): several
-  // tiles per block, rows not a multiple of the grid or of rows_per_block, odd (scalar) and
-  // aligned columns, with and without ds_out, in place.
-  for (int depth : {1, 2})
-    for (const liger_tunables& v : {liger_tunables{0, 0, 0, 7, 0, depth, {}}, liger_tunables{256, 8, 0, 5, 0, depth, {}},
-                                    liger_tunables{64, 4, 0, 3, 0, depth, {}}})
+  // Backward pipelining (pipeline_depth 1 = no prefetch, 2 = prefetch the next tile; stages 2, 3 =
+  // row tiles in flight through shared memory, sm_90): several tiles per block, rows not a
+  // multiple of the grid or of rows_per_block, odd (scalar) and aligned columns, with and without
+  // ds_out (two or three staged tensors), in place.
+  for (auto [depth, stages] : {std::pair{1, 1}, std::pair{2, 1}, std::pair{0, 2}, std::pair{0, 3}})
+    for (const liger_tunables& v :
+         {liger_tunables{0, 0, 0, 7, 0, depth, stages, {}}, liger_tunables{256, 8, 0, 5, 0, depth, stages, {}},
+          liger_tunables{64, 4, 0, 3, 0, depth, stages, {}}})
       for (const S& s : {S{203, 4096, 4096}, S{203, 123, 123}, S{61, 1000, 1000}, S{37, 96, 96}})
         for (liger_dtype d : {LIGER_DTYPE_BFLOAT16, LIGER_DTYPE_FLOAT32}) {
           Case c{d, false, s.rows, s.cols, s.stride, 0, s.cols != 96, s.cols == 123};
@@ -181,7 +184,8 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
          (c.use_tunables ? "_tpb" + std::to_string(c.tunables.threads_per_block) + "_rpb" +
                                std::to_string(c.tunables.rows_per_block) + "_rb" +
                                std::to_string(c.tunables.reduction_blocks) + "_pd" +
-                               std::to_string(c.tunables.pipeline_depth)
+                               std::to_string(c.tunables.pipeline_depth) + "_st" +
+                               std::to_string(c.tunables.stages)
                          : "");
 }
 

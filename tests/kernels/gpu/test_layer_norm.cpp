@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernel_test_util.h"
@@ -150,12 +151,14 @@ std::vector<Case> cases() {
   for (const liger_tunables& v : variants)
     for (int64_t cols : {int64_t{96}, int64_t{4096}, int64_t{12288}})
       out.push_back({LIGER_DTYPE_BFLOAT16, false, 37, cols, cols, true, false, 0, v, true});
-  // Backward pipelining (pipeline_depth 1 = no prefetch, 2 = prefetch the next tile): several
-  // tiles per block, rows not a multiple of the grid or of rows_per_block, odd (scalar) and
-  // aligned columns, fp32 weights, in place.
-  for (int depth : {1, 2})
-    for (const liger_tunables& v : {liger_tunables{0, 0, 0, 7, 0, depth, {}}, liger_tunables{256, 8, 0, 5, 0, depth, {}},
-                                    liger_tunables{64, 4, 0, 3, 0, depth, {}}})
+  // Backward pipelining (pipeline_depth 1 = no prefetch, 2 = prefetch the next tile; stages 2, 3 =
+  // row tiles in flight through shared memory, sm_90): several tiles per block, rows not a
+  // multiple of the grid or of rows_per_block, odd (scalar) and aligned columns, fp32 weights, in
+  // place.
+  for (auto [depth, stages] : {std::pair{1, 1}, std::pair{2, 1}, std::pair{0, 2}, std::pair{0, 3}})
+    for (const liger_tunables& v :
+         {liger_tunables{0, 0, 0, 7, 0, depth, stages, {}}, liger_tunables{256, 8, 0, 5, 0, depth, stages, {}},
+          liger_tunables{64, 4, 0, 3, 0, depth, stages, {}}})
       for (int64_t cols : {int64_t{4096}, int64_t{123}, int64_t{1000}, int64_t{96}})
         for (liger_dtype d : {LIGER_DTYPE_BFLOAT16, LIGER_DTYPE_FLOAT32})
           out.push_back({d, d == LIGER_DTYPE_BFLOAT16 && cols == 1000, cols == 96 ? 37 : 203, cols, cols, cols != 123,
@@ -171,7 +174,8 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   if (c.use_tunables)
     name += "_tpb" + std::to_string(c.tunables.threads_per_block) + "_rpb" + std::to_string(c.tunables.rows_per_block) +
             "_vec" + std::to_string(c.tunables.vector_bytes) + "_rb" + std::to_string(c.tunables.reduction_blocks) +
-            (c.tunables.pipeline_depth ? "_pd" + std::to_string(c.tunables.pipeline_depth) : "");
+            (c.tunables.pipeline_depth ? "_pd" + std::to_string(c.tunables.pipeline_depth) : "") +
+            (c.tunables.stages ? "_st" + std::to_string(c.tunables.stages) : "");
   return name;
 }
 

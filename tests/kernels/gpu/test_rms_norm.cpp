@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernel_test_util.h"
@@ -256,23 +257,24 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, RmsNormLayoutTest, ::testing::Values(LIGER_DTYP
                            return std::string(dtype_label(info.param));
                          });
 
-// Backward pipelining (pipeline_depth 1 = no prefetch, 2 = prefetch the next tile): several
-// tiles per block (few reduction blocks), rows not a multiple of the grid or of rows_per_block
-// (inactive rows in the last tile), odd (scalar) and aligned columns, both casting modes that
-// change dw, in place, fp32 weights.
+// Backward pipelining (pipeline_depth 1 = no prefetch, 2 = prefetch the next tile; stages 2 and 3
+// = row tiles in flight through shared memory, sm_90, including more stages than a block has
+// tiles and stage reuse over many tiles): several tiles per block (few reduction blocks), rows
+// not a multiple of the grid or of rows_per_block (inactive rows in the last tile), odd (scalar,
+// never staged) and aligned columns, both casting modes that change dw, in place, fp32 weights.
 TEST_P(RmsNormLayoutTest, PipelineDepth) {
   LIGER_REQUIRE_GPU();
   const liger_dtype d = GetParam();
-  for (int depth : {1, 2}) {
+  for (auto [depth, stages] : {std::pair{1, 1}, std::pair{2, 1}, std::pair{0, 2}, std::pair{0, 3}}) {
     const liger_tunables variants[] = {
-        {0, 0, 0, 7, 0, depth, {}},    // default shape, 7 blocks
-        {256, 8, 0, 5, 0, depth, {}},  // 8 rows per block
-        {64, 4, 0, 3, 0, depth, {}},   // 16 threads per row
-        {512, 1, 0, 2, 0, depth, {}},  // one row per block, 2 blocks
+        {0, 0, 0, 7, 0, depth, stages, {}},    // default shape, 7 blocks
+        {256, 8, 0, 5, 0, depth, stages, {}},  // 8 rows per block
+        {64, 4, 0, 3, 0, depth, stages, {}},   // 16 threads per row
+        {512, 1, 0, 2, 0, depth, stages, {}},  // one row per block, 2 blocks
     };
     for (const liger_tunables& t : variants) {
       for (int64_t cols : {int64_t{4096}, int64_t{123}, int64_t{1000}, int64_t{96}, int64_t{2048}}) {
-        SCOPED_TRACE("depth " + std::to_string(depth) + " tpb=" + std::to_string(t.threads_per_block) +
+        SCOPED_TRACE("depth " + std::to_string(depth) + " stages " + std::to_string(stages) + " tpb=" + std::to_string(t.threads_per_block) +
                      " rpb=" + std::to_string(t.rows_per_block) + " rb=" + std::to_string(t.reduction_blocks) +
                      " cols=" + std::to_string(cols));
         const int64_t rows = cols == 96 ? 37 : 203;
@@ -280,7 +282,7 @@ TEST_P(RmsNormLayoutTest, PipelineDepth) {
         run.in_place = cols == 2048;
         if (d == LIGER_DTYPE_BFLOAT16 && cols == 123) run.wdtype = LIGER_DTYPE_FLOAT32;
         run.tunables = &t;
-        check(run, 700 + static_cast<uint64_t>(cols) + 10 * static_cast<uint64_t>(depth));
+        check(run, 700 + static_cast<uint64_t>(cols) + 10 * static_cast<uint64_t>(depth + 3 * stages));
         if (::testing::Test::HasFatalFailure()) return;
       }
     }
@@ -328,7 +330,7 @@ TEST(RmsNormMisc, InvalidArguments) {
   const liger_tunables bad[] = {{33, 0, 0, 0, 0, {}},   {2048, 0, 0, 0, 0, {}}, {64, 3, 0, 0, 0, {}},
                                 {96, 2, 0, 0, 0, {}},   {0, 0, 8, 0, 0, {}},    {0, 0, 0, -1, 0, {}},
                                 {0, 0, 0, 70000, 0, {}}, {0, -2, 0, 0, 0, {}}, {0, 0, 0, 0, 0, 3, {}},
-                                {0, 0, 0, 0, 0, -1, {}}};
+                                {0, 0, 0, 0, 0, -1, {}}, {0, 0, 0, 0, 0, 0, 9, {}}, {0, 0, 0, 0, 0, 0, -1, {}}};
   for (const liger_tunables& t : bad) {
     EXPECT_EQ(fwd(x.data(), 8, 8, F, F, nullptr, &t), LIGER_STATUS_INVALID_ARGUMENT)
         << "tpb " << t.threads_per_block << " rpb " << t.rows_per_block << " vec " << t.vector_bytes << " rb "
@@ -361,6 +363,36 @@ TEST(RmsNormMisc, InvalidArguments) {
   EXPECT_EQ(defaults.vector_bytes, 16);
   EXPECT_GE(defaults.pipeline_depth, 1);
   EXPECT_LE(defaults.pipeline_depth, 2);
+  EXPECT_GE(defaults.stages, 1);
+}
+
+// A staged backward holds stages x rows_per_block x (x, dy) rows in shared memory: 16 KiB rows,
+// two per block, three stages (192 KiB) fit an sm_90 block and compute the right gradients; four
+// (256 KiB) do not, and asked for explicitly they are refused with the size, not clipped.
+TEST(RmsNormMisc, StagesUpToTheSharedMemory) {
+  LIGER_REQUIRE_GPU();
+  int device = 0, major = 0;
+  LIGER_ASSERT_CUDA(cudaGetDevice(&device));
+  LIGER_ASSERT_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  if (major < 9) GTEST_SKIP() << "staging needs the bulk-copy engine (sm_90); this GPU is sm_" << major << "x";
+  const auto bf = LIGER_DTYPE_BFLOAT16;
+  const int64_t rows = 9, cols = 8192;
+  const liger_tunables three{512, 2, 0, 0, 0, 0, 3, {}}, four{512, 2, 0, 0, 0, 0, 4, {}};
+  NormRun run{bf, bf, rows, cols, cols, cols, cols, 0, 0.0};
+  run.tunables = &three;
+  check(run, 4242);
+  if (::testing::Test::HasFatalFailure()) return;
+
+  DeviceTensor x(random_normal(rows * cols, bf, 1), bf), dy(random_normal(rows * cols, bf, 2), bf);
+  DeviceTensor dx(rows * cols, bf), w(std::vector<double>(cols, 1.0), bf), dw(cols, bf);
+  DeviceTensor rstd(std::vector<double>(rows, 1.0), LIGER_DTYPE_FLOAT32);
+  size_t bytes = 0;
+  LIGER_ASSERT_OK(liger_rms_norm_backward_workspace_size(-1, rows, cols, bf, &four, &bytes));
+  DeviceTensor ws(bytes / 4 + 1, LIGER_DTYPE_FLOAT32);
+  EXPECT_EQ(liger_rms_norm_backward(dy.data(), cols, x.data(), cols, w.data(), bf, rstd.as<float>(), dx.data(), cols,
+                                    dw.data(), ws.data(), bytes, rows, cols, bf, nullptr, &four, nullptr),
+            LIGER_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(liger_last_error()).find("stages=4"), std::string::npos) << liger_last_error();
 }
 
 // The checks can fail: an all-zero or slightly wrong output is rejected.

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cmath>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -204,6 +205,7 @@ TEST(RopeTunables, SweepRoundTrip) {
   place(qi, qs, q, B, Hq, T, D);
   place(ki, ks, k, B, Hk, T, D);
   auto q_ref = liger::ref::rope_forward(q, B, Hq, T, D, cos, sin, 1);
+  for (int stages : {1, 3})
   for (int threads : {32, 64, 128, 256, 512, 1024}) {
     for (int rows : {1, 2, 4}) {
       for (int vector : {16, 8, 4}) {
@@ -213,8 +215,10 @@ TEST(RopeTunables, SweepRoundTrip) {
         // (fewer heads left than in flight) is exercised too.
         const int depth = 1 << ((threads / 32 + rows + vector) % 3);
         SCOPED_TRACE("threads " + std::to_string(threads) + " rows " + std::to_string(rows) + " vector " +
-                     std::to_string(vector) + " pipeline_depth " + std::to_string(depth));
+                     std::to_string(vector) + " pipeline_depth " + std::to_string(depth) + " stages " +
+                     std::to_string(stages));
         liger_tunables t{};
+        t.stages = stages;
         t.threads_per_block = threads;
         t.rows_per_block = rows;
         t.vector_bytes = vector;
@@ -239,6 +243,93 @@ TEST(RopeTunables, SweepRoundTrip) {
       }
     }
   }
+}
+
+bool has_bulk_copies() {
+  int device = 0, major = 0;
+  return cudaGetDevice(&device) == cudaSuccess &&
+         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess && major >= 9;
+}
+
+// The staged kernel (heads contiguous in a token, 16-byte vectors, sm_90): many token tiles per
+// block, so every stage is reused with both barrier parities; a last tile with fewer tokens than
+// rows_per_block; more stages than some blocks have tiles; in place and into separate outputs
+// (inputs untouched); forward against the reference, then backward back to the input.
+TEST(RopeStaged, ManyTilesInAndOutOfPlace) {
+  LIGER_REQUIRE_GPU();
+  if (!has_bulk_copies()) GTEST_SKIP() << "staging needs the bulk-copy engine (sm_90)";
+  const int64_t B = 3, Hq = 8, Hk = 2, T = 257, D = 128;
+  for (liger_dtype dtype : {LIGER_DTYPE_BFLOAT16, LIGER_DTYPE_FLOAT32}) {
+    auto q = random_normal(B * Hq * T * D, dtype, 31), k = random_normal(B * Hk * T * D, dtype, 32);
+    std::vector<double> cos(T * D), sin(T * D);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t d = 0; d < D; ++d) {
+        const double angle = t * std::pow(10000.0, -2.0 * (d % (D / 2)) / D);
+        cos[t * D + d] = quantize(std::cos(angle), dtype);
+        sin[t * D + d] = quantize(std::sin(angle), dtype);
+      }
+    DeviceTensor cb(cos, dtype), sb(sin, dtype);
+    const Strided qs = layout_for(Layout::kHF, B, Hq, T, D), ks = layout_for(Layout::kHF, B, Hk, T, D);
+    std::vector<double> qi(qs.size), ki(ks.size);
+    place(qi, qs, q, B, Hq, T, D);
+    place(ki, ks, k, B, Hk, T, D);
+    const auto q_ref = liger::ref::rope_forward(q, B, Hq, T, D, cos, sin, 1);
+    const auto k_ref = liger::ref::rope_forward(k, B, Hk, T, D, cos, sin, 1);
+    for (int stages : {2, 3, 8})
+      for (int rows : {1, 2, 4})
+        for (bool in_place : {true, false}) {
+          SCOPED_TRACE(std::string(dtype_label(dtype)) + " stages " + std::to_string(stages) + " rows " +
+                       std::to_string(rows) + (in_place ? " in place" : " out of place"));
+          liger_tunables t{};
+          t.threads_per_block = 64 * rows;
+          t.rows_per_block = rows;
+          t.stages = stages;
+          DeviceTensor qb(qi, dtype), kb(ki, dtype), qo(qs.size, dtype), ko(ks.size, dtype);
+          qo.poison();
+          ko.poison();
+          void* q_out = in_place ? nullptr : qo.data();
+          void* k_out = in_place ? nullptr : ko.data();
+          LIGER_ASSERT_OK(liger_rope_forward(qb.data(), qs.strides.data(), q_out, qs.strides.data(), Hq, kb.data(),
+                                             ks.strides.data(), k_out, ks.strides.data(), Hk, cb.data(), sb.data(), 1,
+                                             T * D, D, B, T, D, dtype, &t, nullptr));
+          LIGER_ASSERT_CUDA(cudaDeviceSynchronize());
+          const DeviceTensor& qr = in_place ? qb : qo;
+          const DeviceTensor& kr = in_place ? kb : ko;
+          EXPECT_TRUE(all_close("q fwd", extract(qr.download(), qs, B, Hq, T, D), q_ref, base_tolerance(dtype)));
+          EXPECT_TRUE(all_close("k fwd", extract(kr.download(), ks, B, Hk, T, D), k_ref, base_tolerance(dtype)));
+          if (!in_place) {
+            EXPECT_EQ(qb.download(), qi) << "q input changed";
+            EXPECT_EQ(kb.download(), ki) << "k input changed";
+          }
+          DeviceTensor& qback = in_place ? qb : qo;
+          DeviceTensor& kback = in_place ? kb : ko;
+          LIGER_ASSERT_OK(liger_rope_backward(qback.data(), qs.strides.data(), nullptr, nullptr, Hq, kback.data(),
+                                              ks.strides.data(), nullptr, nullptr, Hk, cb.data(), sb.data(), 1, T * D,
+                                              D, B, T, D, dtype, &t, nullptr));
+          LIGER_ASSERT_CUDA(cudaDeviceSynchronize());
+          EXPECT_TRUE(all_close("q roundtrip", extract(qback.download(), qs, B, Hq, T, D), q, base_tolerance(dtype)));
+          EXPECT_TRUE(all_close("k roundtrip", extract(kback.download(), ks, B, Hk, T, D), k, base_tolerance(dtype)));
+        }
+  }
+}
+
+// Stages hold whole token tiles in shared memory: 64 heads of 256 fp32 are 64 KiB a token, so
+// 8 stages of 4 tokens cannot fit; asked for, they are refused with the size, not clipped.
+TEST(RopeStaged, StagesBeyondSharedMemoryAreRefused) {
+  LIGER_REQUIRE_GPU();
+  if (!has_bulk_copies()) GTEST_SKIP() << "staging needs the bulk-copy engine (sm_90)";
+  const auto f = LIGER_DTYPE_FLOAT32;
+  const int64_t B = 1, H = 64, T = 4, D = 256;
+  const Strided qs = layout_for(Layout::kHF, B, H, T, D);
+  DeviceTensor q(qs.size, f), c(T * D, f), s(T * D, f);
+  liger_tunables t{};
+  t.threads_per_block = 256;
+  t.rows_per_block = 4;
+  t.stages = 8;
+  EXPECT_EQ(liger_rope_forward(q.data(), qs.strides.data(), nullptr, nullptr, H, nullptr, nullptr, nullptr, nullptr, 0,
+                               c.data(), s.data(), 1, T * D, D, B, T, D, f, &t, nullptr),
+            LIGER_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(liger_last_error()).find("stages=8"), std::string::npos) << liger_last_error();
 }
 
 TEST(RopeArguments, InvalidReturnStatus) {
@@ -266,6 +357,10 @@ TEST(RopeArguments, InvalidReturnStatus) {
   t.pipeline_depth = 3;  // heads in flight: 1, 2 or 4
   EXPECT_EQ(call(q.data(), 8, bf, &t), LIGER_STATUS_INVALID_ARGUMENT);
   EXPECT_NE(std::string(liger_last_error()).find("pipeline_depth"), std::string::npos) << liger_last_error();
+  t = liger_tunables{};
+  t.stages = 9;  // token tiles in flight: 1..8
+  EXPECT_EQ(call(q.data(), 8, bf, &t), LIGER_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(liger_last_error()).find("stages"), std::string::npos) << liger_last_error();
   t = liger_tunables{};
   t.vector_bytes = 16;  // head_dim/2 = 4 bf16 = 8 bytes: 16-byte vectors impossible, refused
   EXPECT_EQ(call(q.data(), 8, bf, &t), LIGER_STATUS_INVALID_ARGUMENT);
@@ -296,7 +391,11 @@ TEST(RopeDefaults, LanesDivideTheSlotsAtAboutFiveHeadsEach) {
     EXPECT_EQ(out.rows_per_block, c.rows) << c.heads << " heads of " << c.head_dim;
     EXPECT_EQ(out.vector_bytes, 16);
     EXPECT_EQ(out.pipeline_depth, 2);
+    EXPECT_EQ(out.stages, 3);  // sm_90: token tiles staged through shared memory
   }
+  liger_tunables sm80{};
+  ASSERT_EQ(liger_rope_default_tunables(80, 16384, 40 * 128, bf, &sm80), LIGER_STATUS_SUCCESS);
+  EXPECT_EQ(sm80.stages, 1) << "no bulk-copy engine before sm_90";
 }
 
 TEST(RopeArguments, ChecksRejectWrongOutputs) {
