@@ -7,7 +7,9 @@ importable) Liger-Kernel, in bf16 at the issue's shapes.
 
 For each op, provider and mode (forward / backward / full = forward+backward): the median of CUDA-event
 timings (each repetition preceded by untimed set-up, e.g. the forward for "backward", and an L2 flush;
-taken in --rounds rounds that rotate the providers' order, so clock drift is shared, not billed to one),
+taken in --rounds rounds that rotate the providers' order, so clock drift is shared, not billed to one;
+with --launch-cushion-ms > 0, a GPU-side wait before each timing lets the host enqueue the whole timed
+call first, so the times are device times, free of the host's launch overhead),
 p20/p80, and the peak memory above what was allocated before the call (torch.cuda.max_memory_allocated
 delta: the transient memory). The device-to-device copy bandwidth is measured in the same run so that
 the figures can be read against the memory ceiling. Needs a CUDA GPU, torch and the built library
@@ -48,10 +50,24 @@ MODES = ["forward", "backward", "full"]
 
 # ------------------------------------------------------------------ timing
 class Timer:
-    def __init__(self, reps, warmup, flush_bytes=256 << 20):
+    def __init__(self, reps, warmup, flush_bytes=256 << 20, cushion_ms=0.0):
         self.reps = reps
         self.warmup = warmup
         self.flush = torch.empty(flush_bytes, dtype=torch.uint8, device=DEV)
+        # A GPU spin of cushion_ms before each start event: the host launches the timed call while the
+        # GPU still spins, so a call whose host side (Python, autograd, launches) outlasts the L2 flush
+        # does not leave the GPU idle inside the timed span. Without it a slow or busy host CPU showed
+        # as kernel time (H100, 2026-11-21: RMSNorm backward 0.17 ms on one machine, 0.26 ms with a
+        # p20-p80 spread of 0.17-0.36 on another, for every provider, while liger-bench agreed).
+        self.cushion_cycles = 0
+        if cushion_ms > 0:
+            torch.cuda._sleep(1 << 20)  # first call loads the kernel
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            torch.cuda._sleep(1 << 24)
+            end.record()
+            torch.cuda.synchronize()
+            self.cushion_cycles = int((1 << 24) * cushion_ms / max(start.elapsed_time(end), 1e-3))
 
     def run(self, setup, timed, reps=0):
         """Median, p20, p80 (and every time) in ms of `timed(state)` with state = setup() untimed before
@@ -65,6 +81,8 @@ class Timer:
         for i in range(reps):
             state = setup()
             self.flush.zero_()  # L2 flush, so inputs are not served from the 50 MB cache
+            if self.cushion_cycles:
+                torch.cuda._sleep(self.cushion_cycles)
             starts[i].record()
             timed(state)
             ends[i].record()
@@ -260,10 +278,13 @@ def bench_one(timer, make_inputs, fn, mode, reps=0, measure_memory=True):
 
 
 def git_commit():
+    # LIGER_COMMIT first: a copy of the working tree (the GPU machine's) can carry a stale .git.
+    if os.environ.get("LIGER_COMMIT"):
+        return os.environ["LIGER_COMMIT"]
     try:
         return subprocess.check_output(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], text=True).strip()
     except Exception:  # noqa: BLE001
-        return os.environ.get("LIGER_COMMIT", "unknown")
+        return "unknown"
 
 
 def write_markdown(path, meta, results):
@@ -277,7 +298,10 @@ def write_markdown(path, meta, results):
         f"- Liger-Kernel: {meta['liger_kernel']}",
         f"- median of {meta['reps']} CUDA-event timings per cell, in {meta.get('rounds', 1)} round(s) that rotate the"
         f" providers' order, each after {meta['warmup']} warm-ups; L2 flushed before each timing;"
-        " memory = peak allocated above the inputs (transient)",
+        + (f" a {meta['launch_cushion_ms']:g} ms GPU-side wait before each timing (device times: host launch"
+           " overhead not timed);" if meta.get("launch_cushion_ms") else " host launch overhead included when it"
+           " outlasts the flush;")
+        + " memory = peak allocated above the inputs (transient)",
         "",
         "| op | shape | mode | " + " | ".join(PROVIDERS) + " |",
         "| --- | --- | --- | " + " | ".join("---" for _ in PROVIDERS) + " |",
@@ -310,6 +334,8 @@ def main():
     ap.add_argument("--providers", default=",".join(PROVIDERS))
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--reps", type=int, default=0)
+    ap.add_argument("--launch-cushion-ms", type=float, default=1.0,
+                    help="GPU-side wait before each timing, so host launch overhead is not timed (0 = off)")
     ap.add_argument("--rounds", type=int, default=0,
                     help="rounds per cell, the providers' order rotated each round (default 3; --quick 1)")
     a = ap.parse_args()
@@ -320,7 +346,7 @@ def main():
     reps = a.reps or (10 if a.quick else 25)
     rounds = a.rounds or (1 if a.quick else 3)
     warmup = 2 if a.quick else 3
-    timer = Timer(reps, warmup)
+    timer = Timer(reps, warmup, cushion_ms=a.launch_cushion_ms)
     from liger_kernels import _lib
 
     meta = {
@@ -337,6 +363,7 @@ def main():
         "reps": reps,
         "warmup": warmup,
         "rounds": rounds,
+        "launch_cushion_ms": a.launch_cushion_ms,
         "liger_kernel": LIGER_KERNEL or f"not importable, skipped ({LIGER_KERNEL_WHY})",
         "complete": False,
     }
