@@ -164,10 +164,16 @@ def op_specs(quick):
     def glu_inputs():
         return [torch.randn(rows, I, device=DEV, dtype=bf, requires_grad=True) for _ in range(2)]
 
-    def rope_inputs():
+    def rope_inputs(hf_layout=True):
+        # HF layout: the attention projections' [B, T, H, D] output seen as [B, H, T, D], as HF models
+        # and Liger-Kernel's RoPE benchmark pass q and k; contiguous [B, H, T, D] as the second case.
         B, Hq, S, D, Hk = rope_shape
-        q = torch.randn(B, Hq, S, D, device=DEV, dtype=bf, requires_grad=True)
-        k = torch.randn(B, Hk, S, D, device=DEV, dtype=bf, requires_grad=True)
+        if hf_layout:
+            q = torch.randn(B, S, Hq, D, device=DEV, dtype=bf).transpose(1, 2).requires_grad_()
+            k = torch.randn(B, S, Hk, D, device=DEV, dtype=bf).transpose(1, 2).requires_grad_()
+        else:
+            q = torch.randn(B, Hq, S, D, device=DEV, dtype=bf, requires_grad=True)
+            k = torch.randn(B, Hk, S, D, device=DEV, dtype=bf, requires_grad=True)
         pos = torch.arange(S, device=DEV, dtype=torch.float32)
         inv = 1.0 / (10000 ** (torch.arange(0, D, 2, device=DEV, dtype=torch.float32) / D))
         emb = torch.cat([torch.outer(pos, inv)] * 2, dim=-1)[None]
@@ -206,7 +212,11 @@ def op_specs(quick):
                   f"a, b [{rows}, {I}]"),
         "rope": (rope_inputs, {"torch": _rope_eager, "liger_agent": lambda q, k, c, s: LF.rope(q, k, c, s),
                                "liger_kernel": (lambda q, k, c, s: LKT.liger_rope(q, k, c, s)) if LKT else None},
-                 "q [{0}, {1}, {2}, {3}], k [{0}, {4}, {2}, {3}]".format(*rope_shape)),
+                 "q [{0}, {1}, {2}, {3}], k [{0}, {4}, {2}, {3}] (HF layout)".format(*rope_shape)),
+        "rope_bhtd": (lambda: rope_inputs(hf_layout=False),
+                      {"torch": _rope_eager, "liger_agent": lambda q, k, c, s: LF.rope(q, k, c, s),
+                       "liger_kernel": (lambda q, k, c, s: LKT.liger_rope(q, k, c, s)) if LKT else None},
+                      "q [{0}, {1}, {2}, {3}], k [{0}, {4}, {2}, {3}] (contiguous)".format(*rope_shape)),
         "cross_entropy": (ce_inputs, {"torch": _ce_eager, "liger_agent": lambda l, t: LF.cross_entropy(l, t),
                                       "liger_kernel": (lambda l, t: LKT.liger_cross_entropy(l, t)) if LKT else None},
                           f"logits [{ce_rows}, {vocab}]"),
@@ -371,7 +381,7 @@ def main():
     print(f"# {meta['device']}  copy {meta['copy_bandwidth_gbps']:.0f} GB/s  Liger-Kernel: {meta['liger_kernel']}", flush=True)
     specs = op_specs(a.quick)
     order = ["cross_entropy", "fused_linear_cross_entropy", "rms_norm", "swiglu", "rope", "layer_norm", "geglu",
-             "fused_add_rms_norm"]  # the issue's headline ops first: partial runs still cover them
+             "fused_add_rms_norm", "rope_bhtd"]  # the issue's headline ops first: partial runs still cover them
     ops = a.ops.split(",") if a.ops else [o for o in order if o in specs] + [o for o in specs if o not in order]
     out_dir = os.path.dirname(os.path.abspath(a.out))
     os.makedirs(out_dir, exist_ok=True)

@@ -511,6 +511,12 @@ def test_rope(dtype, B, Hq, Hk, S, D, per_batch, layout):
     torch.autograd.backward([qr, kr], [dq.double(), dk.double()])
     check(q.grad, qd.grad, dtype, "rope dq")
     check(k.grad, kd.grad, dtype, "rope dk")
+    # Outputs keep the inputs' layout, as PyTorch's elementwise ops do: HF-layout q/k stay
+    # [B, T, H, D] storage (the layout the library stages whole token rows for).
+    def layout(t):  # strides of the dimensions that have any (size-1 ones carry none)
+        return [st for st, n in zip(t.stride(), t.shape) if n > 1]
+
+    assert layout(qo) == layout(q) and layout(ko) == layout(k), (qo.stride(), q.stride(), ko.stride(), k.stride())
 
 
 def test_rope_odd_head_dim_is_a_library_error():

@@ -66,8 +66,11 @@ def _launch(fn: str, q: Tensor, k: Tensor, cos: Tensor, sin: Tensor) -> Tuple[Te
     q = _last_contig(q)
     k = _last_contig(k)
     cos, sin, cos_batch, cbs, css = _prep_cos_sin(cos, sin, B, S, D, q.dtype, op)
-    qo = torch.empty((B, Hq, S, D), dtype=q.dtype, device=device)
-    ko = torch.empty(tuple(k.shape), dtype=k.dtype, device=device)
+    # Outputs in the inputs' layout (as PyTorch's elementwise ops give): HF's q/k are [B, T, H, D]
+    # storage seen as [B, H, T, D], and with heads contiguous in a token on both sides the library
+    # moves whole token rows through shared memory (the `stages` tunable) instead of head slices.
+    qo = torch.empty_like(q)
+    ko = torch.empty_like(k)
     Hk = k.shape[1]
     with T.on_device(device):
         _lib.call(
