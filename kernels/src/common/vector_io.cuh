@@ -32,13 +32,7 @@ __device__ __forceinline__ Vec<T, VEC> load_vector(const T* p) {
   constexpr int kBytes = static_cast<int>(sizeof(T)) * VEC;
   static_assert(kBytes <= 16, "one access moves at most 16 bytes");
   using Bits = typename RawBits<kBytes>::type;
-#ifdef LIGER_GLU_STREAMING
-  Bits bits;
-  if constexpr (kBytes == 16) bits = __ldcs(reinterpret_cast<const uint4*>(p));
-  else bits = *reinterpret_cast<const Bits*>(p);
-#else
   const Bits bits = *reinterpret_cast<const Bits*>(p);
-#endif
   Vec<T, VEC> out;
   __builtin_memcpy(&out, &bits, kBytes);
   return out;
@@ -76,12 +70,7 @@ __device__ __forceinline__ void store_floats(T* p, const float (&v)[VEC]) {
     }
   } else {
     if constexpr (VEC == 8) {
-#ifdef LIGER_GLU_STREAMING
-#define LIGER_STORE_V4 "st.global.cs.v4.b32 [%0], {%1, %2, %3, %4};"
-#else
-#define LIGER_STORE_V4 "st.global.v4.b32 [%0], {%1, %2, %3, %4};"
-#endif
-      asm volatile(LIGER_STORE_V4 ::"l"(p), "r"(pack_pair<T>(v[0], v[1])),
+      asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(pack_pair<T>(v[0], v[1])),
                    "r"(pack_pair<T>(v[2], v[3])), "r"(pack_pair<T>(v[4], v[5])), "r"(pack_pair<T>(v[6], v[7]))
                    : "memory");
     } else if constexpr (VEC == 4) {
