@@ -449,6 +449,90 @@ __device__ __forceinline__ void store_partial_row(const float (&acc)[NV][VEC], f
   }
 }
 
+// One row's part of the backward, shared by every backward kernel. The thread's vectors are slots
+// k = 0..NV-1 of a chunk starting at vector `first_vector`: slot k is the row's vector
+// v = first_vector + k * blockDim.x + threadIdx.x. `weight(k, v)` gives the weight vector.
+// Adds the row sums that precede the block reduction: RMS sum(dy * (w + offset) * x); LayerNorm
+// sum(xhat * g), sum(g) with g = w * dy.
+template <Kind K, typename T, typename TW, int VEC, int NV, typename WeightFn>
+__device__ __forceinline__ void backward_row_sums(const Vec<T, VEC> (&xv)[NV], const Vec<T, VEC> (&dyv)[NV],
+                                                  WeightFn&& weight, int first_vector, int nvec, float mean,
+                                                  float rstd, float offset, float (&sums)[2]) {
+#pragma unroll
+  for (int k = 0; k < NV; ++k) {
+    const int v = first_vector + k * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x);
+    if (v >= nvec) continue;
+    const Vec<TW, VEC> wv = weight(k, v);
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      const float xf = to_float(xv[k].values[e]), dyf = to_float(dyv[k].values[e]);
+      if constexpr (K == Kind::kLayer) {
+        const float g = to_float(wv.values[e]) * dyf;
+        sums[0] += (xf - mean) * rstd * g;
+        sums[1] += g;
+      } else {
+        sums[0] += dyf * (to_float(wv.values[e]) + offset) * xf;
+      }
+    }
+  }
+}
+
+// The block reduction of backward_row_sums' values (LayerNorm two, the RMS norms one).
+template <Kind K>
+__device__ __forceinline__ void reduce_backward_sums(float (&sums)[2], float* smem, int buffer) {
+  if constexpr (K == Kind::kLayer) {
+    row_sum<2>(sums, smem, buffer);
+  } else {
+    float s1[1] = {sums[0]};
+    row_sum<1>(s1, smem, buffer);
+    sums[0] = s1[0];
+  }
+}
+
+// dx of the row's slots (stored) and their weight-gradient terms, from the reduced sums.
+// `ds(k, v)`: FusedAddRMSNorm's gradient of the residual output (called when has_ds);
+// `accumulate(k, e, v, dw_term, db_term)` takes each element's dW (and LayerNorm's dB) term.
+template <Kind K, typename T, typename TW, int VEC, int NV, typename DsFn, typename WeightFn, typename AccumulateFn>
+__device__ __forceinline__ void backward_row_outputs(const Vec<T, VEC> (&xv)[NV], const Vec<T, VEC> (&dyv)[NV],
+                                                     bool has_ds, DsFn&& ds, WeightFn&& weight, int first_vector,
+                                                     int nvec, float mean, float rstd, const float (&sums)[2],
+                                                     const BwdParams& p, T* dx, AccumulateFn&& accumulate) {
+  const float inv_cols = 1.f / static_cast<float>(p.cols);
+  const float c1 = sums[0] * inv_cols, c2 = sums[1] * inv_cols;
+  const float rms_coef = rstd * rstd * rstd * sums[0] * inv_cols;
+#pragma unroll
+  for (int k = 0; k < NV; ++k) {
+    const int v = first_vector + k * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x);
+    if (v >= nvec) continue;
+    const Vec<TW, VEC> wv = weight(k, v);
+    Vec<T, VEC> dsv;
+    if constexpr (K == Kind::kAddRms) {
+      if (has_ds) dsv = ds(k, v);
+    }
+    float out[VEC];
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      const float xf = to_float(xv[k].values[e]), dyf = to_float(dyv[k].values[e]);
+      if constexpr (K == Kind::kLayer) {
+        const float xhat = (xf - mean) * rstd;
+        const float g = to_float(wv.values[e]) * dyf;
+        out[e] = (g - (xhat * c1 + c2)) * rstd;
+        accumulate(k, e, v, dyf * xhat, dyf);
+      } else {
+        const float m = dyf * (to_float(wv.values[e]) + p.offset);
+        float dxf = rstd * m - rms_coef * xf;
+        if constexpr (K == Kind::kAddRms) {
+          if (has_ds) dxf += to_float(dsv.values[e]);
+        }
+        out[e] = dxf;
+        const float n = p.mode == kLlama ? round_to<T>(xf * rstd) : xf * rstd;
+        accumulate(k, e, v, dyf * n, 0.f);
+      }
+    }
+    store_floats<T, VEC>(dx + v * VEC, out);
+  }
+}
+
 // At most 512 threads per block, so the register-held rows (x, dy, the weight-gradient
 // accumulators) get up to 128 registers per thread without spilling.
 constexpr int kMaxBackwardThreads = 512;
@@ -461,7 +545,6 @@ __global__ void __launch_bounds__(kMaxBackwardThreads) norm_backward_kernel(BwdP
   const int chunk = NV * tx;
   const int chunks = (nvec + chunk - 1) / chunk;
   const int64_t tiles = (p.rows + rpb - 1) / rpb;
-  const float inv_cols = 1.f / static_cast<float>(p.cols);
   const TW* w = static_cast<const TW*>(p.w);
   const bool want_dw = p.dw_partial != nullptr;
   const bool want_db = (K == Kind::kLayer) && p.db_partial != nullptr;
@@ -500,76 +583,36 @@ __global__ void __launch_bounds__(kMaxBackwardThreads) norm_backward_kernel(BwdP
       }
     };
 
-    // Pass 1: the row sums. RMS: sum(m * x); LayerNorm: sum(xhat * g), sum(g).
+    auto weight = [&](int, int v) { return load_vec<TW, VEC>(w + v * VEC); };
+    auto ds = [&](int, int v) { return load_vec<T, VEC>(static_cast<const T*>(p.ds) + row * p.ds_stride + v * VEC); };
+    // Rows of one chunk keep their dW (dB) terms in registers; chunked rows add them to the
+    // block's zeroed partial row.
+    auto accumulate = [&](int k, int e, int v, float dw_term, float db_term) {
+      if (chunks == 1) {
+        dw_acc[k][e] += dw_term;
+        db_acc[k][e] += db_term;
+      } else {
+        const int col = v * VEC + e;
+        if (want_dw) atomicAdd(dw_row + col, dw_term);
+        if (want_db) atomicAdd(db_row + col, db_term);
+      }
+    };
+
+    // Pass 1: the row sums.
     float sums[2] = {0.f, 0.f};
     for (int c = 0; c < chunks; ++c) {
       load(c);
-#pragma unroll
-      for (int k = 0; k < NV; ++k) {
-        const int v = c * chunk + k * tx + threadIdx.x;
-        if (v >= nvec) continue;
-        const Vec<TW, VEC> wv = load_vec<TW, VEC>(w + v * VEC);
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) {
-          const float xf = to_float(xv[k].values[e]), dyf = to_float(dyv[k].values[e]);
-          if constexpr (K == Kind::kLayer) {
-            const float g = to_float(wv.values[e]) * dyf;
-            sums[0] += (xf - mean) * rstd * g;
-            sums[1] += g;
-          } else {
-            sums[0] += dyf * (to_float(wv.values[e]) + p.offset) * xf;
-          }
-        }
-      }
+      backward_row_sums<K, T, TW, VEC, NV>(xv, dyv, weight, c * chunk, nvec, mean, rstd, p.offset, sums);
     }
     row_sum<2>(sums, smem, buffer);
     buffer ^= 1;
-    const float c1 = sums[0] * inv_cols, c2 = sums[1] * inv_cols;
-    const float rms_coef = rstd * rstd * rstd * sums[0] * inv_cols;
 
-    // Pass 2: dx and the weight-gradient contributions.
-    for (int c = 0; c < chunks; ++c) {
-      if (chunks > 1) load(c);
-#pragma unroll
-      for (int k = 0; k < NV; ++k) {
-        const int v = c * chunk + k * tx + threadIdx.x;
-        if (!active || v >= nvec) continue;
-        const Vec<TW, VEC> wv = load_vec<TW, VEC>(w + v * VEC);
-        Vec<T, VEC> dsv;
-        if constexpr (K == Kind::kAddRms) {
-          if (p.ds) dsv = load_vec<T, VEC>(static_cast<const T*>(p.ds) + row * p.ds_stride + v * VEC);
-        }
-        float out[VEC];
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) {
-          const float xf = to_float(xv[k].values[e]), dyf = to_float(dyv[k].values[e]);
-          float dxf, dwv, dbv = 0.f;
-          if constexpr (K == Kind::kLayer) {
-            const float xhat = (xf - mean) * rstd;
-            const float g = to_float(wv.values[e]) * dyf;
-            dxf = (g - (xhat * c1 + c2)) * rstd;
-            dwv = dyf * xhat;
-            dbv = dyf;
-          } else {
-            const float m = dyf * (to_float(wv.values[e]) + p.offset);
-            dxf = rstd * m - rms_coef * xf;
-            if constexpr (K == Kind::kAddRms) {
-              if (p.ds) dxf += to_float(dsv.values[e]);
-            }
-            const float n = p.mode == kLlama ? round_to<T>(xf * rstd) : xf * rstd;
-            dwv = dyf * n;
-          }
-          out[e] = dxf;
-          if (chunks == 1) {
-            dw_acc[k][e] += dwv;
-            db_acc[k][e] += dbv;
-          } else {
-            const int col = v * VEC + e;
-            if (want_dw) atomicAdd(dw_row + col, dwv);
-            if (want_db) atomicAdd(db_row + col, dbv);
-          }
-        }
-        store_floats<T, VEC>(dx + v * VEC, out);
+    // Pass 2: dx and the weight-gradient terms.
+    if (active) {
+      for (int c = 0; c < chunks; ++c) {
+        if (chunks > 1) load(c);
+        backward_row_outputs<K, T, TW, VEC, NV>(xv, dyv, p.ds != nullptr, ds, weight, c * chunk, nvec, mean, rstd,
+                                                sums, p, dx, accumulate);
       }
     }
   }
@@ -615,87 +658,6 @@ struct BwdTile {
 template <typename T, int VEC, int NV>
 constexpr int pipelined_min_blocks() {
   return NV * VEC * static_cast<int>(sizeof(T)) <= 16 ? 2 : 1;
-}
-
-// One row's part of the backward for the kernels that hold the whole row in registers (NV
-// vectors per thread, one chunk). `weight(k, v)` gives the weight vector of slot k (column vector v).
-// Row sums before the block reduction: RMS sum(dy * (w + offset) * x); LayerNorm sum(xhat * g),
-// sum(g) with g = w * dy.
-template <Kind K, typename T, typename TW, int VEC, int NV, typename WeightFn>
-__device__ __forceinline__ void backward_row_sums(const Vec<T, VEC> (&xv)[NV], const Vec<T, VEC> (&dyv)[NV],
-                                                  WeightFn&& weight, int nvec, float mean, float rstd, float offset,
-                                                  float (&sums)[2]) {
-  sums[0] = sums[1] = 0.f;
-#pragma unroll
-  for (int k = 0; k < NV; ++k) {
-    const int v = k * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x);
-    if (v >= nvec) continue;
-    const Vec<TW, VEC> wv = weight(k, v);
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) {
-      const float xf = to_float(xv[k].values[e]), dyf = to_float(dyv[k].values[e]);
-      if constexpr (K == Kind::kLayer) {
-        const float g = to_float(wv.values[e]) * dyf;
-        sums[0] += (xf - mean) * rstd * g;
-        sums[1] += g;
-      } else {
-        sums[0] += dyf * (to_float(wv.values[e]) + offset) * xf;
-      }
-    }
-  }
-}
-
-// The block reduction of backward_row_sums' values (LayerNorm two, the RMS norms one).
-template <Kind K>
-__device__ __forceinline__ void reduce_backward_sums(float (&sums)[2], float* smem, int buffer) {
-  if constexpr (K == Kind::kLayer) {
-    row_sum<2>(sums, smem, buffer);
-  } else {
-    float s1[1] = {sums[0]};
-    row_sum<1>(s1, smem, buffer);
-    sums[0] = s1[0];
-  }
-}
-
-// dx of the row (stored) and its weight-gradient contributions (added to the accumulators), from
-// the reduced sums. dsv: FusedAddRMSNorm's gradient of the residual output (used when has_ds).
-template <Kind K, typename T, typename TW, int VEC, int NV, int NDS, typename WeightFn>
-__device__ __forceinline__ void backward_row_outputs(const Vec<T, VEC> (&xv)[NV], const Vec<T, VEC> (&dyv)[NV],
-                                                     const Vec<T, VEC> (&dsv)[NDS], bool has_ds, WeightFn&& weight,
-                                                     int nvec, float mean, float rstd, const float (&sums)[2],
-                                                     const BwdParams& p, T* dx, float (&dw_acc)[NV][VEC],
-                                                     float (&db_acc)[NV][VEC]) {
-  const float inv_cols = 1.f / static_cast<float>(p.cols);
-  const float c1 = sums[0] * inv_cols, c2 = sums[1] * inv_cols;
-  const float rms_coef = rstd * rstd * rstd * sums[0] * inv_cols;
-#pragma unroll
-  for (int k = 0; k < NV; ++k) {
-    const int v = k * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x);
-    if (v >= nvec) continue;
-    const Vec<TW, VEC> wv = weight(k, v);
-    float out[VEC];
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) {
-      const float xf = to_float(xv[k].values[e]), dyf = to_float(dyv[k].values[e]);
-      if constexpr (K == Kind::kLayer) {
-        const float xhat = (xf - mean) * rstd;
-        const float g = to_float(wv.values[e]) * dyf;
-        out[e] = (g - (xhat * c1 + c2)) * rstd;
-        dw_acc[k][e] += dyf * xhat;
-        db_acc[k][e] += dyf;
-      } else {
-        const float m = dyf * (to_float(wv.values[e]) + p.offset);
-        float dxf = rstd * m - rms_coef * xf;
-        if constexpr (K == Kind::kAddRms) {
-          if (has_ds) dxf += to_float(dsv[k].values[e]);
-        }
-        out[e] = dxf;
-        const float n = p.mode == kLlama ? round_to<T>(xf * rstd) : xf * rstd;
-        dw_acc[k][e] += dyf * n;
-      }
-    }
-    store_floats<T, VEC>(dx + v * VEC, out);
-  }
 }
 
 template <Kind K, typename T, typename TW, int VEC, int NV>
@@ -763,6 +725,10 @@ __global__ void __launch_bounds__(kMaxBackwardThreads, (pipelined_min_blocks<T, 
   for (int k = 0; k < NV; ++k)
 #pragma unroll
     for (int e = 0; e < VEC; ++e) dw_acc[k][e] = db_acc[k][e] = 0.f;
+  auto accumulate = [&](int k, int e, int, float dw_term, float db_term) {
+    dw_acc[k][e] += dw_term;
+    db_acc[k][e] += db_term;
+  };
 
   BwdTile<K, T, VEC, NV> cur;
   load_tile(blockIdx.x, cur);
@@ -773,14 +739,14 @@ __global__ void __launch_bounds__(kMaxBackwardThreads, (pipelined_min_blocks<T, 
 
     const int64_t row = tile * rpb + threadIdx.y;
     const float rstd = cur.rstd, mean = cur.mean;
-    float sums[2];
-    backward_row_sums<K, T, TW, VEC, NV>(cur.x, cur.dy, weight, nvec, mean, rstd, p.offset, sums);
+    float sums[2] = {0.f, 0.f};
+    backward_row_sums<K, T, TW, VEC, NV>(cur.x, cur.dy, weight, 0, nvec, mean, rstd, p.offset, sums);
     reduce_backward_sums<K>(sums, smem, buffer);
     buffer ^= 1;
     if (row < p.rows) {
       T* dx = static_cast<T*>(p.dx) + row * p.dx_stride;
-      backward_row_outputs<K, T, TW, VEC, NV>(cur.x, cur.dy, cur.ds, has_ds, weight, nvec, mean, rstd, sums, p, dx,
-                                              dw_acc, db_acc);
+      backward_row_outputs<K, T, TW, VEC, NV>(cur.x, cur.dy, has_ds, [&](int k, int) { return cur.ds[k]; }, weight,
+                                              0, nvec, mean, rstd, sums, p, dx, accumulate);
     }
     cur = nxt;
   }
@@ -876,6 +842,10 @@ __global__ void __launch_bounds__(kMaxBackwardThreads, (pipelined_min_blocks<T, 
   for (int k = 0; k < NV; ++k)
 #pragma unroll
     for (int e = 0; e < VEC; ++e) dw_acc[k][e] = db_acc[k][e] = 0.f;
+  auto accumulate = [&](int k, int e, int, float dw_term, float db_term) {
+    dw_acc[k][e] += dw_term;
+    db_acc[k][e] += db_term;
+  };
 
   // rstd / mean are 4 bytes a row: read one tile ahead into registers.
   auto row_stats = [&](int64_t tile, float& rstd, float& mean) {
@@ -913,8 +883,8 @@ __global__ void __launch_bounds__(kMaxBackwardThreads, (pipelined_min_blocks<T, 
       }
     }
 
-    float sums[2];
-    backward_row_sums<K, T, TW, VEC, NV>(xv, dyv, weight, nvec, mean, rstd, p.offset, sums);
+    float sums[2] = {0.f, 0.f};
+    backward_row_sums<K, T, TW, VEC, NV>(xv, dyv, weight, 0, nvec, mean, rstd, p.offset, sums);
     reduce_backward_sums<K>(sums, smem, buffer);
     buffer ^= 1;
     // Every thread has read its vectors of the stage: row_sum passed a block barrier when a row
@@ -925,8 +895,8 @@ __global__ void __launch_bounds__(kMaxBackwardThreads, (pipelined_min_blocks<T, 
 
     if (active) {
       T* dx = static_cast<T*>(p.dx) + row * p.dx_stride;
-      backward_row_outputs<K, T, TW, VEC, NV>(xv, dyv, dsv, has_ds, weight, nvec, mean, rstd, sums, p, dx, dw_acc,
-                                              db_acc);
+      backward_row_outputs<K, T, TW, VEC, NV>(xv, dyv, has_ds, [&](int k, int) { return dsv[k]; }, weight, 0, nvec,
+                                              mean, rstd, sums, p, dx, accumulate);
     }
   }
 

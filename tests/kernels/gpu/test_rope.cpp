@@ -186,24 +186,43 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Rope,
                                             ::testing::Bool(), ::testing::Bool()),
                          param_name);
 
+// q and k of [B, H, T, D] placed in HF's layout ([B, T, H, D] storage), with HF's rotary tables
+// [T, D] (both halves of a row equal), rounded to dtype.
+struct HfInputs {
+  std::vector<double> cos, sin;
+  Strided qs, ks;
+  std::vector<double> qi, ki;
+};
+HfInputs hf_inputs(int64_t B, int64_t Hq, int64_t Hk, int64_t T, int64_t D, liger_dtype dtype,
+                   const std::vector<double>& q, const std::vector<double>& k) {
+  HfInputs in;
+  in.cos.assign(static_cast<std::size_t>(T * D), 0.0);
+  in.sin.assign(static_cast<std::size_t>(T * D), 0.0);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t d = 0; d < D; ++d) {
+      const double angle = t * std::pow(10000.0, -2.0 * (d % (D / 2)) / D);
+      in.cos[t * D + d] = quantize(std::cos(angle), dtype);
+      in.sin[t * D + d] = quantize(std::sin(angle), dtype);
+    }
+  in.qs = layout_for(Layout::kHF, B, Hq, T, D);
+  in.ks = layout_for(Layout::kHF, B, Hk, T, D);
+  in.qi.assign(in.qs.size, 0.0);
+  in.ki.assign(in.ks.size, 0.0);
+  place(in.qi, in.qs, q, B, Hq, T, D);
+  place(in.ki, in.ks, k, B, Hk, T, D);
+  return in;
+}
+
 // Forward then backward returns the input (rotation then inverse rotation), every tunable combination.
 TEST(RopeTunables, SweepRoundTrip) {
   LIGER_REQUIRE_GPU();
   const int64_t B = 2, Hq = 6, Hk = 2, T = 9, D = 64;
   const auto dtype = LIGER_DTYPE_FLOAT32;
   auto q = random_normal(B * Hq * T * D, dtype, 3), k = random_normal(B * Hk * T * D, dtype, 4);
-  std::vector<double> cos(T * D), sin(T * D);
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t d = 0; d < D; ++d) {
-      double angle = t * std::pow(10000.0, -2.0 * (d % (D / 2)) / D);
-      cos[t * D + d] = quantize(std::cos(angle), dtype);
-      sin[t * D + d] = quantize(std::sin(angle), dtype);
-    }
+  const HfInputs in = hf_inputs(B, Hq, Hk, T, D, dtype, q, k);
+  const auto &cos = in.cos, &sin = in.sin, &qi = in.qi, &ki = in.ki;
+  const Strided &qs = in.qs, &ks = in.ks;
   DeviceTensor cb(cos, dtype), sb(sin, dtype);
-  const Strided qs = layout_for(Layout::kHF, B, Hq, T, D), ks = layout_for(Layout::kHF, B, Hk, T, D);
-  std::vector<double> qi(qs.size), ki(ks.size);
-  place(qi, qs, q, B, Hq, T, D);
-  place(ki, ks, k, B, Hk, T, D);
   auto q_ref = liger::ref::rope_forward(q, B, Hq, T, D, cos, sin, 1);
   for (int stages : {1, 3})
   for (int threads : {32, 64, 128, 256, 512, 1024}) {
@@ -261,18 +280,10 @@ TEST(RopeStaged, ManyTilesInAndOutOfPlace) {
   const int64_t B = 3, Hq = 8, Hk = 2, T = 257, D = 128;
   for (liger_dtype dtype : {LIGER_DTYPE_BFLOAT16, LIGER_DTYPE_FLOAT32}) {
     auto q = random_normal(B * Hq * T * D, dtype, 31), k = random_normal(B * Hk * T * D, dtype, 32);
-    std::vector<double> cos(T * D), sin(T * D);
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t d = 0; d < D; ++d) {
-        const double angle = t * std::pow(10000.0, -2.0 * (d % (D / 2)) / D);
-        cos[t * D + d] = quantize(std::cos(angle), dtype);
-        sin[t * D + d] = quantize(std::sin(angle), dtype);
-      }
+    const HfInputs in = hf_inputs(B, Hq, Hk, T, D, dtype, q, k);
+    const auto &cos = in.cos, &sin = in.sin, &qi = in.qi, &ki = in.ki;
+    const Strided &qs = in.qs, &ks = in.ks;
     DeviceTensor cb(cos, dtype), sb(sin, dtype);
-    const Strided qs = layout_for(Layout::kHF, B, Hq, T, D), ks = layout_for(Layout::kHF, B, Hk, T, D);
-    std::vector<double> qi(qs.size), ki(ks.size);
-    place(qi, qs, q, B, Hq, T, D);
-    place(ki, ks, k, B, Hk, T, D);
     const auto q_ref = liger::ref::rope_forward(q, B, Hq, T, D, cos, sin, 1);
     const auto k_ref = liger::ref::rope_forward(k, B, Hk, T, D, cos, sin, 1);
     for (int stages : {2, 3, 8})
