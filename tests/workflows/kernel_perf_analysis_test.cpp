@@ -267,7 +267,7 @@ TEST(KernelPerfSearch, CoarseGridRefinementAndPruning) {
   const SearchSpace norm = parse_search_space("rms_norm", ops["rms_norm"]);
   EXPECT_EQ(norm.max_threads_backward, 512);
   EXPECT_TRUE(norm.rows_divide_threads);
-  EXPECT_EQ(coarse_grid(norm).size(), 12u);
+  EXPECT_EQ(coarse_grid(norm).size(), 36u);  // 3 threads_per_block x 4 rows_per_block x 3 stages
   EXPECT_FALSE(candidate_feasible(norm, {{"threads_per_block", 1024}, {"rows_per_block", 1}}, a, 32, 0, true, &why));
   EXPECT_NE(why.find("backward"), std::string::npos);
   EXPECT_TRUE(candidate_feasible(norm, {{"threads_per_block", 1024}, {"rows_per_block", 1}}, a, 32, 0, false, &why));
