@@ -11,6 +11,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace liger::kernels::bulk {
@@ -20,6 +21,21 @@ inline bool bulk_copy_supported(int sm_arch) { return sm_arch >= 90; }
 
 // Most stages a launcher accepts (the `stages` tunable).
 constexpr int kMaxStages = 8;
+
+// How many of `wanted` stages fit the current device's opt-in shared memory per block, where
+// `bytes(n)` is a block's dynamic shared memory with n stages: `wanted` trimmed down one at a
+// time (1 = none fit). `*limit` gets the device's limit, for the caller's error message.
+template <typename BytesFn>
+inline cudaError_t stages_that_fit(int wanted, BytesFn&& bytes, int* fit, int* limit) {
+  int device = 0;
+  cudaError_t error = cudaGetDevice(&device);
+  if (error == cudaSuccess) error = cudaDeviceGetAttribute(limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  if (error != cudaSuccess) return error;
+  int n = wanted;
+  while (n > 1 && bytes(n) > static_cast<std::size_t>(*limit)) --n;
+  *fit = n;
+  return cudaSuccess;
+}
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define LIGER_BULK_COPY_AVAILABLE 1

@@ -336,15 +336,10 @@ liger_status launch_backward(const char* op, BwdParams p, liger_dtype dtype, lig
     if (r.stages > 1 && r.vector && chunks == 1 && bulk::bulk_copy_supported(r.sm_arch)) {
       const int tensors = p.ds ? 3 : 2;
       const std::size_t stage_bytes = static_cast<std::size_t>(r.rpb) * tensors * p.cols * sizeof(T);
-      int device = 0, smem_limit = 0;
-      if (cudaGetDevice(&device) != cudaSuccess ||
-          cudaDeviceGetAttribute(&smem_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) {
-        status = check_cuda(cudaGetLastError(), op);
-        return;
-      }
-      int stages = r.stages;
       auto staged_smem = [&](int n) { return smem + (n * 8 + 15) / 16 * 16 + n * stage_bytes; };
-      while (stages > 1 && staged_smem(stages) > static_cast<std::size_t>(smem_limit)) --stages;
+      int stages = 1, smem_limit = 0;
+      status = check_cuda(bulk::stages_that_fit(r.stages, staged_smem, &stages, &smem_limit), op);
+      if (status != LIGER_STATUS_SUCCESS) return;
       if (stages < r.stages && r.stages_given) {
         status = fail(LIGER_STATUS_INVALID_ARGUMENT,
                       "%s: stages=%d needs %zu bytes of shared memory per block (%d available); use fewer stages or "

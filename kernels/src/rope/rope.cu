@@ -260,12 +260,8 @@ liger_status launch_staged(Params p, int lanes, int rows, int stages, bool stage
   void (*kernel)(Params) = rope_staged_kernel<T, VEC>;
   const std::size_t token_bytes = static_cast<std::size_t>(p.heads[0] + p.heads[1]) * 2 * p.half * sizeof(T);
   auto smem_for = [&](int n) { return static_cast<std::size_t>((n * 8 + 15) / 16 * 16) + n * rows * token_bytes; };
-  int device = 0, smem_limit = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&smem_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess)
-    return check_cuda(cudaGetLastError(), "rope");
-  int n = stages;
-  while (n > 1 && smem_for(n) > static_cast<std::size_t>(smem_limit)) --n;
+  int n = 1, smem_limit = 0;
+  LIGER_RETURN_IF_ERROR(check_cuda(bulk::stages_that_fit(stages, smem_for, &n, &smem_limit), "rope"));
   if (n < stages && stages_given)
     return fail(LIGER_STATUS_INVALID_ARGUMENT,
                 "rope: stages=%d with rows_per_block=%d needs %zu bytes of shared memory per block (%d available); "
