@@ -101,12 +101,17 @@ class LigerLayerNorm(nn.Module):
         return f"{self.hidden_size}, eps={self.variance_epsilon}, bias={self.bias is not None}"
 
 
+# Inside a gated MLP the projections' outputs are read by the activation alone (nn.Linear's backward
+# saves its input and weight, not its output), so the activation's backward writes da and db into
+# their buffers: two [tokens, intermediate] tensors fewer at the backward's peak. The write bumps the
+# tensors' autograd versions, so a hook that saved them for a backward of its own fails loudly
+# instead of reading gradients. Under torch.compile the functional backward is traced instead.
 def _mlp_forward_swiglu(self, x: torch.Tensor) -> torch.Tensor:
-    return self.down_proj(LF.swiglu(self.gate_proj(x), self.up_proj(x)))
+    return self.down_proj(LF.swiglu(self.gate_proj(x), self.up_proj(x), in_place_backward=True))
 
 
 def _mlp_forward_geglu(self, x: torch.Tensor) -> torch.Tensor:
-    return self.down_proj(LF.geglu(self.gate_proj(x), self.up_proj(x)))
+    return self.down_proj(LF.geglu(self.gate_proj(x), self.up_proj(x), in_place_backward=True))
 
 
 class _GatedMLP(nn.Module):

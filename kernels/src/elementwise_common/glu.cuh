@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
 
 #include "common/cuda_utils.cuh"
@@ -188,7 +189,9 @@ liger_status launch_vec(Params p, int threads, int blocks_per_sm, cudaStream_t s
   const int64_t tile_cols = static_cast<int64_t>(threads) * VEC * kUnroll<BACKWARD>;
   p.tiles_per_row = (p.cols + tile_cols - 1) / tile_cols;
   const int64_t tiles = p.rows * p.tiles_per_row;
-  const int64_t max_grid = static_cast<int64_t>(std::max(1, current_sm_count())) * blocks_per_sm;
+  // blocks_per_sm == 0: one tile per block (no grid-stride loop), the grid covers every tile.
+  const int64_t max_grid =
+      blocks_per_sm > 0 ? static_cast<int64_t>(std::max(1, current_sm_count())) * blocks_per_sm : tiles;
   const int64_t grid = std::max<int64_t>(1, std::min(tiles, max_grid));
   p.grid_row_step = grid / p.tiles_per_row;
   p.grid_col_step = grid % p.tiles_per_row;
@@ -258,7 +261,9 @@ liger_status run(Params p, liger_dtype dtype, const liger_tunables* tunables, li
       vector_bytes /= 2;
     if (vector_bytes < static_cast<int>(elem)) vector_bytes = static_cast<int>(elem);
   }
-  const int blocks_per_sm = std::max(1, config.blocks_per_sm * config.threads_per_block / threads);
+  int blocks_per_sm = config.blocks_per_sm > 0 ? std::max(1, config.blocks_per_sm * config.threads_per_block / threads) : 0;
+  // A/B knob for the grid shape on the GPU machine (not a tunable: the tuned table decides).
+  if (const char* env = std::getenv("LIGER_GLU_BLOCKS_PER_SM"); env && *env) blocks_per_sm = std::atoi(env);
   cudaStream_t s = to_cuda(stream);
 
   liger_status status = LIGER_STATUS_INTERNAL;

@@ -255,8 +255,10 @@ fused_add_rms_norm_fwd = torch.library.custom_op("liger::fused_add_rms_norm_fwd"
 
 @fused_add_rms_norm_fwd.register_fake
 def _(x, residual, weight, eps, offset, casting_mode, in_place):
+    # The real op computes on x.contiguous(): its outputs are contiguous whatever x's layout.
     rows = x.numel() // x.shape[-1]
-    return torch.empty_like(x), torch.empty_like(x), x.new_empty((rows,), dtype=torch.float32)
+    y = torch.empty_like(x, memory_format=torch.contiguous_format)
+    return y, torch.empty_like(y), x.new_empty((rows,), dtype=torch.float32)
 
 
 def _fused_add_rms_norm_bwd(
@@ -362,8 +364,9 @@ layer_norm_fwd = torch.library.custom_op("liger::layer_norm_fwd", _layer_norm_fw
 
 @layer_norm_fwd.register_fake
 def _(x, weight, bias, eps):
+    # The real op computes on x.contiguous(): y is contiguous whatever x's layout.
     rows = x.numel() // x.shape[-1]
-    return torch.empty_like(x), x.new_empty((rows,), dtype=torch.float32), x.new_empty((rows,), dtype=torch.float32)
+    return torch.empty_like(x, memory_format=torch.contiguous_format), x.new_empty((rows,), dtype=torch.float32), x.new_empty((rows,), dtype=torch.float32)
 
 
 def _layer_norm_bwd(

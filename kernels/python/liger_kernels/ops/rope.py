@@ -1,11 +1,12 @@
 """RoPE (HF rotate-half) on q and k in one launch (rope.h): torch.library custom ops (namespace `liger`,
-fake implementations) for the launches, autograd in a torch.autograd.Function outside them that calls
+fake implementations that allocate exactly as the real ones do) for the launches, autograd in a torch.autograd.Function outside them that calls
 the ops' Python implementations directly in plain eager execution and torch.ops.liger.* while
 compiling or tracing.
 
 q [B, Hq, T, D] and k [B, Hk, T, D] may be any strided views with a contiguous last dimension (what
 LlamaAttention passes: proj(x).view(B, T, H, D).transpose(1, 2)); no copy is made for them. Outputs
-are new contiguous [B, H, T, D] tensors (as HF's eager code produces). cos/sin: (1 or B, T, D) in q's
+are new [B, H, T, D] tensors in the inputs' memory layout (torch.empty_like, as PyTorch's
+element-wise ops give). cos/sin: (1 or B, T, D) in q's
 dtype (converted otherwise); no gradient flows into cos/sin (HF builds them under no_grad)."""
 import ctypes
 from typing import Tuple
@@ -92,9 +93,16 @@ def _rope_fwd(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor) -> Tuple[Tensor, T
 rope_fwd = torch.library.custom_op("liger::rope_fwd", _rope_fwd, mutates_args=())
 
 
+def _fake_outputs(q: Tensor, k: Tensor) -> Tuple[Tensor, Tensor]:
+    """The outputs' metadata exactly as _launch allocates them (the inputs' layout, after the copy a
+    non-unit last stride forces): torch.compile plans every later view and stride from these, and a
+    plain contiguous guess broke HF-layout q/k ("expected stride 128==262144")."""
+    return torch.empty_like(_last_contig(q)), torch.empty_like(_last_contig(k))
+
+
 @rope_fwd.register_fake
 def _(q, k, cos, sin):
-    return q.new_empty(q.shape), k.new_empty(k.shape)
+    return _fake_outputs(q, k)
 
 
 def _rope_bwd(dq: Tensor, dk: Tensor, cos: Tensor, sin: Tensor) -> Tuple[Tensor, Tensor]:
@@ -106,7 +114,7 @@ rope_bwd = torch.library.custom_op("liger::rope_bwd", _rope_bwd, mutates_args=()
 
 @rope_bwd.register_fake
 def _(dq, dk, cos, sin):
-    return dq.new_empty(dq.shape), dk.new_empty(dk.shape)
+    return _fake_outputs(dq, dk)
 
 
 class RoPEFunction(torch.autograd.Function):
