@@ -35,6 +35,97 @@ def not_run(reason):
     sys.exit(3)
 
 
+# Library defaults when the profile gives none: one rounding of the result in the storage type, with
+# room for a second (see tests/python/helpers.py).
+DEFAULT_TOL = {"fp32": (1e-5, 1e-5, 1e-5), "fp16": (2e-3, 2e-3, 1e-3), "bf16": (1.6e-2, 1.6e-2, 8e-3)}
+
+
+def agreement(torch, a, names, params, eager, ours, cols, dtype):
+    """Every output and gradient of the kernel against the PyTorch function evaluated in fp64 on the same
+    (already quantised) inputs and the same upstream gradient. Returns {agree, tensors: [...], lines}.
+
+    Per tensor: the elements outside atol + rtol*|ref|, the max abs / rel error and where, and the
+    relative L2 error against max_rel_l2. Parameter gradients sum over rows, so their atol grows with
+    sqrt(rows) (independent rounding errors add up like a random walk). Elements where the fp64
+    reference itself is NaN/Inf and the kernel is finite are not errors of the kernel: PyTorch's
+    autograd differentiates both branches of torch.where (0 * inf = nan in the unselected one); they
+    are counted, excluded and reported as such."""
+    table = {"outputs and input gradients": DEFAULT_TOL[a.dtype], "parameter gradients": DEFAULT_TOL[a.dtype]}
+    if a.tolerances:
+        for k, v in json.loads(a.tolerances).items():
+            table[k] = tuple(float(x) for x in v)
+    torch.manual_seed(1)
+    rows = a.check_rows
+    inp = {n: torch.randn(rows, cols, device="cuda", dtype=dtype) for n in names}
+    prm = {n: v.detach().clone() for n, v in params.items()}
+    dy = torch.randn(rows, cols, device="cuda", dtype=dtype)
+
+    def run(impl, to):
+        t = {n: v.detach().to(to).requires_grad_(True) for n, v in inp.items()}
+        p = {n: v.detach().to(to).requires_grad_(True) for n, v in prm.items()}
+        y = impl(t, p)
+        leaves = list(t.values()) + list(p.values())
+        g = torch.autograd.grad(y, leaves, dy.to(to), allow_unused=True)
+        named = [("output y", y.detach(), "outputs and input gradients")]
+        named += [(f"d{n}", gi, "outputs and input gradients") for n, gi in zip(t, g[:len(t)])]
+        named += [(f"d{n} (parameter)", gi, "parameter gradients") for n, gi in zip(p, g[len(t):])]
+        return named
+
+    ours_t = run(ours, dtype)
+    ref_t = run(eager, torch.float64)
+    tensors, lines, agree = [], [], True
+    for (name, o, kind), (_, r, _) in zip(ours_t, ref_t):
+        entry = {"tensor": name, "tolerance": kind}
+        if r is None:
+            r = torch.zeros_like(o, dtype=torch.float64) if o is not None else None
+        if o is None:
+            o = torch.zeros_like(r, dtype=dtype)
+        o = o.double().reshape(r.shape) if o.numel() == r.numel() else o.double()
+        if o.shape != r.shape:
+            entry.update(agree=False, why=f"shape {tuple(o.shape)} != reference {tuple(r.shape)}")
+            tensors.append(entry)
+            agree = False
+            lines.append(f"DISAGREE {name}: shape {tuple(o.shape)} vs PyTorch {tuple(r.shape)}")
+            continue
+        atol, rtol, l2 = table.get(kind, DEFAULT_TOL[a.dtype])
+        if kind == "parameter gradients":
+            atol *= max(1.0, rows ** 0.5)
+        ref_bad = ~torch.isfinite(r)
+        ours_bad = ~torch.isfinite(o)
+        ref_only = ref_bad & ~ours_bad
+        if int(ref_only.sum()):
+            idx = tuple(int(i) for i in torch.nonzero(ref_only)[0])
+            entry["reference_nonfinite"] = int(ref_only.sum())
+            lines.append(f"note {name}: PyTorch's fp64 result is NaN/Inf at {int(ref_only.sum())} element(s) (first at "
+                         f"{idx}) where the kernel is finite; PyTorch differentiates both branches of where(), and "
+                         "0 * inf = nan in the unselected one. Those elements are excluded from the comparison.")
+        keep = ~ref_bad
+        diff = (o - r).abs()
+        bad = (ours_bad & ~ref_bad) | (keep & (diff > atol + rtol * r.abs()))
+        dk = torch.where(keep, diff, torch.zeros_like(diff))
+        worst = int(torch.argmax(torch.nan_to_num(dk, nan=float("inf"))))
+        where = tuple(int(i) for i in torch.unravel_index(torch.tensor(worst), r.shape)) if r.dim() else ()
+        rk = torch.where(keep, r, torch.zeros_like(r))
+        ok_k = torch.where(keep, o, torch.zeros_like(o))
+        denom = float(rk.norm())
+        rel_l2 = float((ok_k - rk).norm()) / denom if denom > 0 else float((ok_k - rk).norm())
+        max_abs = float(dk.flatten()[worst]) if dk.numel() else 0.0
+        max_rel = max_abs / max(abs(float(r.flatten()[worst])), 1e-30) if dk.numel() else 0.0
+        n_bad = int(bad.sum())
+        good = n_bad == 0 and math.isfinite(rel_l2) and rel_l2 <= l2
+        entry.update(agree=good, elements_outside=n_bad, elements=int(r.numel()), max_abs_error=max_abs,
+                     max_rel_error=max_rel, at=list(where), rel_l2=rel_l2, atol=atol, rtol=rtol, max_rel_l2=l2)
+        tensors.append(entry)
+        agree = agree and good
+        lines.append(f"{'agree' if good else 'DISAGREE'} {name}: max abs error {max_abs:.3e} at {where} (rel "
+                     f"{max_rel:.3e}), relative L2 {rel_l2:.3e} (bound {l2:.1e}), {n_bad}/{r.numel()} elements outside "
+                     f"atol {atol:.1e} + rtol {rtol:.1e}*|ref|")
+    lines.append(f"{a.op} vs the PyTorch function in fp64 ({a.eager}), {a.dtype} {rows}x{cols}: "
+                 f"{'all outputs and gradients agree' if agree else 'DISAGREEMENT: the kernel fails Verify'}")
+    return {"op": a.op, "eager": a.eager, "dtype": a.dtype, "rows": rows, "cols": cols, "agree": agree,
+            "tensors": tensors, "lines": lines}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--op", required=True)
@@ -46,6 +137,12 @@ def main():
     ap.add_argument("--cols", type=int, default=0, help="default 4096 (one input) / 14336 (gated)")
     ap.add_argument("--runs", type=int, default=50)
     ap.add_argument("--json", default="")
+    ap.add_argument("--check-only", action="store_true",
+                    help="only the agreement check against the PyTorch function in fp64 (Verify's hard gate); no timing")
+    ap.add_argument("--check-rows", type=int, default=2048, help="rows of the agreement check's inputs")
+    ap.add_argument("--tolerances", default="",
+                    help='JSON {"outputs and input gradients": [atol, rtol, max_rel_l2], "parameter gradients": [...]} '
+                         "for --dtype (the profile's tolerance table); default: the library's table")
     a = ap.parse_args()
 
     try:
@@ -102,6 +199,15 @@ def main():
 
     def ours(t, p):
         return ours_fn(*[t[n] for n in names], *[p[n] for n in params])
+
+    if a.check_only:
+        report = agreement(torch, a, names, params, eager, ours, cols, dtype)
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump(report, f, indent=2)
+        for line in report["lines"]:
+            print(line)
+        return 0 if report["agree"] else 1
 
     flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
 

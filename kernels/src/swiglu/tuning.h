@@ -1,6 +1,7 @@
 // Tuned defaults of SwiGLU (and GeGLU, which shares the kernel): rows per architecture and size
-// class. Element-wise and memory-bound: 16-byte vectors, 4 vectors per tensor in flight per
-// thread, enough blocks for 2048 resident threads per SM. Small problems use smaller blocks so
+// class. Element-wise and memory-bound: 16-byte vectors, several vectors per tensor in flight per
+// thread; sm_90's large sizes launch one block per tile (blocks_per_sm 0), the others a
+// grid-stride loop over 2048 resident threads per SM. Small problems use smaller blocks so
 // more SMs get work.
 #pragma once
 

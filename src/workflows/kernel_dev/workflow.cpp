@@ -717,8 +717,75 @@ StageResult verify(StageContext& ctx) {
     }
   }
 
-  // 4. benchmarks (soft, GPU only)
+  // 4. agreement with the PyTorch function (hard, GPU only): every output and gradient of the
+  // binding against the op's PyTorch form evaluated in fp64 on the same inputs, per dtype of the
+  // tolerance table. The GPU tests compare with the generated fp64 reference, which comes from the
+  // same profile as the kernel; this check is the one that can catch a profile that misread the
+  // request.
   const std::string eager = eager_expression(p);
+  if (gpu_tests_passed && !eager.empty() && runner->has_tool("python3")) {
+    std::string inputs;
+    for (const auto& t : p.inputs) inputs += (inputs.empty() ? "" : ",") + t.name;
+    std::string params;
+    for (const auto& l : p.learnable_parameters)
+      params += fmt::format("{}{}:{}:{}", params.empty() ? "" : ",", l.name, l.shape, l.value);
+    std::map<std::string, nlohmann::json> by_dtype;
+    for (const auto& t : p.tolerances.value_or(std::vector<ToleranceSpec>{}))
+      by_dtype[t.dtype][t.applies_to] = {t.atol, t.rtol, t.max_relative_l2};
+    if (by_dtype.empty()) by_dtype["bf16"] = nlohmann::json::object();
+    const std::map<std::string, std::string> env = {{"LIGER_KERNELS_LIBRARY", (build / "kernels/libliger_kernels.so").string()},
+                                                    {"PYTHONPATH", (tree / "kernels/python").string()}};
+    std::string summary;
+    bool agree_all = true, ran = false;
+    for (const auto& [dtype, tol] : by_dtype) {
+      const fs::path json_path = log_dir / ("agreement_" + dtype + ".json");
+      std::vector<std::string> argv = {"python3", (tree / "benchmarks/kernel_dev_compare.py").string(), "--op", p.op_name,
+                                       "--eager", eager, "--inputs", inputs, "--dtype", dtype, "--check-only",
+                                       "--json", json_path.string()};
+      if (!params.empty()) argv.insert(argv.end(), {"--params", params});
+      if (!tol.empty()) argv.insert(argv.end(), {"--tolerances", tol.dump()});
+      auto r = run_logged("agreement_" + dtype, argv, 900, env);
+      if (r.exit_code == 3) {  // no torch / no GPU visible to torch: said, not failed
+        summary += fmt::format("{}{}: not run ({})", summary.empty() ? "" : "; ", dtype, util::trim(tail_lines(r.output, 1)));
+        continue;
+      }
+      ran = true;
+      nlohmann::json rep = fs::exists(json_path) ? nlohmann::json::parse(util::read_file(json_path), nullptr, false)
+                                                 : nlohmann::json();
+      if (!rep.is_object()) {
+        agree_all = false;
+        result.fail("agreement with PyTorch (" + dtype + "): the comparison did not run", error_excerpt(r.output));
+        summary += fmt::format("{}{}: error", summary.empty() ? "" : "; ", dtype);
+        continue;
+      }
+      metrics["agreement"][dtype] = rep;
+      std::string disagreements;
+      for (const auto& t : rep.value("tensors", nlohmann::json::array())) {
+        if (t.value("agree", true)) continue;
+        disagreements += fmt::format("{}{}: max abs error {:.3e} at {} (rel {:.3e}), relative L2 {:.3e} (bound {:.1e}), {} of {} "
+                                     "elements outside tolerance",
+                                     disagreements.empty() ? "" : "; ", t.value("tensor", "?"), t.value("max_abs_error", 0.0),
+                                     t.value("at", nlohmann::json::array()).dump(), t.value("max_rel_error", 0.0),
+                                     t.value("rel_l2", 0.0), t.value("max_rel_l2", 0.0), t.value("elements_outside", 0),
+                                     t.value("elements", 0));
+      }
+      std::string notes;
+      for (const auto& line : rep.value("lines", nlohmann::json::array()))
+        if (line.is_string() && line.get<std::string>().rfind("note ", 0) == 0) notes += line.get<std::string>() + "\n";
+      if (!notes.empty()) result.warn("PyTorch's own result is not finite where the kernel's is (" + dtype + ")", notes);
+      if (!rep.value("agree", false)) {
+        agree_all = false;
+        result.fail(fmt::format("{} disagrees with the PyTorch function `{}` in {} (fp64 reference)", p.op_name, eager, dtype),
+                    disagreements.empty() ? error_excerpt(r.output) : disagreements);
+      }
+      summary += fmt::format("{}{}: {}", summary.empty() ? "" : "; ", dtype, rep.value("agree", false) ? "agree" : "DISAGREE");
+    }
+    checks.push_back({"agreement with PyTorch (fp64, " + eager + ")", !ran ? "not run" : agree_all ? "passed" : "failed", summary});
+  } else if (!gpu_tests_passed) {
+    checks.push_back({"agreement with PyTorch", "not run: GPU tests did not pass or did not run", ""});
+  }
+
+  // 5. benchmarks (soft, GPU only)
   if (skip_bench) {
     checks.push_back({"benchmark", "not run: --skip-bench", ""});
   } else if (!result.ok()) {
