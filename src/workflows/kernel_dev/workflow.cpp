@@ -866,6 +866,16 @@ StageResult verify(StageContext& ctx) {
               device += fmt::format("{}{} {:.2f}x", device.empty() ? "" : ", ", mode, cmp["speedup_device"][mode].get<double>());
           line += "; device time (CUDA graphs): " + device;
         }
+        if (cmp.contains("speedup_vs_compile") && cmp["speedup_vs_compile"].is_object() && !cmp["speedup_vs_compile"].empty()) {
+          std::string compiled;
+          for (const char* mode : {"forward", "backward", "full"})
+            if (cmp["speedup_vs_compile"].contains(mode))
+              compiled += fmt::format("{}{} {:.2f}x", compiled.empty() ? "" : ", ", mode,
+                                      cmp["speedup_vs_compile"][mode].get<double>());
+          line += "; vs torch.compile: " + compiled;
+        } else if (cmp.contains("torch_compile_error") && !cmp["torch_compile_error"].get<std::string>().empty()) {
+          line += "; torch.compile: " + cmp["torch_compile_error"].get<std::string>();
+        }
         checks.push_back({"benchmark vs PyTorch eager (" + eager + ")", "measured", line});
       }
     }
