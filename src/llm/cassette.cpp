@@ -119,7 +119,7 @@ std::optional<HttpResponse> Cassette::find(const HttpRequest& request) {
     throw Error(ErrorKind::Llm,
                 fmt::format("cassette {} keeps only an excerpt of the recorded answer to {} {} (it was {} "
                             "bytes{}), so that exchange cannot be replayed",
-                            path_.string(), request.method, request.url, stored.value("body_bytes", 0),
+                            path_.string(), request.method, redact(request.url), stored.value("body_bytes", 0),
                             stored.value("body_utf8", true) ? "" : " and not UTF-8"),
                 "record it again: llm.record: all (or LIGER_AGENT_RECORD=all)");
   }
