@@ -16,7 +16,13 @@ std::string read_file(const fs::path& path);
 // Writes `content` so that readers see either the old file or the new one, never a prefix of
 // the new one: temp file in the same directory, fsync, rename, fsync of the directory. A crash
 // at any point leaves at most a stray `.tmp-*` file next to the target.
+// The one door through which the agent's own files (state, reports, profiles, logs, staged
+// code, cassettes) reach the disk, so it scrubs registered API keys from `content`
+// (llm::redact_known_secrets): a key that an LLM answer or an error message echoed never lands.
 void write_file_atomic(const fs::path& path, std::string_view content);
+// The same without scrubbing, for byte-exact copies of the user's own files (apply's backups,
+// applying and restoring them), which must come back exactly as they were.
+void write_file_atomic_verbatim(const fs::path& path, std::string_view content);
 
 // Current UTC time as ISO-8601 ("2024-05-01T12:00:00Z") and as a run-name stamp
 // ("20240501-120000", local time so users recognise it).

@@ -16,6 +16,9 @@ namespace {
 
 const char* yes_no(bool value) { return value ? "ok" : "FAILED"; }
 
+// auth and model are only "ok" once an answer proved them; a 429 or a 500 proves nothing.
+std::string verdict(bool ok, bool failed) { return ok ? "ok" : failed ? "FAILED" : "not confirmed (no usable answer)"; }
+
 void print_check_text(const llm::ProviderConfig& config, const llm::EndpointCheck& check) {
   std::cout << fmt::format("provider:  {}\n", llm::to_string(config.kind));
   if (!check.needs_endpoint) {
@@ -32,8 +35,9 @@ void print_check_text(const llm::ProviderConfig& config, const llm::EndpointChec
     std::cout << fmt::format("reachable: {}\n", yes_no(check.reachable));
   }
   if (check.reachable) {
-    std::cout << fmt::format("auth:      {}\n", yes_no(check.auth_ok));
-    if (check.auth_ok) std::cout << fmt::format("model:     {}\n", yes_no(check.model_ok));
+    if (check.http_status != 0) std::cout << fmt::format("status:    HTTP {}\n", check.http_status);
+    std::cout << fmt::format("auth:      {}\n", verdict(check.auth_ok, check.failure == "auth"));
+    std::cout << fmt::format("model:     {}\n", verdict(check.model_ok, check.failure == "model"));
   }
   if (check.configured) std::cout << fmt::format("latency:   {:.2f} s\n", check.latency_s);
   std::cout << (check.ok() ? "" : "error:     ") << check.message << "\n";
@@ -65,6 +69,9 @@ void register_llm_command(CLI::App& app, GlobalOptions& options) {
                   {"reachable", check.reachable},
                   {"auth_ok", check.auth_ok},
                   {"model_ok", check.model_ok},
+                  {"answered", check.answered},
+                  {"http_status", check.http_status},
+                  {"failure", check.failure},
                   {"latency_s", check.latency_s},
                   {"ok", check.ok()},
                   {"message", check.message},

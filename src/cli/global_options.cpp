@@ -2,6 +2,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "liger/llm/redact.h"
+
 namespace liger::cli {
 
 const Config& GlobalOptions::config() {
@@ -18,6 +20,8 @@ const Config& GlobalOptions::config() {
       inputs.flag_names["llm.provider"] = "--llm";
     }
     config_ = Config::load(inputs);
+    // The key variable may be one the configuration names: scrub its value from all output.
+    llm::register_environment_keys(config_->get_string("llm.api_key_env"));
   }
   return *config_;
 }

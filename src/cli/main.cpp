@@ -20,7 +20,7 @@ int report_error(const liger::cli::GlobalOptions& options, const std::string& ki
     nlohmann::json error = {{"ok", false},
                             {"exit_code", exit_code},
                             {"error", {{"kind", kind}, {"message", message}, {"hint", hint}}}};
-    std::cout << error.dump(2) << std::endl;
+    std::cout << error.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
   } else {
     std::cerr << "error: " << message << "\n";
     if (!hint.empty()) std::cerr << "hint: " << hint << "\n";
@@ -42,6 +42,10 @@ std::shared_ptr<spdlog::sinks::sink> install_default_logger() {
 
 int main(int argc, char** argv) {
   liger::signals::install_handlers();
+  // Everything printed, by any path, passes redact(): an API key echoed by an LLM answer or an
+  // error message never reaches the terminal (files are scrubbed by util::write_file_atomic).
+  liger::llm::register_environment_keys({});
+  liger::llm::redact_standard_streams();
   liger::cli::GlobalOptions options;
 
   CLI::App app{

@@ -34,7 +34,10 @@ engine::EngineOptions engine_options(GlobalOptions& options) {
   return engine;
 }
 
-void print_json(const nlohmann::json& document) { std::cout << document.dump(2) << std::endl; }
+// Invalid UTF-8 (from a file name, a server) is printed as U+FFFD rather than aborting the output.
+void print_json(const nlohmann::json& document) {
+  std::cout << document.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+}
 
 int print_outcome(const GlobalOptions& options, const engine::RunOutcome& outcome) {
   if (options.json) {

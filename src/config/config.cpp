@@ -36,6 +36,8 @@ const std::vector<ConfigKeySpec>& config_key_specs() {
       {"llm.timeout_s", T::Int, "120", "total timeout of one LLM request, seconds"},
       {"llm.connect_timeout_s", T::Int, "10", "connect timeout of one LLM request, seconds"},
       {"llm.max_retries", T::Int, "4", "retries on transient LLM transport errors"},
+      {"llm.max_response_bytes", T::Int, "33554432",
+       "largest LLM answer accepted, bytes; a bigger one is aborted while it arrives"},
       {"llm.stall_timeout_s", T::Number, "120",
        "abort a streamed LLM answer that sends nothing for this long, seconds"},
       {"llm.record", T::String, "off",

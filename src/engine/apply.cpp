@@ -38,7 +38,7 @@ void apply_staged_files(const fs::path& staging_dir, const fs::path& tree_root,
     const fs::path target = tree_root / file;
     nlohmann::json entry = {{"path", file}, {"existed", fs::exists(target, ec)}};
     if (entry["existed"].get<bool>()) {
-      util::write_file_atomic(backup_dir / "files" / file, util::read_file(target));
+      util::write_file_atomic_verbatim(backup_dir / "files" / file, util::read_file(target));
       entry["mode"] = static_cast<int>(fs::status(target).permissions());
     }
     manifest["files"].push_back(entry);
@@ -56,7 +56,7 @@ void apply_staged_files(const fs::path& staging_dir, const fs::path& tree_root,
     for (const auto& entry : manifest["files"]) {
       const std::string file = entry["path"].get<std::string>();
       const fs::path target = tree_root / file;
-      util::write_file_atomic(target, util::read_file(staging_dir / file));
+      util::write_file_atomic_verbatim(target, util::read_file(staging_dir / file));
       if (entry.contains("mode")) fs::permissions(target, static_cast<fs::perms>(entry["mode"].get<int>()));
     }
   } catch (...) {
@@ -73,7 +73,7 @@ void restore_backups(const fs::path& backup_dir, const fs::path& tree_root) {
     const std::string file = entry["path"].get<std::string>();
     const fs::path target = tree_root / file;
     if (entry["existed"].get<bool>()) {
-      util::write_file_atomic(target, util::read_file(backup_dir / "files" / file));
+      util::write_file_atomic_verbatim(target, util::read_file(backup_dir / "files" / file));
       if (entry.contains("mode")) fs::permissions(target, static_cast<fs::perms>(entry["mode"].get<int>()), ec);
     } else {
       fs::remove(target, ec);

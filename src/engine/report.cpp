@@ -74,7 +74,7 @@ void write_reports(const fs::path& run_dir, const RunState& state) {
     auto parsed = nlohmann::json::parse(util::read_file(verify_json), nullptr, false);
     if (!parsed.is_discarded()) json["verify"] = parsed;
   }
-  util::write_file_atomic(run_dir / "report.json", json.dump(2) + "\n");
+  util::write_file_atomic(run_dir / "report.json", json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 
   std::ostringstream md;
   md << "# Run " << state.name << "\n\n";

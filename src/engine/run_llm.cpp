@@ -2,6 +2,7 @@
 #include <spdlog/logger.h>
 
 #include "liger/llm/provider.h"
+#include "liger/llm/redact.h"
 #include "liger/llm/usage.h"
 #include "liger/workflow.h"
 
@@ -11,7 +12,11 @@ RunLlm::RunLlm(const Config& config, fs::path run_dir, std::shared_ptr<spdlog::l
     : config_(config),
       run_dir_(std::move(run_dir)),
       log_(std::move(log)),
-      ledger_(std::make_shared<llm::UsageLedger>()) {}
+      ledger_(std::make_shared<llm::UsageLedger>()) {
+  // Before any stage asks anything: text echoing a configured key is scrubbed from the files a
+  // run writes even when it arrives by a path that never builds a provider.
+  llm::register_environment_keys(config_.get_string("llm.api_key_env"));
+}
 
 RunLlm::~RunLlm() = default;
 

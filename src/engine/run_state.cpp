@@ -152,7 +152,8 @@ RunState RunState::load(const std::filesystem::path& run_dir) {
 
 void RunState::save(const std::filesystem::path& run_dir) {
   updated_at = util::now_iso8601();
-  util::write_file_atomic(run_dir / "state.json", to_json().dump(2) + "\n");
+  // replace: one stray non-UTF-8 byte in an error message must not make the state unsavable.
+  util::write_file_atomic(run_dir / "state.json", to_json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
 std::string RunState::pending_checkpoint() const {

@@ -103,7 +103,7 @@ Response BuiltinProvider::do_complete(const Request& request, const StreamCallba
 EndpointCheck BuiltinProvider::check() {
   EndpointCheck result;
   result.needs_endpoint = false;
-  result.reachable = result.auth_ok = result.model_ok = true;
+  result.answered = result.reachable = result.auth_ok = result.model_ok = true;
   result.endpoint = "(none)";
   result.model = "builtin";
   auto kinds = registry_->kinds();

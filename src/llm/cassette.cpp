@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 
 #include "liger/error.h"
+#include "liger/llm/excerpt.h"
+#include "liger/util.h"
 
 namespace liger::llm {
 
@@ -113,6 +115,14 @@ std::optional<HttpResponse> Cassette::find(const HttpRequest& request) {
   if (!fallback) return std::nullopt;
   used_[*fallback] = true;
   const auto& stored = interactions_[*fallback]["response"];
+  if (!stored.value("body_complete", true)) {
+    throw Error(ErrorKind::Llm,
+                fmt::format("cassette {} keeps only an excerpt of the recorded answer to {} {} (it was {} "
+                            "bytes{}), so that exchange cannot be replayed",
+                            path_.string(), request.method, redact(request.url), stored.value("body_bytes", 0),
+                            stored.value("body_utf8", true) ? "" : " and not UTF-8"),
+                "record it again: llm.record: all (or LIGER_AGENT_RECORD=all)");
+  }
   HttpResponse response;
   response.status = stored.value("status", 0L);
   response.headers = headers_from_json(stored.value("headers", nlohmann::json::array()));
@@ -124,6 +134,8 @@ std::optional<HttpResponse> Cassette::find(const HttpRequest& request) {
 void Cassette::append_and_save(const HttpRequest& request, const HttpResponse& response,
                                const std::vector<std::string>& secrets) {
   std::lock_guard lock(mutex_);
+  const bool utf8 = first_invalid_utf8(response.body) == std::string::npos;
+  const bool complete = utf8 && response.body.size() <= kCassetteBodyLimit;
   nlohmann::json entry = {
       {"request",
        {{"method", request.method},
@@ -133,24 +145,21 @@ void Cassette::append_and_save(const HttpRequest& request, const HttpResponse& r
       {"response",
        {{"status", response.status},
         {"headers", headers_json(redact_headers(response.headers, secrets))},
-        {"body", redact(response.body, secrets)}}}};
+        {"body", complete ? redact(response.body, secrets)
+                          : bounded_excerpt(redact(response.body, secrets), 4096, 1024)}}}};
+  if (!complete) {
+    entry["response"]["body_complete"] = false;
+    entry["response"]["body_bytes"] = response.body.size();
+    entry["response"]["body_utf8"] = utf8;
+  }
   interactions_.push_back(std::move(entry));
   used_.push_back(true);
 
-  // Write-then-rename: a run killed mid-write leaves the previous cassette intact.
-  std::error_code ignored;
-  if (path_.has_parent_path()) std::filesystem::create_directories(path_.parent_path(), ignored);
-  std::filesystem::path temporary = path_;
-  temporary += ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    out << nlohmann::json{{"version", 1}, {"interactions", interactions_}}.dump(2) << '\n';
-    if (!out) {
-      throw Error(ErrorKind::Io, fmt::format("cannot write cassette {}", temporary.string()),
-                  "check the permissions of the cassette directory");
-    }
-  }
-  std::filesystem::rename(temporary, path_);
+  // Atomic: a run killed mid-write leaves the previous cassette intact, and a failed write
+  // leaves no temporary file. `replace` keeps stray invalid bytes (a header) from aborting it.
+  util::write_file_atomic(path_, nlohmann::json{{"version", 1}, {"interactions", interactions_}}.dump(
+                                     2, ' ', false, nlohmann::json::error_handler_t::replace) +
+                                     "\n");
 }
 
 HttpResponse Cassette::execute(const HttpRequest& request, const BodyChunkCallback& on_chunk,

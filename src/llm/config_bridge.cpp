@@ -42,6 +42,15 @@ ProviderConfig provider_config_from(const Config& config) {
   out.connect_timeout_s = config.get_number("llm.connect_timeout_s");
   out.stall_timeout_s = config.get_number("llm.stall_timeout_s");
   out.max_retries = static_cast<int>(config.get_int("llm.max_retries"));
+  const ConfigValue& max_bytes = config.get("llm.max_response_bytes");
+  const long long response_cap = config.get_int("llm.max_response_bytes");
+  if (response_cap <= 0) {
+    throw Error(ErrorKind::Config,
+                fmt::format("llm.max_response_bytes (from {}) must be a positive number of bytes; found '{}'",
+                            max_bytes.source, max_bytes.value),
+                "the default is 33554432 (32 MiB); remove the setting to use it");
+  }
+  out.max_response_bytes = static_cast<std::size_t>(response_cap);
   Price price{config.get_number("llm.price.input_per_mtok"), config.get_number("llm.price.output_per_mtok")};
   // 0/0 is the default of both keys: it means "not configured", so the shipped price table
   // (skills/llm/prices.yaml) applies rather than reporting every run as free.

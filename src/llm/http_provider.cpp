@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "liger/error.h"
+#include "liger/llm/excerpt.h"
 
 namespace liger::llm {
 
@@ -17,9 +18,10 @@ std::string without_trailing_slash(std::string url) {
   return url;
 }
 
-std::string first_chars(const std::string& text, std::size_t limit) {
-  if (text.size() <= limit) return text;
-  return text.substr(0, limit) + "...";
+// What an error message may quote of a server's body: short, valid UTF-8, no key.
+std::string quoted(const std::string& text, std::size_t limit) {
+  // Redacted before the cut, so a key straddling the cut cannot leave its first half behind.
+  return bounded_excerpt(redact(text), limit);
 }
 
 std::chrono::milliseconds to_ms(double seconds) {
@@ -119,20 +121,29 @@ Response HttpProvider::do_complete(const Request& request, const StreamCallback&
   http.headers = api_headers();
   http.headers.emplace_back("content-type", "application/json");
   http.headers.emplace_back("accept", stream ? "text/event-stream" : "application/json");
-  http.body = build_body(request, stream).dump();
+  // Text that is not UTF-8 (a pasted description, a file read from disk) must not abort the
+  // request inside the JSON writer; it goes out with U+FFFD in place of the bad bytes.
+  http.body = build_body(request, stream).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   spdlog::debug("llm: {} request to {} ({} bytes{})", api_name_, redact(http.url), http.body.size(),
                 stream ? ", streamed" : "");
 
   Answer answer;
   SseParser parser([&](const SseEvent& event) {
     answer.events_seen = true;
-    read_event(event, answer, on_text);
+    try {
+      read_event(event, answer, on_text);
+    } catch (const nlohmann::json::exception& error) {
+      fail_malformed(error.what(), event.data);  // an event of the wrong shape, not a bug here
+    }
   });
   BodyChunkCallback on_chunk;
   if (stream) on_chunk = [&](std::string_view chunk) { parser.feed(chunk); };
 
+  last_status_ = 0;
   HttpResponse response = exchange(http, on_chunk);
+  last_status_ = response.status;
   if (!response.ok()) fail(response);
+  if (std::size_t bad = first_invalid_utf8(response.body); bad != std::string::npos) fail_not_utf8(response.body, bad);
   if (stream) parser.finish();
 
   // Some servers ignore "stream": true and answer with one JSON document; accept that too.
@@ -171,10 +182,10 @@ std::string HttpProvider::server_message(const std::string& body) const {
   if (!parsed.is_discarded() && parsed.is_object()) {
     const auto& error = parsed.contains("error") ? parsed["error"] : parsed;
     if (error.is_object() && error.contains("message") && error["message"].is_string())
-      return redact(error["message"].get<std::string>());
-    if (error.is_string()) return redact(error.get<std::string>());
+      return quoted(error["message"].get<std::string>(), 1000);
+    if (error.is_string()) return quoted(error.get<std::string>(), 1000);
   }
-  return redact(first_chars(body, 300));
+  return quoted(body, 300);
 }
 
 void HttpProvider::fail(const HttpResponse& response) const {
@@ -218,13 +229,60 @@ void HttpProvider::fail(const HttpResponse& response) const {
               "check llm.base_url points at the API itself");
 }
 
+void HttpProvider::fail_not_utf8(const std::string& body, std::size_t offset) const {
+  throw Error(ErrorKind::Llm,
+              fmt::format("the answer from {} at {} is not UTF-8 text: byte 0x{:02X} at offset {} of {} "
+                          "is not valid UTF-8, so it cannot be read as {} JSON",
+                          api_name_, base_url_, static_cast<unsigned char>(body[offset]), offset,
+                          body.size(), api_name_),
+              "check that llm.base_url points at the API itself (not a proxy page or a file "
+              "download) and that llm.provider matches it; `liger-agent llm check` shows what "
+              "the endpoint answers");
+}
+
 void HttpProvider::fail_malformed(const std::string& what, const std::string& body) const {
+  if (std::size_t bad = first_invalid_utf8(body); bad != std::string::npos) fail_not_utf8(body, bad);
   throw Error(ErrorKind::Llm,
               fmt::format("malformed answer from {} at {}: {}; body starts with: {}", api_name_,
-                          base_url_, what, redact(first_chars(body, 200))),
+                          base_url_, bounded_excerpt(what, 500), quoted(body, 200)),
               "check that llm.base_url points at an OpenAI-compatible (llm.provider: openai) or "
               "Anthropic (llm.provider: anthropic) API matching llm.provider");
 }
+
+namespace {
+
+// What a failed probe says about the endpoint, from the HTTP status of its last answer (0: none
+// arrived) and the error it raised.
+void classify_failure(EndpointCheck& result, const Error& error, long status) {
+  const std::string message = error.what();
+  result.http_status = status;
+  result.reachable = status != 0 || error.kind() != ErrorKind::Network;
+  // The key got past the server's authentication whenever the server dealt with the request
+  // itself; a 429 or 5xx may come before that check, so they prove nothing about the key.
+  result.auth_ok = (status >= 200 && status < 300) || status == 400 || status == 404 || status == 422;
+  result.model_ok = false;
+  if (!result.reachable) {
+    const bool timed_out = message.find("timed out") != std::string::npos ||
+                           message.find("stalled") != std::string::npos;
+    result.failure = timed_out ? "timeout" : "unreachable";
+  } else if (status == 401 || status == 403) {
+    result.failure = "auth";
+  } else if (status == 404) {
+    result.failure = "model";
+  } else if (status == 429) {
+    result.failure = "rate_limited";
+  } else if (status == 408) {
+    result.failure = "timeout";
+  } else if (status >= 500) {
+    result.failure = "server_error";
+  } else if (status >= 300) {
+    result.failure = "rejected";
+  } else {
+    result.failure = "malformed";  // a 2xx (or a stream cut short) that is not a usable answer
+  }
+}
+
+}  // namespace
 
 EndpointCheck HttpProvider::check() {
   EndpointCheck result;
@@ -244,24 +302,15 @@ EndpointCheck HttpProvider::check() {
     } restore{cassette_, std::move(saved)};
     Response response = complete(probe);
     result.latency_s = response.latency_s;
-    result.reachable = result.auth_ok = result.model_ok = true;
+    result.http_status = last_status_;
+    result.answered = result.reachable = result.auth_ok = result.model_ok = true;
     result.message = fmt::format("{} answered in {:.2f} s ({} output tokens)", model_,
                                  result.latency_s, response.usage.output_tokens);
   } catch (const Error& error) {
     result.latency_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::string message = error.what();
-    result.message = message;
+    result.message = error.what();
     result.hint = error.hint();
-    if (error.kind() == ErrorKind::Network && message.find("(HTTP ") == std::string::npos) {
-      result.reachable = false;  // never got an HTTP answer
-    } else {
-      result.reachable = true;
-      bool auth_failed = message.find("rejected the API key") != std::string::npos;
-      result.auth_ok = !auth_failed;
-      bool model_problem = message.find("404") != std::string::npos ||
-                           message.find("model") != std::string::npos;
-      result.model_ok = !auth_failed && !model_problem && error.kind() != ErrorKind::Llm;
-    }
+    classify_failure(result, error, last_status_);
   }
   return result;
 }

@@ -46,6 +46,7 @@ class HttpProvider : public Provider {
   // Turns a final non-2xx response into the error a user can act on.
   [[noreturn]] void fail(const HttpResponse& response) const;
   [[noreturn]] void fail_malformed(const std::string& what, const std::string& body) const;
+  [[noreturn]] void fail_not_utf8(const std::string& body, std::size_t offset) const;
 
   const ProviderConfig& config() const noexcept { return config_; }
   const std::string& base_url() const noexcept { return base_url_; }
@@ -60,6 +61,7 @@ class HttpProvider : public Provider {
   std::string model_;
   std::string key_env_;
   std::string key_;
+  long last_status_ = 0;  // HTTP status of the last exchange, 0 when none completed (for check())
   std::unique_ptr<Cassette> cassette_;
   std::shared_ptr<HttpClient> client_;
 };

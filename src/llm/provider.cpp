@@ -6,6 +6,7 @@
 
 #include "liger/error.h"
 #include "liger/llm/builtin.h"
+#include "liger/llm/redact.h"
 #include "llm/http_provider.h"
 
 namespace liger::llm {
@@ -54,6 +55,9 @@ std::string api_key_variable(const ProviderConfig& config) {
 Response Provider::complete(const Request& request, const StreamCallback& on_text) {
   auto start = std::chrono::steady_clock::now();
   Response response = do_complete(request, on_text);
+  // An answer that echoes a configured key (a prompt injection, a proxy quoting the request)
+  // would carry it into profiles, notes, file names and error messages; it stops here.
+  response.text = redact_known_secrets(response.text);
   response.latency_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::optional<Price> price = price_;
   if (!price) price = PriceTable::builtin_defaults().find(response.model);
@@ -87,6 +91,7 @@ EndpointCheck check_endpoint(const ProviderConfig& config) {
   } catch (const Error& error) {
     EndpointCheck result;
     result.configured = false;
+    result.failure = "config";
     result.endpoint = config.base_url.empty() ? default_base_url(config.kind) : config.base_url;
     result.model = config.model.empty() ? default_model(config.kind) : config.model;
     result.message = error.what();

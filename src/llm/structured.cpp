@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 
 #include "liger/error.h"
+#include "liger/llm/excerpt.h"
+#include "liger/llm/redact.h"
 
 namespace liger::llm {
 
@@ -241,6 +243,17 @@ std::string format_instructions(const StructuredRequest& request) {
   return text;
 }
 
+// At most kReaskMaxErrors lines of at most kReaskErrorBytes each: a parser's message can quote
+// the token it choked on, and that token can be the whole answer.
+std::vector<std::string> bounded_errors(const std::vector<std::string>& errors) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < errors.size() && i < kReaskMaxErrors; ++i)
+    out.push_back(bounded_excerpt(errors[i], kReaskErrorBytes));
+  if (errors.size() > kReaskMaxErrors)
+    out.push_back(fmt::format("... and {} more", errors.size() - kReaskMaxErrors));
+  return out;
+}
+
 std::string reask_message(const std::vector<std::string>& errors, DocumentFormat format) {
   const char* name = format == DocumentFormat::Json ? "JSON" : "YAML";
   const char* fence = format == DocumentFormat::Json ? "json" : "yaml";
@@ -337,6 +350,8 @@ StructuredResult ask_structured(Provider& provider, const StructuredRequest& req
       document = parse_document(extract_document(response.text, request.format), request.format);
     } catch (const Error& error) {
       errors.push_back(error.what());
+    } catch (const nlohmann::json::exception& error) {
+      errors.push_back(fmt::format("invalid JSON: {}", error.what()));
     }
     if (errors.empty()) {
       if (request.schema) errors = validate_schema_lite(document, *request.schema);
@@ -345,6 +360,7 @@ StructuredResult ask_structured(Provider& provider, const StructuredRequest& req
         errors.insert(errors.end(), more.begin(), more.end());
       }
     }
+    errors = bounded_errors(errors);
     if (errors.empty()) {
       result.document = std::move(document);
       result.answer = std::move(response.text);
@@ -353,7 +369,8 @@ StructuredResult ask_structured(Provider& provider, const StructuredRequest& req
     }
     // Asking a deterministic answerer again would only repeat the same mistake.
     if (provider.deterministic()) break;
-    messages.push_back(assistant_message(response.text));
+    // Redacted before the cut, so a key the answer echoed cannot leave its first half behind.
+    messages.push_back(assistant_message(bounded_excerpt(redact(response.text), kReaskQuoteHead, kReaskQuoteTail)));
     messages.push_back(user_message(reask_message(errors, request.format)));
   }
   throw Error(ErrorKind::Llm,
@@ -361,8 +378,8 @@ StructuredResult ask_structured(Provider& provider, const StructuredRequest& req
                           provider.name(), to_string(request.format),
                           request.kind.empty() ? "" : fmt::format(" for '{}'", request.kind),
                           result.attempts, fmt::join(errors, "\n  - ")),
-              "use a stronger model (llm.model), raise the attempt limit, or write the document by "
-              "hand and resume the run from its checkpoint");
+              "use a stronger model (llm.model), or write the document by hand and resume the run "
+              "from its checkpoint");
 }
 
 }  // namespace liger::llm

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "liger/error.h"
+#include "liger/llm/redact.h"
 
 namespace liger::util {
 
@@ -48,6 +49,10 @@ std::string read_file(const fs::path& path) {
 }
 
 void write_file_atomic(const fs::path& path, std::string_view content) {
+  write_file_atomic_verbatim(path, llm::redact_known_secrets(content));
+}
+
+void write_file_atomic_verbatim(const fs::path& path, std::string_view content) {
   fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
   std::error_code ec;
   fs::create_directories(dir, ec);

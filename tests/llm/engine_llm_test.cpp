@@ -187,7 +187,10 @@ TEST(EngineLlm, OpenAIExchangeIsRecordedInTheRunWithTheKeyRedactedEverywhere) {
   EXPECT_EQ(util::read_file(f.tree / "out/op.txt"), "relu_squared via openai\n");
   ASSERT_EQ(server.request_count(), 1u);
   EXPECT_EQ(server.requests()[0].header("authorization"), std::string("Bearer ") + kRunKey);
-  EXPECT_NE(f.answer_seen.find(kRunKey), std::string::npos) << "the stage itself sees the real answer";
+  // The key is scrubbed from the answer before any stage sees it: it cannot travel on into a
+  // profile, a note, a staged file's name or an error message.
+  EXPECT_EQ(f.answer_seen.find(kRunKey), std::string::npos) << f.answer_seen;
+  EXPECT_NE(f.answer_seen.find("(request authorised with [REDACTED])"), std::string::npos) << f.answer_seen;
 
   // The exchange is in the run's cassette, with the key scrubbed from headers and body.
   const fs::path cassette = outcome.run_dir / "llm" / "cassette.json";

@@ -186,7 +186,8 @@ void TestServer::handle(int client) {
     std::lock_guard lock(mutex_);
     requests_.push_back(request);
     if (next_ < script_.size()) {
-      answer = script_[next_++];
+      answer = script_[next_];
+      if (!answer.forever) ++next_;
     } else {
       answer = json_answer(418, R"({"error":{"message":"the test script has no more answers"}})");
     }

@@ -28,6 +28,8 @@ struct ScriptedAnswer {
   std::chrono::milliseconds chunk_delay{0};
   Behaviour behaviour = Behaviour::Respond;
   std::size_t huge_bytes = 0;
+  // Answers every request from here on (a server stuck on 500 or 429) instead of being used once.
+  bool forever = false;
 };
 
 ScriptedAnswer json_answer(int status, std::string body,

@@ -30,6 +30,12 @@ const char* to_string(RecordMode mode) noexcept;
 // The same request must match however its JSON keys were ordered or spaced.
 std::string normalise_body(const std::string& body);
 
+// A recorded answer body larger than this, or one that is not UTF-8, is kept only as a bounded
+// excerpt marked incomplete: a cassette must not grow by the size of every runaway answer, and
+// JSON cannot hold arbitrary bytes. Replaying such an exchange is an error that says so. Real
+// answers are far smaller (an 8k-token answer is about 32 KiB).
+inline constexpr std::size_t kCassetteBodyLimit = 2u << 20;
+
 class Cassette {
  public:
   // A Once cassette decides between replay and record when it is opened, so a recording that

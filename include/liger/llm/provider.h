@@ -62,12 +62,19 @@ struct EndpointCheck {
   bool reachable = false;
   bool auth_ok = false;
   bool model_ok = false;
+  // The probe came back as a usable answer. Only this proves the endpoint works: a server that
+  // answers 500 or 429 is reachable, but says nothing about the key or the model.
+  bool answered = false;
+  long http_status = 0;  // of the last answer; 0 when none arrived
+  // Empty when ok; else one of: config, unreachable, timeout, auth, model, rate_limited,
+  // server_error, rejected, malformed.
+  std::string failure;
   double latency_s = 0.0;
   std::string endpoint;  // base URL actually used
   std::string model;
   std::string message;   // what happened, one line
   std::string hint;      // how to fix it, empty when all is well
-  bool ok() const noexcept { return !needs_endpoint || (reachable && auth_ok && model_ok); }
+  bool ok() const noexcept { return !needs_endpoint || (answered && reachable && auth_ok && model_ok); }
 };
 
 class Provider {

@@ -34,6 +34,20 @@ class SecretRegistry {
 // or a well-known key format (sk-..., sk-ant-...) with [REDACTED].
 std::string redact(std::string_view text, const std::vector<std::string>& extra_secrets = {});
 
+// Replaces only the registered secrets' exact values. This is what every file write applies
+// (util::write_file_atomic): it cannot mangle ordinary content the way the shape-based patterns
+// of redact() might (a generated source file that happens to contain "Bearer <word>").
+std::string redact_known_secrets(std::string_view text);
+
+// Registers the values of the environment variables that hold API keys: OPENAI_API_KEY,
+// ANTHROPIC_API_KEY and `key_env` (the variable llm.api_key_env names; empty or "none": none),
+// so text that echoes a key is scrubbed even before (or without) a provider being built.
+void register_environment_keys(const std::string& key_env);
+
+// Puts std::cout and std::cerr behind a filter that applies redact() to everything printed,
+// whatever code path printed it (errors, hints, JSON documents, summaries). Idempotent.
+void redact_standard_streams();
+
 bool is_sensitive_header(std::string_view name) noexcept;
 
 // Values of authentication headers become [REDACTED]; other values go through redact().

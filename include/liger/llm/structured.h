@@ -43,6 +43,15 @@ std::vector<std::string> validate_schema_lite(const nlohmann::json& document,
                                               const nlohmann::json& schema);
 Validator schema_lite_validator(nlohmann::json schema);
 
+// A re-ask quotes the rejected answer back, but at most its first kReaskQuoteHead and last
+// kReaskQuoteTail bytes: the model needs to see what it wrote, not to be sent a runaway answer of
+// megabytes again (and again, growing, with every further re-ask). The error lines that go with
+// it (and into the final error) are bounded the same way.
+inline constexpr std::size_t kReaskQuoteHead = 6 * 1024;
+inline constexpr std::size_t kReaskQuoteTail = 2 * 1024;
+inline constexpr std::size_t kReaskMaxErrors = 20;
+inline constexpr std::size_t kReaskErrorBytes = 500;
+
 struct StructuredRequest {
   std::vector<Message> messages;  // the question; the format instructions are appended
   std::string kind;               // for the built-in provider's analyser lookup
