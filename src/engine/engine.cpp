@@ -44,24 +44,6 @@ const Workflow& require_workflow(const WorkflowRegistry& registry, const std::st
   return *workflow;
 }
 
-// Holds an exclusive flock on <run>/.run.lock so two processes never drive one run.
-class RunDirectoryLock {
- public:
-  explicit RunDirectoryLock(const fs::path& run_dir) {
-    fd_ = ::open((run_dir / ".run.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0 || ::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-      throw Error(ErrorKind::Failure, "run '" + run_dir.filename().string() + "' is being driven by another process",
-                  "wait for it to finish (`liger-agent runs` shows its status)");
-    }
-  }
-  ~RunDirectoryLock() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-
- private:
-  int fd_ = -1;
-};
-
 std::shared_ptr<spdlog::logger> make_run_logger(const fs::path& run_dir, const std::string& name, bool quiet,
                                                 int verbosity) {
   fs::create_directories(run_dir / "logs");
@@ -169,7 +151,7 @@ RunOutcome Engine::drive(const fs::path& given_run_dir) {
   sync_usage();
   Staging staging(run_dir / "staging");
   const fs::path profile_path = run_dir / "profile.yaml";
-  std::optional<ApplyLock> apply_lock;
+  const fs::path backup_dir = run_dir / "backup";
   std::istream& prompt_in = options_.prompt_in ? *options_.prompt_in : std::cin;
   std::ostream& prompt_out = options_.prompt_out ? *options_.prompt_out : std::cerr;
 
@@ -236,8 +218,34 @@ RunOutcome Engine::drive(const fs::path& given_run_dir) {
     state.status = "interrupted";
     state.save(run_dir);
     write_reports(run_dir, state);
-    return outcome("run '" + state.name + "' interrupted; continue it with `liger-agent resume " + state.name + "`",
-                   static_cast<int>(ExitCode::Interrupted));
+    std::string message = "run '" + state.name + "' interrupted; continue it with `liger-agent resume " + state.name + "`";
+    // The apply lock outlives the process: say so, and how to end it either way.
+    if (tree_holds_run_files(backup_dir)) {
+      message += ". Its " + std::to_string(state.applied_files.empty() ? state.staged_files.size()
+                                                                      : state.applied_files.size()) +
+                 " applied file(s) stay in the tree, locked for this run; `liger-agent reject " + state.name +
+                 "` restores the tree instead";
+    }
+    return outcome(message, static_cast<int>(ExitCode::Interrupted));
+  };
+  auto print_notes = [&](const std::vector<std::string>& notes) {
+    for (const auto& note : notes) {
+      log->warn("{}", note);
+      if (!options_.quiet) std::cerr << "note: " << note << std::endl;
+    }
+  };
+  // Puts the tree back; an incomplete restore keeps the lock and fails the run, naming the paths.
+  auto restore_tree = [&](const std::string& why) {
+    const RestoreReport restored = restore_backups(backup_dir, state.tree_root);
+    if (!restored.tree_unchanged()) {
+      throw Error(ErrorKind::Failure, "run '" + state.name + "': " + why + ", and " + restored.summary(),
+                  "fix those paths (the originals are under " + (backup_dir / "files").string() +
+                      "), then `liger-agent resume " + state.name + "` or `liger-agent reject " + state.name +
+                      "` restores again");
+    }
+    state.applied_files.clear();
+    release_apply_lock(state.tree_root, state.name);
+    return restored;
   };
   // The checkpoint decision: recorded approvals stand; otherwise the policy decides.
   auto decide = [&](const std::string& name, const CheckpointView& view) -> Decision {
@@ -285,15 +293,34 @@ RunOutcome Engine::drive(const fs::path& given_run_dir) {
     return outcome(message, static_cast<int>(ExitCode::AwaitingApproval));
   };
   auto rejected_outcome = [&](const std::string& checkpoint) {
-    restore_backups(run_dir / "backup", state.tree_root);
-    state.applied_files.clear();
+    const RestoreReport restored = restore_tree("rejected at the " + checkpoint + " checkpoint");
     state.status = "rejected";
     state.save(run_dir);
     write_reports(run_dir, state);
-    return outcome("run '" + state.name + "' rejected at the " + checkpoint +
-                       " checkpoint; the tree is unchanged, staged files are kept in " + staging.dir().string(),
+    return outcome("run '" + state.name + "' rejected at the " + checkpoint + " checkpoint; " + restored.summary() +
+                       ", staged files are kept in " + staging.dir().string(),
                    static_cast<int>(ExitCode::Rejected));
   };
+  auto release_lock_if_tree_clean = [&] {
+    try {
+      if (!tree_holds_run_files(backup_dir)) release_apply_lock(state.tree_root, state.name);
+    } catch (const std::exception&) {
+      // An unreadable manifest: keep the lock, `reject` reports the problem.
+    }
+  };
+
+  // A process killed mid-write leaves temp files behind; none survives into this invocation.
+  remove_orphan_run_temps(run_dir);
+  {
+    std::vector<std::string> files = state.staged_files;
+    files.insert(files.end(), state.applied_files.begin(), state.applied_files.end());
+    if (auto claim = read_apply_lock(state.tree_root, state.name))
+      files.insert(files.end(), claim->files.begin(), claim->files.end());
+    remove_temp_files(state.tree_root, state.name, files);
+    std::vector<std::string> notes;
+    sweep_apply_locks(state.tree_root, &notes);
+    print_notes(notes);
+  }
 
   state.status = "running";
   state.error.reset();
@@ -361,6 +388,9 @@ RunOutcome Engine::drive(const fs::path& given_run_dir) {
           state.staged_files = staging.files();
           util::write_file_atomic(run_dir / "staged.diff",
                                   diff_staged_against_tree(staging.dir(), state.tree_root, state.staged_files));
+          // What the diff was made against: apply refuses to write it over a tree that has changed since.
+          util::write_file_atomic(run_dir / "staged.base.json",
+                                  snapshot_targets(state.tree_root, state.staged_files).dump(2) + "\n");
           state.phase = Phase::DiffCheckpoint;
           state.save(run_dir);
           break;
@@ -376,14 +406,41 @@ RunOutcome Engine::drive(const fs::path& given_run_dir) {
           break;
         }
         case Phase::Apply: {
-          apply_lock.emplace(ApplyLock::acquire(state.tree_root, state.name, state.staged_files));
+          // The claim is persistent: it is written before the first byte reaches the tree and
+          // stays until the run completes, is rejected or its tree is restored.
+          std::vector<std::string> notes;
+          acquire_apply_lock(state.tree_root, state.name, run_dir, state.staged_files, &notes);
+          print_notes(notes);
+          // Files of an apply cut short come out first, so the tree is compared as it was.
+          if (const RestoreReport undone = restore_backups(backup_dir, state.tree_root); !undone.tree_unchanged()) {
+            throw Error(ErrorKind::Failure, "run '" + state.name + "': an earlier apply could not be undone: " +
+                                                undone.summary(),
+                        "fix those paths, then `liger-agent resume " + state.name + "`");
+          }
+          if (const fs::path base = run_dir / "staged.base.json"; fs::exists(base)) {
+            // The approved diff was made against the tree as Act saw it; written over a tree that
+            // changed since (another run applied, a hand edit), it would undo those changes.
+            const auto changed = changed_targets(state.tree_root, nlohmann::json::parse(util::read_file(base)));
+            if (!changed.empty()) {
+              std::string list;
+              for (const auto& file : changed) list += (list.empty() ? "" : ", ") + file;
+              announce("the tree changed since Act staged this run's files (" + list +
+                       "); Act runs again and the new diff is checked again");
+              release_apply_lock(state.tree_root, state.name);
+              state.checkpoints["diff"] = CheckpointRecord{};
+              for (const char* stage : {"act", "apply"}) state.stages[stage].status = "pending";
+              state.phase = Phase::Act;
+              state.save(run_dir);
+              break;
+            }
+          }
           auto& record = state.stages["apply"];
           record.status = "running";
           record.runs += 1;
           record.started_at = util::now_iso8601();
           state.save(run_dir);
           announce("apply " + std::to_string(state.staged_files.size()) + " file(s) to " + state.tree_root.string());
-          apply_staged_files(staging.dir(), state.tree_root, state.staged_files, run_dir / "backup");
+          apply_staged_files(staging.dir(), state.tree_root, state.staged_files, backup_dir, state.name);
           state.applied_files = state.staged_files;
           record.status = "done";
           record.finished_at = util::now_iso8601();
@@ -392,32 +449,43 @@ RunOutcome Engine::drive(const fs::path& given_run_dir) {
           break;
         }
         case Phase::Verify: {
-          if (!apply_lock) apply_lock.emplace(ApplyLock::acquire(state.tree_root, state.name, state.applied_files));
-          StageContext ctx = make_context();
-          ctx.profile = profile::load_yaml_file(profile_path);
-          auto result = run_stage("verify", workflow.verify, ctx);
-          if (!result) return interrupted_outcome();
           if (state.attempts.size() < static_cast<std::size_t>(state.attempt)) state.attempts.resize(state.attempt);
           auto& attempt = state.attempts[state.attempt - 1];
-          attempt.attempt = state.attempt;
-          attempt.hard = result->hard;
-          attempt.soft = result->soft;
-          if (result->ok()) {
-            apply_lock.reset();
-            state.phase = Phase::Report;
+          // A failure recorded before a crash in the restore below: finish that, don't verify again.
+          const bool concluded_failed = !attempt.hard.empty();
+          if (!concluded_failed && backup_status(backup_dir) != BackupStatus::Applied) {
+            announce("the tree does not hold this run's files (an apply or a restore was cut short); applying again");
+            state.phase = Phase::Apply;
             state.save(run_dir);
             break;
           }
+          std::vector<std::string> notes;
+          acquire_apply_lock(state.tree_root, state.name, run_dir, state.applied_files, &notes);
+          print_notes(notes);
+          if (!concluded_failed) {
+            StageContext ctx = make_context();
+            ctx.profile = profile::load_yaml_file(profile_path);
+            auto result = run_stage("verify", workflow.verify, ctx);
+            if (!result) return interrupted_outcome();
+            attempt.attempt = state.attempt;
+            attempt.hard = result->hard;
+            attempt.soft = result->soft;
+            if (result->ok()) {
+              state.phase = Phase::Report;
+              state.save(run_dir);
+              break;
+            }
+            state.save(run_dir);  // the failure is on disk before the tree is touched
+          }
           // A failed attempt must not leave its files in the tree.
-          restore_backups(run_dir / "backup", state.tree_root);
-          state.applied_files.clear();
-          apply_lock.reset();
+          const RestoreReport restored =
+              restore_tree("attempt " + std::to_string(state.attempt) + " failed verification");
           if (state.attempt < state.max_attempts) {
             log->warn("attempt {} failed with {} hard failure(s); Act runs again with the diagnostics", state.attempt,
-                      result->hard.size());
+                      attempt.hard.size());
             if (!options_.quiet)
               std::cerr << "  attempt " << state.attempt << " of " << state.max_attempts << " failed ("
-                        << result->hard.front().summary << "); retrying Act with the diagnostics" << std::endl;
+                        << attempt.hard.front().summary << "); retrying Act with the diagnostics" << std::endl;
             state.attempt += 1;
             state.checkpoints["diff"] = CheckpointRecord{};
             for (const char* stage : {"act", "apply", "verify"}) state.stages[stage].status = "pending";
@@ -430,7 +498,7 @@ RunOutcome Engine::drive(const fs::path& given_run_dir) {
           state.save(run_dir);
           write_reports(run_dir, state);
           return outcome("run '" + state.name + "' failed verification after " + std::to_string(state.attempt) +
-                             " attempt(s); the tree is unchanged. Report: " + (run_dir / "report.md").string(),
+                             " attempt(s); " + restored.summary() + ". Report: " + (run_dir / "report.md").string(),
                          static_cast<int>(ExitCode::VerificationFailed));
         }
         case Phase::Report: {
@@ -438,6 +506,7 @@ RunOutcome Engine::drive(const fs::path& given_run_dir) {
           state.phase = Phase::Done;
           state.save(run_dir);
           write_reports(run_dir, state);
+          release_apply_lock(state.tree_root, state.name);  // after the state says completed
           break;
         }
         case Phase::Done: break;
@@ -446,6 +515,7 @@ RunOutcome Engine::drive(const fs::path& given_run_dir) {
   } catch (const Error& error) {
     sync_usage();  // a stage that threw may have asked the LLM before it did
     if (error.kind() == ErrorKind::Interrupted) return interrupted_outcome();
+    release_lock_if_tree_clean();
     for (auto& [name, record] : state.stages)
       if (record.status == "running") record.status = "failed";
     state.status = "failed";
@@ -456,6 +526,7 @@ RunOutcome Engine::drive(const fs::path& given_run_dir) {
     throw;
   } catch (const std::exception& error) {
     sync_usage();
+    release_lock_if_tree_clean();
     for (auto& [name, record] : state.stages)
       if (record.status == "running") record.status = "failed";
     state.status = "failed";

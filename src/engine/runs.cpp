@@ -126,8 +126,28 @@ RunOutcome reject_run(const fs::path& run_dir, const std::string& reason) {
     throw Error(ErrorKind::Usage, "run '" + state.name + "' has already finished (" + state.status + ")",
                 "nothing to reject");
   }
+  RunDirectoryLock run_lock(run_dir);  // never restore under a process that is driving the run
+  state = RunState::load(run_dir);
+  const fs::path backup_dir = run_dir / "backup";
+  std::vector<std::string> files = state.staged_files;
+  files.insert(files.end(), state.applied_files.begin(), state.applied_files.end());
+  if (auto claim = read_apply_lock(state.tree_root, state.name))
+    files.insert(files.end(), claim->files.begin(), claim->files.end());
+  std::sort(files.begin(), files.end());
+  files.erase(std::unique(files.begin(), files.end()), files.end());
+  // Leftovers of a killed process of this run go first; the restore below writes with this
+  // process's pid in the claim so nobody else mistakes its temp files for leftovers.
+  remove_orphan_run_temps(run_dir);
+  remove_temp_files(state.tree_root, state.name, files);
+  if (tree_holds_run_files(backup_dir)) acquire_apply_lock(state.tree_root, state.name, run_dir, files);
+  const RestoreReport restored = restore_backups(backup_dir, state.tree_root);
+  if (!restored.tree_unchanged()) {
+    throw Error(ErrorKind::Failure, "cannot finish rejecting run '" + state.name + "': " + restored.summary(),
+                "fix those paths (the originals are under " + (backup_dir / "files").string() +
+                    "), then `liger-agent reject " + state.name + "` again; the run keeps its apply lock until then");
+  }
+  release_apply_lock(state.tree_root, state.name);
   const std::string checkpoint = state.pending_checkpoint();
-  restore_backups(run_dir / "backup", state.tree_root);
   state.applied_files.clear();
   if (!checkpoint.empty())
     state.checkpoints[checkpoint] = CheckpointRecord{"rejected", "reject command", util::now_iso8601(), reason};
@@ -135,7 +155,7 @@ RunOutcome reject_run(const fs::path& run_dir, const std::string& reason) {
   state.save(run_dir);
   write_reports(run_dir, state);
   return outcome_of(run_dir, state,
-                    "rejected run '" + state.name + "'; the tree is unchanged and its staged files stay in " +
+                    "rejected run '" + state.name + "'; " + restored.summary() + "; its staged files stay in " +
                         (run_dir / "staging").string(),
                     0);
 }

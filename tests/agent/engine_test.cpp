@@ -373,51 +373,71 @@ TEST(Apply, IsAllOrNothing) {
   util::write_file_atomic(staging / "new/b.txt", "new b\n");
   util::write_file_atomic(staging / "blocker/c.txt", "cannot be written\n");
   const auto before = snapshot_tree(tree);
-  EXPECT_THROW(apply_staged_files(staging, tree, {"a.txt", "new/b.txt", "blocker/c.txt"}, backup), Error);
+  EXPECT_THROW(apply_staged_files(staging, tree, {"a.txt", "new/b.txt", "blocker/c.txt"}, backup, "run-x"), Error);
   EXPECT_EQ(snapshot_tree(tree), before);
   EXPECT_FALSE(fs::exists(tree / "new")) << "directories created by the failed apply are removed";
 
-  apply_staged_files(staging, tree, {"a.txt", "new/b.txt"}, backup);
+  apply_staged_files(staging, tree, {"a.txt", "new/b.txt"}, backup, "run-x");
   EXPECT_EQ(util::read_file(tree / "a.txt"), "new a\n");
-  restore_backups(backup, tree);
+  EXPECT_TRUE(restore_backups(backup, tree).tree_unchanged());
   EXPECT_EQ(snapshot_tree(tree), before);
 }
 
-TEST(Lock, OverlappingRunsConflictStaleLocksAreTakenOver) {
+TEST(Lock, OverlappingRunsConflictStaleLocksAreRemoved) {
   TempDir dir;
-  ApplyLock first = ApplyLock::acquire(dir.path(), "run-a", {"kernels/x.cu", "docs/x.md"});
+  // A run directory with an unfinished state holds its claim whatever happens to its process.
+  const fs::path run_a = dir.path() / "runs" / "run-a";
+  RunState state;
+  state.name = "run-a";
+  state.status = "interrupted";
+  state.save(run_a);
+  acquire_apply_lock(dir.path(), "run-a", run_a, {"kernels/x.cu", "docs/x.md"});
   try {
-    ApplyLock::acquire(dir.path(), "run-b", {"docs/x.md"});
+    acquire_apply_lock(dir.path(), "run-b", dir.path() / "runs/run-b", {"docs/x.md"});
     FAIL() << "overlapping files must conflict";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("run-a"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("docs/x.md"), std::string::npos) << e.what();
   }
-  EXPECT_NO_THROW(ApplyLock::acquire(dir.path(), "run-c", {"other.md"}));
-  first.release();
-  EXPECT_NO_THROW(ApplyLock::acquire(dir.path(), "run-b", {"docs/x.md"}));
+  EXPECT_NO_THROW(acquire_apply_lock(dir.path(), "run-c", dir.path() / "runs/run-c", {"other.md"}));
+  release_apply_lock(dir.path(), "run-a");
+  EXPECT_NO_THROW(acquire_apply_lock(dir.path(), "run-b", dir.path() / "runs/run-b", {"docs/x.md"}));
 
-  // A claim left by a process that is gone does not block anyone.
+  // A claim of an older version (no run directory) left by a process that is gone blocks nobody.
   pid_t child = ::fork();
   if (child == 0) _exit(0);
   ::waitpid(child, nullptr, 0);
   util::write_file_atomic(dir.path() / ".liger-agent/locks/dead.lock",
-                          nlohmann::json{{"run", "dead"}, {"pid", child}, {"files", {"docs/x.md"}}}.dump());
-  EXPECT_NO_THROW(ApplyLock::acquire(dir.path(), "run-d", {"docs/x.md"}));
+                          nlohmann::json{{"run", "dead"}, {"pid", child}, {"files", {"docs/y.md"}}}.dump());
+  std::vector<std::string> notes;
+  EXPECT_NO_THROW(acquire_apply_lock(dir.path(), "run-d", dir.path() / "runs/run-d", {"docs/y.md"}, &notes));
   EXPECT_FALSE(fs::exists(dir.path() / ".liger-agent/locks/dead.lock"));
+  ASSERT_EQ(notes.size(), 2u) << "run-b's claim names a run directory that does not exist either";
 }
 
-TEST(Engine, ApplyRefusedWhileAnotherLiveRunHoldsTheFiles) {
+TEST(Engine, ApplyRefusedWhileAnotherUnfinishedRunHoldsTheFiles) {
   Fixture f;
   f.register_workflow();
-  ApplyLock other = ApplyLock::acquire(f.tree, "other-run", {"out/result.txt"});
+  const fs::path other_dir = f.dir.path() / "elsewhere" / "other-run";
+  RunState other;
+  other.name = "other-run";
+  other.status = "failed";
+  other.save(other_dir);
+  acquire_apply_lock(f.tree, "other-run", other_dir, {"out/result.txt"});
   Engine engine(f.registry, f.options(CheckpointPolicy::AutoApprove));
-  EXPECT_THROW(engine.start(f.request()), Error);
+  try {
+    engine.start(f.request());
+    FAIL() << "the claim of an unfinished run must block";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("other-run"), std::string::npos) << e.what();
+    EXPECT_NE(e.hint().find("liger-agent reject other-run"), std::string::npos) << e.hint();
+  }
   EXPECT_EQ(util::read_file(f.tree / "out/result.txt"), "original contents\n");
-  other.release();
+  release_apply_lock(f.tree, "other-run");
   const auto runs = list_runs(f.runs);
   ASSERT_EQ(runs.size(), 1u);
   EXPECT_EQ(runs[0].status, "failed");
+  EXPECT_FALSE(read_apply_lock(f.tree, runs[0].name)) << "a run refused before applying holds no claim";
   EXPECT_EQ(engine.resume(runs[0].run_dir).exit_code, 0) << "a failed apply can be resumed once the lock is free";
 }
 
