@@ -54,4 +54,12 @@ assert package_dir.startswith(sys.prefix), f"imported {package_dir}, not the ven
 assert os.path.dirname(os.path.abspath(path)) == package_dir, f"{path} is not the library inside the package"
 print("liger_version():", liger_kernels.library_version())  # loads the .so (no GPU needed to load it)
 PY
+# Where torch sees a GPU (the GPU machine), the binding tests run against the installed wheel.
+if "$work/venv/bin/python" -c "import torch, pytest, sys; sys.exit(0 if torch.cuda.is_available() else 1)" >/dev/null 2>&1; then
+  echo "== binding tests against the installed wheel"
+  env -u LIGER_KERNELS_LIBRARY -u PYTHONPATH LIGER_TEST_INSTALLED=1 "$work/venv/bin/python" -m pytest -q -p no:cacheprovider \
+    "$repo/tests/python/test_abi.py" "$repo/tests/python/test_ops.py"
+else
+  echo "binding tests against the wheel: not run (no torch with a CUDA device in this interpreter)"
+fi
 echo "wheel OK"
