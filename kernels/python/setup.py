@@ -64,7 +64,8 @@ def _cmake_build(build_temp):
     if shutil.which("ninja"):
         configure[1:1] = ["-G", "Ninja"]
     if os.path.isfile(os.path.join(build_temp, "CMakeCache.txt")):
-        configure = ["cmake", "-B", build_temp, f"-DCMAKE_CUDA_ARCHITECTURES={archs}"]  # keep its generator
+        # Re-configure with the generator it has (CMake refuses a different -G).
+        configure = ["cmake", "-S", REPO, "-B", build_temp, f"-DCMAKE_CUDA_ARCHITECTURES={archs}"]
     jobs = os.environ.get("LIGER_BUILD_JOBS") or str(os.cpu_count() or 2)
     print(f"liger-kernels: building {LIB_NAME} for CUDA architectures {archs} in {build_temp}", flush=True)
     subprocess.check_call(configure)
