@@ -10,6 +10,9 @@
 #   ./scripts/run-main-job.sh kernel-dev "y = x * sigmoid(1.702 * x)"
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# Only the binary: the workflow's Verify builds the kernel library and the tests it runs (and
+# not the GPU tests or the benchmark on a machine without a GPU).
+LIGER_BUILD_TARGETS="${LIGER_BUILD_TARGETS:-liger-agent}"
 source "$repo_root/scripts/setup.sh"
 agent="$LIGER_BUILD_DIR/src/liger-agent"
 cd "$repo_root"

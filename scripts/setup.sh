@@ -7,6 +7,8 @@
 #   LIGER_BUILD_DIR     build directory (default: build)
 #   LIGER_CUDA_ARCHS    CUDA architectures (default: 80-real;90 = sm_80, sm_90 + compute_90 PTX)
 #   LIGER_SKIP_APT=1    never call apt-get (fail with the list of missing packages instead)
+#   LIGER_BUILD_TARGETS targets to build, space-separated (default: all; run-main-job.sh builds
+#                       only liger-agent, the workflow's Verify builds what it runs)
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -64,8 +66,15 @@ configure_and_build() {
     log "configuring in $build_dir"
     cmake -S "$repo_root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release "${cuda_args[@]}" >&2
   fi
-  log "building (this compiles the CUDA kernels too; the first build takes several minutes)"
-  cmake --build "$build_dir" -j "$(nproc)" >&2
+  local targets=()
+  read -r -a targets <<<"${LIGER_BUILD_TARGETS:-}"
+  if [ ${#targets[@]} -gt 0 ]; then
+    log "building ${targets[*]} in $build_dir"
+    cmake --build "$build_dir" -j "$(nproc)" --target "${targets[@]}" >&2
+  else
+    log "building everything (the CUDA kernels and every test too; the first build takes several minutes)"
+    cmake --build "$build_dir" -j "$(nproc)" >&2
+  fi
 }
 
 install_missing_packages

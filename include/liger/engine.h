@@ -10,6 +10,7 @@
 #include <iosfwd>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "liger/config.h"
@@ -91,6 +92,19 @@ struct RunSummary {
   fs::path run_dir;
 };
 std::vector<RunSummary> list_runs(const fs::path& run_root);  // newest first
+
+// Deletes finished run directories under `run_root`: those whose status is in `statuses`
+// ("failed" also covers "verification_failed"; empty = completed, failed and rejected) and that
+// are at least `min_age_seconds` old. A run in progress (its run lock held) or holding an apply
+// lock on its tree is never touched, nor is a run parked at or approved past a checkpoint.
+struct PruneResult {
+  std::vector<RunSummary> removed;                            // or, with dry_run, would be removed
+  std::vector<std::pair<RunSummary, std::string>> kept_busy;  // matched but in use: the reason
+};
+PruneResult prune_runs(const fs::path& run_root, const std::vector<std::string>& statuses, long long min_age_seconds,
+                       bool dry_run);
+// "7d", "12h", "30m", "45s", "2w" -> seconds; throws Usage on anything else.
+long long parse_duration(const std::string& text);
 
 // state.json as stored (for `show`).
 nlohmann::json read_run_state(const fs::path& run_dir);

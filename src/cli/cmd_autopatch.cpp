@@ -2,6 +2,7 @@
 
 #include "cli/commands.h"
 #include "cli/run_support.h"
+#include "cli/tree.h"
 #include "liger/workflows.h"
 
 namespace liger::cli {
@@ -23,7 +24,7 @@ void register_autopatch_command(CLI::App& app, GlobalOptions& options) {
       "bundled kernels, with a patch test and a convergence test.");
   cmd->add_option("model", args->model, "Path to modeling_<model>.py, or a model type in an installed transformers")
       ->required();
-  cmd->add_option("--tree", args->tree, "Repository to add the patch to (default: the bundled source tree)");
+  cmd->add_option("--tree", args->tree, "Checkout to add the patch to (default: the one holding the current directory)");
   cmd->add_option("--module", args->module,
                   "Python module name of the generated integration (default: the model type); needed beside a "
                   "hand-written integration, e.g. --module llama_autopatch");
@@ -47,7 +48,7 @@ void register_autopatch_command(CLI::App& app, GlobalOptions& options) {
     request.workflow = "autopatch";
     request.label = std::filesystem::path(args->model).stem().string();
     if (request.label.rfind("modeling_", 0) == 0) request.label = request.label.substr(9);
-    request.tree_root = args->tree.empty() ? workflows::data_dir() : std::filesystem::path(args->tree);
+    request.tree_root = resolve_tree(args->tree, "autopatch");
     request.arguments = {{"model", std::filesystem::exists(args->model) ? std::filesystem::absolute(args->model).string() : args->model},
                          {"modify", args->modify}};
     if (!args->module.empty()) request.arguments["module"] = args->module;

@@ -3,6 +3,7 @@
 #include "cli/commands.h"
 #include "liger/error.h"
 #include "cli/run_support.h"
+#include "cli/tree.h"
 #include "liger/workflows.h"
 
 namespace liger::cli {
@@ -25,7 +26,7 @@ void register_kernel_dev_command(CLI::App& app, GlobalOptions& options) {
   cmd->add_option("--modify", args->modify,
                   "Update the existing op <op> (e.g. to add an option); without it a request for an op the library "
                   "already has is refused when the regenerated files differ");
-  cmd->add_option("--tree", args->tree, "Repository to add the kernel to (default: the bundled source tree)");
+  cmd->add_option("--tree", args->tree, "Checkout to add the kernel to (default: the one holding the current directory)");
   cmd->add_flag("--skip-bench", args->skip_bench, "Verify without the benchmarks (build and tests only)");
   cmd->footer(examples_footer({
       "liger-agent kernel-dev \"ReLU squared activation function\" --yes",
@@ -43,7 +44,7 @@ void register_kernel_dev_command(CLI::App& app, GlobalOptions& options) {
     engine::RunRequest request;
     request.workflow = "kernel-dev";
     request.label = !args->name.empty() ? args->name : !args->modify.empty() ? args->modify : args->description;
-    request.tree_root = args->tree.empty() ? workflows::data_dir() : std::filesystem::absolute(args->tree);
+    request.tree_root = resolve_tree(args->tree, "kernel-dev");
     request.arguments = {{"input", args->description},
                          {"name", args->name},
                          {"modify", args->modify},

@@ -2,6 +2,7 @@
 
 #include "cli/commands.h"
 #include "cli/run_support.h"
+#include "cli/tree.h"
 #include "liger/workflows.h"
 
 namespace liger::cli {
@@ -51,7 +52,7 @@ void register_kernel_perf_command(CLI::App& app, GlobalOptions& options) {
                   "Timed GPU time per candidate of the tunable search (default: the workflow's)");
   cmd->add_option("--bench-min-time-ms", args->bench_min_time_ms,
                   "Timed GPU time per case of each variant's full benchmark (default: the workflow's)");
-  cmd->add_option("--tree", args->tree, "Repository holding the kernel (default: the bundled source tree)");
+  cmd->add_option("--tree", args->tree, "Checkout holding the kernel (default: the one holding the current directory)");
   cmd->footer(examples_footer({
       "liger-agent kernel-perf rms_norm --goal speed",
       "liger-agent kernel-perf cross_entropy --goal memory --max-variants 4 --yes",
@@ -62,7 +63,7 @@ void register_kernel_perf_command(CLI::App& app, GlobalOptions& options) {
     engine::RunRequest request;
     request.workflow = "kernel-perf";
     request.label = args->kernel;
-    request.tree_root = args->tree.empty() ? workflows::data_dir() : std::filesystem::path(args->tree);
+    request.tree_root = resolve_tree(args->tree, "kernel-perf");
     request.arguments = {
         {"kernel", args->kernel},         {"goal", args->goal},
         {"target", args->target},         {"variants", args->variants},

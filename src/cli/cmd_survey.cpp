@@ -2,6 +2,7 @@
 
 #include "cli/commands.h"
 #include "cli/run_support.h"
+#include "cli/tree.h"
 #include "liger/workflows.h"
 
 namespace liger::cli {
@@ -18,7 +19,7 @@ void register_survey_command(CLI::App& app, GlobalOptions& options) {
       "Document the C API of a kernel library: scan kernels/include/liger_kernels/*.h (Understand), render "
       "a markdown table of every op's forward/backward entry points (Act), check the table against the "
       "headers (Verify).");
-  cmd->add_option("kernels_dir", args->kernels_dir, "The kernels/ directory to survey (default: the bundled one)");
+  cmd->add_option("kernels_dir", args->kernels_dir, "The kernels/ directory to survey (default: the one of the checkout holding the current directory)");
   cmd->add_option("--tree", args->tree, "Repository the table is written into (default: the parent of kernels_dir)");
   cmd->add_option("--output", args->output, "Repository-relative path of the generated table")->capture_default_str();
   cmd->footer(examples_footer({
@@ -27,7 +28,7 @@ void register_survey_command(CLI::App& app, GlobalOptions& options) {
       "liger-agent --json survey   # stops at the profile checkpoint (exit 3) without a terminal",
   }));
   cmd->callback([args, &options] {
-    std::filesystem::path kernels = args->kernels_dir.empty() ? workflows::data_dir() / "kernels"
+    std::filesystem::path kernels = args->kernels_dir.empty() ? resolve_tree(args->tree, "survey") / "kernels"
                                                               : std::filesystem::path(args->kernels_dir);
     kernels = std::filesystem::absolute(kernels).lexically_normal();
     if (!kernels.has_filename()) kernels = kernels.parent_path();

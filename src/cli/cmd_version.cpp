@@ -6,6 +6,7 @@
 #include "cli/run_support.h"
 #include "liger/process.h"
 #include "liger/util.h"
+#include "liger/workflows.h"
 
 namespace liger::cli {
 
@@ -43,10 +44,12 @@ void register_version_command(CLI::App& app, GlobalOptions& options) {
                   {"git_commit", commit},
                   {"build_type", build_type()},
                   {"source_dir", LIGER_SOURCE_DIR},
+                  {"data_dir", workflows::data_dir().string()},
                   {"cuda", {{"nvcc", gpu.nvcc_found}, {"nvcc_version", gpu.nvcc_version}, {"gpus", gpu.gpus}}}});
     } else {
       std::cout << "liger-agent " << LIGER_AGENT_VERSION << (commit.empty() ? "" : " (" + commit + ")") << "\n"
                 << "build:  " << build_type() << "\n"
+                << "data:   " << workflows::data_dir().string() << "\n"
                 << "nvcc:   " << (gpu.nvcc_found ? "found " + gpu.nvcc_version : std::string("not found")) << "\n"
                 << "GPUs:   " << (gpu.gpus.empty() ? std::string("none detected") : std::to_string(gpu.gpus.size()))
                 << "\n";

@@ -16,7 +16,17 @@ const engine::WorkflowRegistry& workflow_registry() {
   return registry;
 }
 
-std::filesystem::path run_root(GlobalOptions& options) { return options.config().get_string("run_dir"); }
+std::filesystem::path run_root(GlobalOptions& options) {
+  const auto& value = options.config().get("run_dir");
+  std::filesystem::path root = value.value;
+  // The built-in default lives in the checkout the user stands in (beside its apply locks), so
+  // runs started from any of its subdirectories are listed together; a configured value is taken
+  // as written.
+  if (value.layer == ConfigLayer::Default && root.is_relative()) {
+    if (const auto tree = workflows::find_tree(std::filesystem::current_path()); !tree.empty()) root = tree / root;
+  }
+  return root;
+}
 
 engine::EngineOptions engine_options(GlobalOptions& options) {
   engine::EngineOptions engine;

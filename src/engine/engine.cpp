@@ -17,6 +17,7 @@
 #include "liger/error.h"
 #include "liger/llm/redact.h"
 #include "liger/llm/usage.h"
+#include "liger/process.h"
 #include "liger/profile.h"
 #include "liger/util.h"
 
@@ -83,6 +84,8 @@ Engine::Engine(const WorkflowRegistry& registry, EngineOptions options)
   // cmake, python): a relative run root would resolve against the wrong directory there.
   options_.run_root = fs::absolute(options_.run_root).lexically_normal();
   if (!options_.config) throw Error(ErrorKind::Internal, "Engine constructed without a configuration");
+  // Configure, build, test and benchmark steps run for minutes: show them unless -q.
+  toolchain::set_progress_reporting(!options_.quiet);
 }
 
 RunOutcome Engine::start(const RunRequest& request) {
@@ -326,6 +329,8 @@ RunOutcome Engine::drive(const fs::path& given_run_dir) {
   state.error.reset();
   state.save(run_dir);
   log->info("driving run {} from phase {}", state.name, to_string(state.phase));
+  // Said before anything else so a reviewer knows which checkout approval will write into.
+  announce("run " + state.name + " on tree " + state.tree_root.string());
 
   try {
     while (state.phase != Phase::Done) {
@@ -347,6 +352,7 @@ RunOutcome Engine::drive(const fs::path& given_run_dir) {
           }
           util::write_file_atomic(profile_path,
                                   profile::to_yaml(ctx.profile, workflow.name + " profile for run " + state.name +
+                                                                    "\ntree: " + state.tree_root.string() +
                                                                     "\nschema: " + state.schema_path.string()));
           const auto report = schema.validate(ctx.profile);
           if (!report.ok()) {

@@ -8,6 +8,7 @@
 
 #include "liger/error.h"
 #include "liger/llm/structured.h"
+#include "liger/workflows.h"
 
 namespace liger::llm {
 
@@ -68,9 +69,7 @@ const PriceTable& PriceTable::builtin_defaults() {
   static const PriceTable table = [] {
     std::vector<std::string> candidates;
     if (const char* env = std::getenv("LIGER_AGENT_PRICE_TABLE"); env && *env) candidates.emplace_back(env);
-#ifdef LIGER_SOURCE_DIR
-    candidates.emplace_back(std::string(LIGER_SOURCE_DIR) + "/skills/llm/prices.yaml");
-#endif
+    candidates.emplace_back((workflows::data_dir() / "skills/llm/prices.yaml").string());  // installed or source
     candidates.emplace_back("skills/llm/prices.yaml");
     for (const auto& path : candidates) {
       std::error_code ignored;

@@ -6,9 +6,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iostream>
 #include <regex>
 #include <sstream>
 
@@ -32,6 +36,108 @@ std::optional<fs::path> find_executable(const std::string& name) {
     if (::access(candidate.c_str(), X_OK) == 0) return candidate;
   }
   return std::nullopt;
+}
+
+namespace {
+
+struct ProgressSettings {
+  std::atomic<bool> enabled{false};
+  std::atomic<long long> heartbeat_ms{30000};
+};
+ProgressSettings& progress_settings() {
+  static ProgressSettings settings;
+  return settings;
+}
+
+// Shows one running child on stderr (see set_progress_reporting in the header).
+class ProgressDisplay {
+ public:
+  ProgressDisplay(std::string label, std::chrono::steady_clock::time_point started)
+      : label_(std::move(label)), started_(started), terminal_(::isatty(STDERR_FILENO) == 1) {
+    const auto& s = progress_settings();
+    enabled_ = s.enabled.load();
+    heartbeat_ = std::chrono::milliseconds(s.heartbeat_ms.load());
+    next_ = started_ + (terminal_ ? std::chrono::milliseconds(2000) : heartbeat_);
+  }
+  // Called from the wait loop (every 100 ms at most); `output` is everything the child wrote.
+  void tick(const std::string& output) {
+    if (!enabled_) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now < next_) return;
+    const std::string line = status(output, now);
+    if (terminal_) {
+      std::cerr << "\r\033[K" << line << std::flush;
+      next_ = now + std::chrono::seconds(1);
+    } else {
+      std::cerr << line << std::endl;
+      next_ = now + heartbeat_;
+    }
+    shown_ = true;
+  }
+  void finish(const std::string& output, bool ok) {
+    if (!enabled_ || !shown_) return;
+    const std::string line = status(output, std::chrono::steady_clock::now()) + (ok ? ", done" : ", failed");
+    std::cerr << (terminal_ ? "\r\033[K" : "") << line << std::endl;
+  }
+
+ private:
+  std::string status(const std::string& output, std::chrono::steady_clock::time_point now) const {
+    const double seconds = std::chrono::duration<double>(now - started_).count();
+    // Only the tail: a build's output runs to megabytes and the count is near its end.
+    const std::string count = progress_count(output.size() > 2048 ? output.substr(output.size() - 2048) : output);
+    return "  ... " + label_ + ": " + format_elapsed(seconds) + (count.empty() ? "" : ", " + count);
+  }
+
+  std::string label_;
+  std::chrono::steady_clock::time_point started_, next_;
+  std::chrono::milliseconds heartbeat_{30000};
+  bool terminal_ = false, enabled_ = false, shown_ = false;
+};
+
+}  // namespace
+
+void set_progress_reporting(bool enabled, std::chrono::milliseconds heartbeat) {
+  progress_settings().enabled = enabled;
+  progress_settings().heartbeat_ms = std::max<long long>(1, heartbeat.count());
+}
+
+std::string progress_label(const std::vector<std::string>& argv) {
+  if (argv.empty()) return "";
+  const std::string exe = fs::path(argv.front()).filename().string();
+  auto has = [&](const std::string& arg) { return std::find(argv.begin(), argv.end(), arg) != argv.end(); };
+  if (exe == "cmake") {
+    if (has("--build")) return "build";
+    if (has("--install")) return "install";
+    return "configure";
+  }
+  if (exe == "ninja" || exe == "make") return "build";
+  if (exe == "ctest" || exe == "pytest" || exe.find("test") != std::string::npos) return "test";
+  if (exe.rfind("python", 0) == 0 && argv.size() > 2 && argv[1] == "-m" && argv[2] == "pytest") return "test";
+  if (exe.find("bench") != std::string::npos) return "benchmark";
+  if (exe.rfind("python", 0) == 0 && argv.size() > 1) {
+    const std::string script = fs::path(argv[1]).filename().string();
+    if (script.find("bench") != std::string::npos || script.find("compare") != std::string::npos) return "benchmark";
+  }
+  return exe;
+}
+
+std::string progress_count(const std::string& output) {
+  static const std::regex counter(R"(\[([0-9]+)/([0-9]+)\]|\b([0-9]+)/([0-9]+) +Test +#)");
+  std::string last;
+  for (std::sregex_iterator it(output.begin(), output.end(), counter), end; it != end; ++it) {
+    const auto& m = *it;
+    last = m[1].matched ? "[" + m[1].str() + "/" + m[2].str() + "]" : "[" + m[3].str() + "/" + m[4].str() + "]";
+  }
+  return last;
+}
+
+std::string format_elapsed(double seconds) {
+  const long long total = static_cast<long long>(seconds < 0 ? 0 : seconds);
+  char buffer[32];
+  if (total < 60) std::snprintf(buffer, sizeof buffer, "%llds", total);
+  else if (total < 3600) std::snprintf(buffer, sizeof buffer, "%lldm%02llds", total / 60, total % 60);
+  else std::snprintf(buffer, sizeof buffer, "%lldh%02lldm", total / 3600, (total % 3600) / 60);
+  return buffer;
 }
 
 ProcessResult run_process(const ProcessOptions& options) {
@@ -84,7 +190,10 @@ ProcessResult run_process(const ProcessOptions& options) {
 
   bool reading = !options.inherit_stdio;
   int status = 0;
+  ProgressDisplay progress(options.progress_label.empty() ? progress_label(options.argv) : options.progress_label,
+                           started);
   while (true) {
+    if (!options.inherit_stdio) progress.tick(result.output);
     if (reading) {
       pollfd pfd{pipe_fds[0], POLLIN, 0};
       int ready = ::poll(&pfd, 1, 100);
@@ -117,6 +226,7 @@ ProcessResult run_process(const ProcessOptions& options) {
 
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
+  progress.finish(result.output, result.ok());
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return result;
 }

@@ -109,8 +109,10 @@ TEST(Cli, WorkflowsRejectBadInputClearly) {
     std::vector<std::string> args;
     std::string message, hint;
   };
-  for (const Case& c : {Case{{"autopatch", "/nonexistent/modeling_x.py"}, "no such file", "modeling_<model>.py"},
-                        Case{{"kernel-perf", "no_such_op"}, "no op named 'no_such_op'", "known ops:"},
+  for (const Case& c : {Case{{"autopatch", "/nonexistent/modeling_x.py", "--tree", LIGER_SOURCE_DIR}, "no such file",
+                             "modeling_<model>.py"},
+                        Case{{"kernel-perf", "no_such_op", "--tree", LIGER_SOURCE_DIR}, "no op named 'no_such_op'",
+                             "known ops:"},
                         Case{{"kernel-dev", "   "}, "kernel-dev needs a request", "ReLU squared"}}) {
     auto result = run_cli(dir.path(), c.args);
     EXPECT_EQ(result.exit_code, 2) << c.args[0] << ": " << result.err;

@@ -6,7 +6,10 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(REPO, "kernels", "python"))
+# LIGER_TEST_INSTALLED=1: test the liger_kernels installed in this interpreter (the wheel), not
+# the checkout's sources.
+if os.environ.get("LIGER_TEST_INSTALLED") != "1":
+    sys.path.insert(0, os.path.join(REPO, "kernels", "python"))
 sys.path.insert(0, HERE)
 
 torch = pytest.importorskip("torch")

@@ -16,6 +16,8 @@
 #include "liger/workflows.h"
 #include "workflows/autopatch/workflow.h"
 
+#include "committed_tree.h"
+
 namespace fs = std::filesystem;
 using namespace liger;
 
@@ -41,10 +43,8 @@ struct Tree {
     root = ::mkdtemp(pattern.data());
     tree = root / "repo";
     runs = root / "runs";
-    fs::create_directories(tree / kPkg);
-    fs::create_directories(tree / "docs");
-    fs::copy_file(repo() / kPkg / "__init__.py", tree / kPkg / "__init__.py");
-    fs::copy_file(repo() / "docs/python.md", tree / "docs/python.md");
+    // As committed: integrations autopatch has since added to the checkout are not the baseline.
+    liger::testing::copy_committed(repo(), {std::string(kPkg) + "/__init__.py", "docs/python.md"}, tree);
     registry.add(autopatch::make_workflow());
   }
   ~Tree() {
@@ -209,7 +209,7 @@ TEST(AutopatchWorkflow, ReferenceTestsCarryTheTemplatesTolerances) {
   ASSERT_FALSE(doc.empty());
   ASSERT_FALSE(code.empty());
   for (const auto& [module, family] : std::vector<std::pair<std::string, std::string>>{{"gemma", "gemma"}, {"qwen3_moe", "moe"}}) {
-    const std::string ref = util::read_file(repo() / ("tests/python/test_autopatch_" + module + ".py"));
+    const std::string ref = liger::testing::committed_text(repo(), "tests/python/test_autopatch_" + module + ".py");
     EXPECT_NE(ref.find(fill(doc, family)), std::string::npos) << module << ": docstring table differs from the template";
     EXPECT_NE(ref.find(fill(code, family)), std::string::npos) << module << ": tolerance code differs from the template";
     EXPECT_NE(ref.find("    tol = conv_tol(dtype)\n"), std::string::npos) << module;

@@ -16,6 +16,8 @@
 #include "workflows/kernel_dev/codegen.h"
 #include "workflows/kernel_dev/render.h"
 
+#include "committed_tree.h"
+
 namespace kd = liger::kernel_dev;
 namespace fs = std::filesystem;
 
@@ -147,11 +149,9 @@ TEST(KernelDevRender, RendersEveryFileWithTheLibraryConventions) {
   EXPECT_TRUE(row.insert);
   EXPECT_EQ(row.content.rfind("| `relu_squared` |", 0), 0u) << row.content;
   // Inserting the exports into the library's functional.py keeps it importable text with the
-  // new lines in their blocks.
-  std::ifstream functional_in(kSource / "kernels/python/liger_kernels/functional.py");
-  std::stringstream functional;
-  functional << functional_in.rdbuf();
-  std::string text = functional.str();
+  // new lines in their blocks (the committed file: the main job adds these very lines to the
+  // checkout).
+  std::string text = liger::testing::committed_text(kSource, "kernels/python/liger_kernels/functional.py");
   int inserts = 0;
   for (const auto& f : files) {
     if (!f.insert || f.path != "kernels/python/liger_kernels/functional.py") continue;

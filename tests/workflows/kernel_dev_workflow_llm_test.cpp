@@ -30,6 +30,8 @@
 // The scripted server of the LLM tests, used only when recording.
 #include "llm/test_server.cpp"
 
+#include "committed_tree.h"
+
 namespace fs = std::filesystem;
 using namespace liger;
 
@@ -130,10 +132,8 @@ struct LlmCase {
     tree = root / "repo";
     runs = root / "runs";
     build = root / "build";
-    for (const char* rel : {"kernels/ops.yaml", "kernels/python/liger_kernels/functional.py", "docs/kernels/README.md"}) {
-      fs::create_directories((tree / rel).parent_path());
-      fs::copy_file(repo() / rel, tree / rel);
-    }
+    liger::testing::copy_committed(
+        repo(), {"kernels/ops.yaml", "kernels/python/liger_kernels/functional.py", "docs/kernels/README.md"}, tree);
     fs::create_directories(build);
     std::ofstream(build / "build.ninja") << "# fake\n";
     std::ofstream(build / "CMakeCache.txt") << "LIGER_BUILD_KERNELS:BOOL=OFF\n";

@@ -17,6 +17,8 @@
 #include "liger/workflows.h"
 #include "workflows/kernel_dev/workflow.h"
 
+#include "committed_tree.h"
+
 namespace fs = std::filesystem;
 using namespace liger;
 
@@ -92,13 +94,11 @@ struct Tree {
     tree = root / "repo";
     runs = root / "runs";
     build = root / "build";
-    for (const char* rel : {"kernels/ops.yaml", "kernels/python/liger_kernels/functional.py", "docs/kernels/README.md"}) {
-      fs::create_directories((tree / rel).parent_path());
-      fs::copy_file(repo() / rel, tree / rel);
-    }
-    fs::create_directories(tree / "kernels/include/liger_kernels");
-    for (const auto& e : fs::directory_iterator(repo() / "kernels/include/liger_kernels"))
-      fs::copy_file(e.path(), tree / "kernels/include/liger_kernels" / e.path().filename());
+    // As committed: the ops a workflow has since added to the checkout are not in the baseline.
+    liger::testing::copy_committed(repo(),
+                                   {"kernels/ops.yaml", "kernels/python/liger_kernels/functional.py",
+                                    "docs/kernels/README.md", "kernels/include/liger_kernels"},
+                                   tree);
     // A configured build directory with the CUDA library enabled (the runner fakes the tools).
     fs::create_directories(build);
     std::ofstream(build / "build.ninja") << "# fake\n";
@@ -195,7 +195,7 @@ TEST(KernelDevWorkflow, WordsToReluSquaredThroughVerifyWithoutGpu) {
                      "    header: kernels/include/liger_kernels/relu_squared.h\n  - name: rms_norm"),
             std::string::npos)
       << ops;
-  std::string original = util::read_file(repo() / "kernels/ops.yaml");
+  std::string original = liger::testing::committed_text(repo(), "kernels/ops.yaml");
   std::string without = ops;
   const auto from = without.find("  - name: relu_squared\n");
   without.erase(from, without.find("  - name: rms_norm") - from);
@@ -220,6 +220,14 @@ TEST(KernelDevWorkflow, WordsToReluSquaredThroughVerifyWithoutGpu) {
   EXPECT_NE(report.find("not run: no GPU"), std::string::npos) << report;
   EXPECT_EQ(t.runner->count("kernel_tests"), 0);
   EXPECT_EQ(t.runner->count("liger-bench"), 0);
+  // Nor are they built: the CUDA library and the reference tests are, the GPU-only targets not.
+  for (const auto& c : t.runner->calls) {
+    if (fs::path(c.front()).filename() != "cmake" || c.size() < 2 || c[1] != "--build") continue;
+    EXPECT_NE(std::find(c.begin(), c.end(), "liger_kernels"), c.end());
+    EXPECT_NE(std::find(c.begin(), c.end(), "reference_tests"), c.end());
+    EXPECT_EQ(std::find(c.begin(), c.end(), "kernel_tests"), c.end());
+    EXPECT_EQ(std::find(c.begin(), c.end(), "liger-bench"), c.end());
+  }
   // The reference tests were filtered to the op.
   bool filtered = false;
   for (const auto& c : t.runner->calls)
@@ -317,7 +325,7 @@ TEST(KernelDevWorkflow, AttemptLoopOnPersistentBuildFailure) {
   EXPECT_NE(report.find("the same failure persisted"), std::string::npos) << report;
   // The tree is restored byte for byte.
   EXPECT_FALSE(t.exists("kernels/src/relu_squared/relu_squared.cu"));
-  EXPECT_EQ(t.read("kernels/ops.yaml"), util::read_file(repo() / "kernels/ops.yaml"));
+  EXPECT_EQ(t.read("kernels/ops.yaml"), liger::testing::committed_text(repo(), "kernels/ops.yaml"));
 }
 
 TEST(KernelDevWorkflow, AttemptLoopRecoversFromATransientBuildFailure) {

@@ -5,20 +5,51 @@
     norm = lk.LigerRMSNorm(4096).cuda()
     from liger_kernels.transformers import apply_liger_kernel_to_llama
 
-The shared library is found through LIGER_KERNELS_LIBRARY, next to this package, or in the
-repository's build*/kernels/ (see _lib.py); it is loaded at the first call, not at import."""
+The shared library is found through LIGER_KERNELS_LIBRARY, inside this package (where
+`pip install ./kernels/python` puts it), or in the repository's build*/kernels/ (see _lib.py); it
+is loaded at the first call, not at import.
+
+Without PyTorch the package still imports: library_path(), library_version() and set_tunables()
+work (the C library needs no torch), and the torch-based names raise an ImportError saying so."""
+import importlib.util as _importlib_util
+
 from ._lib import LibraryNotFoundError, LigerKernelError, library_path, set_tunables
-from . import functional  # noqa: F401  (registers the torch.ops.liger.* custom ops)
-from .modules import (
-    LigerCrossEntropyLoss,
-    LigerFusedAddRMSNorm,
-    LigerFusedLinearCrossEntropyLoss,
-    LigerGEGLUMLP,
-    LigerLayerNorm,
-    LigerRMSNorm,
-    LigerSwiGLUMLP,
-    liger_rotary_pos_emb,
+
+_TORCH_NAMES = (
+    "functional",
+    "LigerCrossEntropyLoss",
+    "LigerFusedAddRMSNorm",
+    "LigerFusedLinearCrossEntropyLoss",
+    "LigerGEGLUMLP",
+    "LigerLayerNorm",
+    "LigerRMSNorm",
+    "LigerSwiGLUMLP",
+    "liger_rotary_pos_emb",
 )
+
+if _importlib_util.find_spec("torch") is not None:
+    # With torch, import eagerly as always: `import liger_kernels` registers torch.ops.liger.*.
+    from . import functional  # noqa: F401
+    from .modules import (
+        LigerCrossEntropyLoss,
+        LigerFusedAddRMSNorm,
+        LigerFusedLinearCrossEntropyLoss,
+        LigerGEGLUMLP,
+        LigerLayerNorm,
+        LigerRMSNorm,
+        LigerSwiGLUMLP,
+        liger_rotary_pos_emb,
+    )
+else:
+
+    def __getattr__(name: str):
+        if name in _TORCH_NAMES:
+            raise ImportError(
+                f"liger_kernels.{name} needs PyTorch, which is not installed "
+                "(pip install torch); library_path() and library_version() work without it"
+            )
+        raise AttributeError(f"module 'liger_kernels' has no attribute {name!r}")
+
 
 __version__ = "0.1.0"
 

@@ -2,7 +2,8 @@
 
 Finding the library, in order:
   1. the environment variable LIGER_KERNELS_LIBRARY (a path to libliger_kernels.so);
-  2. next to this package (liger_kernels/libliger_kernels.so, or ../libliger_kernels.so);
+  2. inside this package (liger_kernels/libliger_kernels.so: where the wheel built by
+     `pip install ./kernels/python` puts it), or beside it (../libliger_kernels.so);
   3. build*/kernels/libliger_kernels.so in the repository that holds this package.
 
 Every entry point of the C ABI returns a liger_status; `call()` turns a non-success status into a
@@ -20,6 +21,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 ENV_VAR = "LIGER_KERNELS_LIBRARY"
 LIB_NAME = "libliger_kernels.so"
 BUILD_HINT = (
+    "pip install --no-build-isolation ./kernels/python (from the repository root), or "
     "cmake -S . -B build -G Ninja -DLIGER_BUILD_AGENT=OFF -DCMAKE_CUDA_ARCHITECTURES=90 && "
     "cmake --build build --target liger_kernels"
 )

@@ -19,11 +19,6 @@ namespace fs = std::filesystem;
 using engine::StageContext;
 using engine::StageResult;
 
-fs::path data_dir() {
-  if (const char* dir = std::getenv("LIGER_AGENT_DATA_DIR"); dir && *dir) return dir;
-  return LIGER_SOURCE_DIR;
-}
-
 namespace {
 
 fs::path header_dir(const fs::path& kernels_dir) { return kernels_dir / "include" / "liger_kernels"; }

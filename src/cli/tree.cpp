@@ -1,0 +1,29 @@
+#include "cli/tree.h"
+
+#include "liger/error.h"
+#include "liger/workflows.h"
+
+namespace liger::cli {
+
+namespace fs = std::filesystem;
+
+fs::path resolve_tree(const std::string& flag, const std::string& command) {
+  if (!flag.empty()) {
+    const fs::path tree = fs::absolute(flag).lexically_normal();
+    std::error_code ec;
+    if (!fs::is_regular_file(tree / "kernels" / "ops.yaml", ec))
+      throw Error(ErrorKind::Usage, "--tree " + flag + " is not a liger-agent checkout (no kernels/ops.yaml in " +
+                                        tree.string() + ")",
+                  "pass the root of a clone of the repository (the directory holding kernels/ and skills/)");
+    return tree;
+  }
+  const fs::path found = workflows::find_tree(fs::current_path());
+  if (found.empty())
+    throw Error(ErrorKind::Usage,
+                command + " writes into a checkout of the kernel library, and " + fs::current_path().string() +
+                    " is not inside one (no kernels/ops.yaml here or in any parent directory)",
+                "cd into your clone, or name it: liger-agent " + command + " ... --tree /path/to/clone");
+  return found;
+}
+
+}  // namespace liger::cli
