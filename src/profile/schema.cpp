@@ -364,7 +364,7 @@ void shorten_doubles(YAML::Node node) {
     for (auto entry : node) shorten_doubles(entry.second);
   } else if (node.IsSequence()) {
     for (auto item : node) shorten_doubles(item);
-  } else if (node.IsScalar() && node.Tag() == "?") {
+  } else if (node.IsScalar() && node.Tag() != "!") {  // "!": a quoted string stays as written
     const std::string& text = node.Scalar();
     if (text.size() < 8 || text.find_first_not_of("0123456789.eE+-") != std::string::npos) return;
     if (text.find('.') == std::string::npos && text.find_first_of("eE") == std::string::npos) return;

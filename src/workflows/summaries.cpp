@@ -1,5 +1,6 @@
 #include "workflows/summaries.h"
 
+#include <algorithm>
 #include <map>
 #include <vector>
 
