@@ -178,7 +178,14 @@ void show_summary(const CheckpointView& view, std::ostream& out, const std::vect
     if (view.diff_text.empty()) {
       out << "(the staged files are identical to the tree)\n";
     } else {
-      out << "files to apply:\n" << diffstat(view.diff_text) << "full diff: [v]iew\n";
+      const std::string stat = diffstat(view.diff_text);
+      out << "files to apply:\n" << stat;
+      // A diff that fits on the screen with the rest is shown at once; a longer one on [v]iew.
+      const auto lines = [](const std::string& text) { return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n')); };
+      if (lines(summary) + lines(stat) + lines(view.diff_text) + 4 <= terminal_rows())
+        out << "\n" << (is_terminal(out) ? colorize_diff(view.diff_text) : view.diff_text);
+      else
+        out << "full diff: " << lines(view.diff_text) << " lines ([v]iew)\n";
     }
   }
 }
