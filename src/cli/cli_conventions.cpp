@@ -192,7 +192,10 @@ void collect(const CLI::App& app, const std::string& path, const std::vector<std
     for (const auto& name : opt->get_lnames()) flags.emplace_back("--" + name, opt->get_description());
     for (const auto& name : opt->get_snames()) flags.emplace_back("-" + name, opt->get_description());
   }
-  entry.words.insert(entry.words.end(), flags.begin(), flags.end());
+  std::set<std::string> listed;
+  for (const auto& word : entry.words) listed.insert(word.first);
+  for (const auto& flag : flags)
+    if (listed.insert(flag.first).second) entry.words.push_back(flag);  // -h/--help is both inherited and own
   out.push_back(entry);
   // the top level's flags are accepted after any subcommand (fallthrough); a subcommand's own
   // flags are not accepted by its children
