@@ -329,29 +329,36 @@ ValidationReport Schema::validate(const YAML::Node& document) const {
 
 namespace {
 
+bool present(const YAML::Node& node) { return node && node.IsDefined() && !node.IsNull(); }
+
+std::string text_of(const YAML::Node& node) { return present(node) ? YAML::Dump(node) : ""; }
+
 void collect_readonly_changes(const SchemaNode& schema, const YAML::Node& before, const YAML::Node& after,
                               const std::string& path, std::vector<ValidationIssue>& out) {
-  if (!before || is_undecided(before)) return;  // deciding a field is not editing it
+  if (present(before) && is_undecided(before)) return;  // deciding a field is not editing it
   if (schema.readonly) {
-    if (!after || YAML::Dump(before) != YAML::Dump(after)) {
+    // Adding or removing the field is an edit too.
+    if (text_of(before) != text_of(after)) {
       ValidationIssue issue;
       issue.path = path;
-      if (after && after.Mark().line >= 0) {
+      if (present(after) && after.Mark().line >= 0) {
         issue.line = after.Mark().line + 1;
         issue.column = after.Mark().column + 1;
       }
-      issue.found = after ? YAML::Dump(after) : "nothing";
-      issue.expected = YAML::Dump(before);
+      issue.found = present(after) ? text_of(after) : "nothing";
+      issue.expected = present(before) ? text_of(before) : "nothing";
       issue.message = "read-only field was edited: " + schema.readonly_reason;
       out.push_back(issue);
     }
     return;
   }
-  if (!after) return;
-  if (before.IsMap() && after.IsMap()) {
+  const bool before_map = present(before) && before.IsMap(), after_map = present(after) && after.IsMap();
+  if (!schema.fields.empty() && (before_map || after_map)) {
     for (const auto& [name, field] : schema.fields)
-      collect_readonly_changes(*field, before[name], after[name], path.empty() ? name : path + "." + name, out);
-  } else if (before.IsSequence() && after.IsSequence() && schema.items) {
+      collect_readonly_changes(*field, before_map ? before[name] : YAML::Node(), after_map ? after[name] : YAML::Node(),
+                               path.empty() ? name : path + "." + name, out);
+  } else if (schema.items && present(before) && present(after) && before.IsSequence() && after.IsSequence()) {
+    // Items present on both sides; a new item is new content, not an edit of a recorded one.
     for (std::size_t i = 0; i < before.size() && i < after.size(); ++i)
       collect_readonly_changes(*schema.items, before[i], after[i], path + "[" + std::to_string(i) + "]", out);
   }

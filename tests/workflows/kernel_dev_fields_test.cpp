@@ -97,7 +97,7 @@ const std::vector<FieldCase> kCases = {
     {"source.resolved_from", "dyt", "source.resolved_from", "by hand"},
     {"tier.value", "dyt", "tier.value", "2"},
     {"tier.reason", "dyt", "tier.reason", "edited"},
-    {"closest_kernel.name", "dyt", "closest_kernel.name", "geglu"},
+    {"closest_kernel.name", "dyt", "closest_kernel.name", "swiglu"},
     {"closest_kernel.reason", "dyt", "closest_kernel.reason", "edited"},
     {"inputs[].name", "dyt", "inputs[0].name", "a"},
     {"inputs[].shape", "dyt", "inputs[0].shape", "[cols]"},
@@ -128,7 +128,7 @@ const std::vector<FieldCase> kCases = {
     {"gradients[].kind", "dyt", "gradients[0].kind", "learnable"},
     {"gradients[].derivative", "dyt", "gradients[0].derivative", "1"},
     {"gradients[].reduction", "dyt", "gradients[0].reduction", "true"},
-    {"gradients[].reduction_note", "dyt", "gradients[0].reduction_note", "edited"},
+    {"gradients[].reduction_note", "dyt", "gradients[1].reduction_note", "edited"},
     {"backward.cuda", "dyt", "backward.cuda", "dx = dy;"},
     {"backward.reference", "dyt", "backward.reference", "dx = dy;"},
     {"tiling.strategy", "dyt", "tiling.strategy", "edited"},
@@ -205,7 +205,7 @@ TEST_P(KernelDevProfileField, EditDrivesTheStagedFilesOrIsRefusedAsReadOnly) {
     SUCCEED() << e.what();
     return;
   }
-  EXPECT_NE(original, edited) << c.field << " is editable but the staged files are byte-identical: render it, or mark "
+  EXPECT_TRUE(original != edited) << c.field << " is editable but the staged files are byte-identical: render it, or mark "
                                             "it readonly with a reason in skills/kernel_dev/profile.schema.yaml";
 }
 
