@@ -29,7 +29,7 @@ void register_completion_command(CLI::App& app, GlobalOptions& options) {
   cmd->add_option("shell", *shell, "bash or zsh")->required();
   cmd->footer(examples_footer({
       "source <(liger-agent completion bash)   # in ~/.bashrc",
-      "source <(liger-agent completion zsh)    # in ~/.zshrc",
+      "liger-agent completion zsh > _liger-agent   # then move it into a directory of $fpath",
   }));
   cmd->callback([&app, shell, &options] {
     std::cout << completion_script(app, *shell);

@@ -176,9 +176,11 @@ std::vector<std::string> help_subcommands(const std::string& help) {
 std::vector<std::pair<std::string, std::string>> doc_examples() {
   std::vector<std::pair<std::string, std::string>> out;
   std::vector<fs::path> pages;
-  for (const auto& entry : fs::recursive_directory_iterator(kSource / "docs"))
-    if (entry.path().extension() == ".md" && entry.path().string().find("/history/") == std::string::npos)
-      pages.push_back(entry.path());
+  // The user documentation: docs/*.md and docs/workflows/*.md (docs/examples/ and
+  // docs/benchmarks/ record past sessions, with their machines' paths).
+  for (const fs::path& dir : {kSource / "docs", kSource / "docs/workflows"})
+    for (const auto& entry : fs::directory_iterator(dir))
+      if (entry.path().extension() == ".md") pages.push_back(entry.path());
   pages.push_back(kSource / "README.md");
   std::sort(pages.begin(), pages.end());
   const std::regex invocation(R"(^\s*(\$ )?([A-Z_]+=\S+ )*liger-agent( |$))");
@@ -193,6 +195,11 @@ std::vector<std::pair<std::string, std::string>> doc_examples() {
         continue;
       }
       if (!in_code || !std::regex_search(line, invocation)) continue;
+      std::string next;  // a command continued on the next lines
+      while (!line.empty() && line.back() == '\\' && std::getline(in, next)) {
+        ++number;
+        line = line.substr(0, line.size() - 1) + next;
+      }
       std::string command = std::regex_replace(line, std::regex(R"(^\s*(\$ )?)"), "");
       // a synopsis ("liger-agent [global flags] <command> ...") is not an example
       if (command.find("[global flags]") != std::string::npos) continue;
@@ -225,6 +232,7 @@ struct Sandbox {
                                 "while [ $# -gt 0 ]; do\n"
                                 "  case \"$1\" in\n"
                                 "    --yes|-y|--autonomous) ;;\n"
+                                "    --run-dir) shift ;;\n"
                                 "    --llm) shift; args+=(--llm builtin) ;;\n"
                                 "    --llm=*) args+=(--llm builtin) ;;\n"
                                 "    *) args+=(\"$1\") ;;\n"
@@ -265,8 +273,10 @@ struct Sandbox {
     return cli;
   }
 
+  // <run> becomes a fresh run parked at its profile checkpoint (an earlier example may have
+  // rejected or finished the previous one).
   std::string with_run(std::string command) {
-    if (command.find("<run>") != std::string::npos && run.empty()) {
+    if (command.find("<run>") != std::string::npos) {
       auto parked = shell("liger-agent --json kernel-dev \"ReLU squared activation function\"");
       run = nlohmann::json::parse(parked.out).value("run", "");
     }
