@@ -7,6 +7,8 @@
 //   fields: {name: <node>, ...}   (map)     open: true  (map: accept fields not listed)
 //   items: <node>                 (list)    values: <node>  (map with free-form keys)
 //   description: "shown at checkpoints and in docs"
+//   readonly: true, reason: "why"   a record of the input, not a decision: nothing is generated
+//                                   from it, so an edit is refused (Schema::readonly_changes)
 // Any field of a profile may instead hold `{undecided: "<why>"}`: validation reports it as a
 // pending decision (not an error) so a checkpoint can ask a human (or an LLM) to decide it.
 #pragma once
@@ -54,6 +56,11 @@ class Schema {
   // Checks the whole document and reports every problem, not just the first.
   ValidationReport validate(const YAML::Node& document) const;
 
+  // The read-only fields whose value differs between `before` (the profile as Understand wrote
+  // it) and `after` (as edited); message = "read-only field was edited: <reason>". A field that
+  // was undecided may be decided.
+  std::vector<ValidationIssue> readonly_changes(const YAML::Node& before, const YAML::Node& after) const;
+
   const std::string& origin() const { return origin_; }
 
  private:
@@ -65,7 +72,8 @@ class Schema {
 YAML::Node load_yaml_file(const std::filesystem::path& path);
 YAML::Node parse_yaml(const std::string& text, const std::string& origin);
 
-// Block-style YAML text of `node`, with `header_comment` lines prefixed by "# ".
+// Block-style YAML text of `node`, with `header_comment` lines prefixed by "# ". Floats are
+// written in their shortest round-trip form (0.95, not 0.94999999999999996).
 std::string to_yaml(const YAML::Node& node, const std::string& header_comment = {});
 
 // True when `node` is the `{undecided: reason}` marker.

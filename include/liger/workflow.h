@@ -135,6 +135,10 @@ struct Workflow {
   // Optional: a diagnosis for the report when every attempt failed; the engine writes a
   // generic one (which failures persisted, which changed) when this is empty.
   std::function<std::string(const std::vector<AttemptRecord>&)> diagnose;
+  // Optional: the first screen of a checkpoint and of `liger-agent show`, from the profile: what
+  // a reviewer decides on (kernel-dev's tier and formulas, autopatch's decisions with evidence).
+  // Must accept a partial profile (undecided fields). Empty: the checkpoint shows the profile.
+  std::function<std::string(const YAML::Node& profile)> summarize;
 
   bool has_all_stages() const { return understand && act && verify; }
 };

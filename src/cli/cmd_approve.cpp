@@ -10,8 +10,8 @@ void register_approve_command(CLI::App& app, GlobalOptions& options) {
   auto* cmd = app.add_subcommand(
       "approve", "Approve the checkpoint a run is waiting at (the profile is re-validated first); then `resume` it.");
   cmd->add_option("run", *run, "Run directory, run name, or a unique prefix of one")->required();
-  cmd->footer(examples_footer({"liger-agent approve 20240501-120000-survey-main-kernels",
-                               "liger-agent approve 20240501 && liger-agent resume 20240501"}));
+  cmd->footer(examples_footer({"liger-agent approve <run>                # <run>: a name from `liger-agent runs`, or a unique prefix",
+                               "liger-agent approve <run> && liger-agent resume <run>"}));
   cmd->callback([run, &options] {
     options.exit_code = print_outcome(options, engine::approve_run(engine::find_run(run_root(options), *run)));
   });

@@ -49,6 +49,7 @@ void print_check_text(const llm::ProviderConfig& config, const llm::EndpointChec
 void register_llm_command(CLI::App& app, GlobalOptions& options) {
   auto* llm_cmd = app.add_subcommand("llm", "Inspect the configured LLM provider.");
   llm_cmd->require_subcommand(1);
+  llm_cmd->footer(examples_footer({"liger-agent llm check", "liger-agent --llm anthropic llm check --json"}));
   auto* check_cmd = llm_cmd->add_subcommand(
       "check",
       "Send one tiny request to the configured LLM endpoint and report whether it is reachable, "

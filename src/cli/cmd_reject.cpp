@@ -12,7 +12,7 @@ void register_reject_command(CLI::App& app, GlobalOptions& options) {
       "reject", "Reject a run: the tree stays (or is restored) as it was; staged files are kept for inspection.");
   cmd->add_option("run", *run, "Run directory, run name, or a unique prefix of one")->required();
   cmd->add_option("--reason", *reason, "Why, recorded in the report");
-  cmd->footer(examples_footer({"liger-agent reject 20240501-120000-survey-main-kernels --reason \"wrong tier\""}));
+  cmd->footer(examples_footer({"liger-agent reject <run> --reason \"wrong tier\"   # <run>: a name from `liger-agent runs`, or a unique prefix"}));
   cmd->callback([run, reason, &options] {
     options.exit_code =
         print_outcome(options, engine::reject_run(engine::find_run(run_root(options), *run), *reason));

@@ -4,15 +4,18 @@
 
 #include "cli/commands.h"
 #include "cli/run_support.h"
+#include "liger/profile.h"
 
 namespace liger::cli {
 
 void register_show_command(CLI::App& app, GlobalOptions& options) {
   auto run = std::make_shared<std::string>();
-  auto* cmd = app.add_subcommand("show", "Print a run's state, its pending checkpoint and where its profile, "
-                                         "staged diff and reports are.");
+  auto* cmd = app.add_subcommand("show", "Print a run's state, the review summary of its profile (the same "
+                                         "as its checkpoint's first screen) and where its profile, staged diff "
+                                         "and reports are.");
   cmd->add_option("run", *run, "Run directory, run name, or a unique prefix of one")->required();
-  cmd->footer(examples_footer({"liger-agent show 20240501-120000-survey-main-kernels", "liger-agent show 2024 --json"}));
+  cmd->footer(examples_footer({"liger-agent show <run>          # <run>: a name from `liger-agent runs`, or a unique prefix",
+                               "liger-agent show <run> --json"}));
   cmd->callback([run, &options] {
     const auto dir = engine::find_run(run_root(options), *run);
     nlohmann::json state = engine::read_run_state(dir);
@@ -23,8 +26,18 @@ void register_show_command(CLI::App& app, GlobalOptions& options) {
                             {"log", (dir / "logs" / "run.log").string()},
                             {"report_md", (dir / "report.md").string()},
                             {"report_json", (dir / "report.json").string()}};
+    // The review summary a checkpoint shows first (autopatch's decisions, kernel-dev's formulas).
+    std::string summary;
+    const auto* workflow = workflow_registry().find(state.value("workflow", ""));
+    if (workflow && workflow->summarize && std::filesystem::is_regular_file(dir / "profile.yaml")) {
+      try {
+        summary = workflow->summarize(profile::load_yaml_file(dir / "profile.yaml"));
+      } catch (const std::exception& e) {
+        summary = std::string("(no summary: ") + e.what() + ")\n";
+      }
+    }
     if (options.json) {
-      print_json({{"state", state}, {"paths", paths}});
+      print_json({{"state", state}, {"paths", paths}, {"summary", summary}});
     } else {
       std::cout << "run:       " << state["name"].get<std::string>() << "\n"
                 << "workflow:  " << state["workflow"].get<std::string>() << "\n"
@@ -44,6 +57,7 @@ void register_show_command(CLI::App& app, GlobalOptions& options) {
           std::cout << "  " << stage << ": " << state["stages"][stage]["status"].get<std::string>() << "\n";
       }
       if (state["error"].is_object()) std::cout << "error:     " << state["error"]["message"].get<std::string>() << "\n";
+      if (!summary.empty()) std::cout << "\n" << summary << "\n";
       std::cout << "files:\n";
       for (const auto& [key, value] : paths.items()) std::cout << "  " << key << ": " << value.get<std::string>() << "\n";
     }

@@ -25,5 +25,8 @@ void register_config_command(CLI::App& app, GlobalOptions& options);
 void register_version_command(CLI::App& app, GlobalOptions& options);
 // `llm check`: defined in cmd_llm.cpp (LLM layer).
 void register_llm_command(CLI::App& app, GlobalOptions& options);
+// `help` and `completion`: defined in cmd_completion.cpp.
+void register_help_command(CLI::App& app, GlobalOptions& options);
+void register_completion_command(CLI::App& app, GlobalOptions& options);
 
 }  // namespace liger::cli

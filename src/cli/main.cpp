@@ -7,6 +7,7 @@
 
 #include <iostream>
 
+#include "cli/cli_conventions.h"
 #include "cli/commands.h"
 #include "liger/error.h"
 #include "liger/llm/redact.h"
@@ -54,14 +55,8 @@ int main(int argc, char** argv) {
   app.name("liger-agent");
   app.require_subcommand(1);
   app.fallthrough();  // global flags may follow the subcommand
-  app.footer(liger::cli::examples_footer({
-      "liger-agent survey --yes                 # document the bundled kernels' C API",
-      "liger-agent kernel-dev \"ReLU squared\"     # (arrives with the kernel-dev workflow)",
-      "liger-agent runs                         # list runs",
-      "liger-agent approve <run> && liger-agent resume <run>",
-      "Exit codes: 0 ok, 1 failure, 2 usage, 3 awaiting approval, 4 verification failed, 5 rejected, "
-      "130 interrupted",
-  }));
+  app.set_version_flag("--version", std::string("liger-agent ") + LIGER_AGENT_VERSION,
+                       "Print the version and exit (`liger-agent version` also shows the build and GPUs)");
   liger::cli::add_global_options(app, options);
   auto log_sink = install_default_logger();
   // Runs after the flags are parsed and before any subcommand's callback.
@@ -88,16 +83,42 @@ int main(int argc, char** argv) {
   register_config_command(app, options);
   register_version_command(app, options);
   register_llm_command(app, options);
+  register_help_command(app, options);
+  register_completion_command(app, options);
+  // Set after the subcommands exist: CLI11 copies a parent's footer into subcommands created
+  // later, which gave `llm --help` the top-level examples.
+  app.footer(liger::cli::examples_footer({
+      "liger-agent kernel-dev \"ReLU squared activation function\"   # stops at each checkpoint for review",
+      "liger-agent autopatch path/to/modeling_mymodel.py",
+      "liger-agent kernel-perf rms_norm --goal speed --yes",
+      "liger-agent runs                         # list runs",
+      "liger-agent approve <run> && liger-agent resume <run>",
+      "liger-agent help kernel-dev              # one command's options and examples",
+      "Exit codes: 0 ok, 1 failure, 2 usage, 3 awaiting approval, 4 verification failed, 5 rejected, "
+      "130 interrupted",
+  }));
+  liger::cli::document_global_flags_in_examples(app);
+
+  const std::vector<std::string> args(argv + 1, argv + argc);
 
   try {
+    if (auto help = liger::cli::help_request(app, args)) {
+      std::cout << *help;
+      return 0;
+    }
     app.parse(argc, argv);
     return options.exit_code;
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    return report_error(options, "usage", e.what(), "run `liger-agent --help` or `liger-agent <command> --help`",
+    // The parser names the word it could not place; a typo deserves the word it was meant to be.
+    const std::string unknown = liger::cli::diagnose_unknown_words(app, args);
+    return report_error(options, "usage", unknown.empty() ? e.what() : unknown,
+                        "run `liger-agent help` or `liger-agent help <command>`",
                         static_cast<int>(liger::ExitCode::Usage));
   } catch (const liger::Error& e) {
     return report_error(options, liger::to_string(e.kind()), e.what(), e.hint(), static_cast<int>(e.exit_code()));

@@ -115,4 +115,66 @@ std::string diff_staged_against_tree(const std::filesystem::path& staging_dir,
   return all;
 }
 
+std::string diffstat(const std::string& diff_text, std::size_t bar_width) {
+  struct FileStat {
+    std::string path;
+    std::size_t added = 0, removed = 0;
+  };
+  std::vector<FileStat> files;
+  bool in_header = false;
+  for (const auto& line : split_lines(diff_text)) {
+    if (line.rfind("--- ", 0) == 0) {
+      in_header = true;
+      continue;
+    }
+    if (in_header && line.rfind("+++ ", 0) == 0) {
+      std::string path = line.substr(4);
+      if (path.rfind("b/", 0) == 0) path = path.substr(2);
+      files.push_back({path});
+      in_header = false;
+      continue;
+    }
+    in_header = false;
+    if (files.empty() || line.empty()) continue;
+    if (line[0] == '+') ++files.back().added;
+    if (line[0] == '-') ++files.back().removed;
+  }
+  if (files.empty()) return "";
+  std::size_t path_width = 0, most = 0, added = 0, removed = 0;
+  for (const auto& f : files) {
+    path_width = std::max(path_width, f.path.size());
+    most = std::max(most, f.added + f.removed);
+    added += f.added;
+    removed += f.removed;
+  }
+  const std::size_t count_width = std::to_string(most).size();
+  std::string out;
+  for (const auto& f : files) {
+    const std::size_t total = f.added + f.removed;
+    // scaled like git: the largest change fills the bar, any change shows at least one mark
+    auto scale = [&](std::size_t n) { return most <= bar_width ? n : (n == 0 ? 0 : std::max<std::size_t>(1, n * bar_width / most)); };
+    std::string count = std::to_string(total);
+    out += " " + f.path + std::string(path_width - f.path.size(), ' ') + " | " +
+           std::string(count_width - count.size(), ' ') + count + " " + std::string(scale(f.added), '+') +
+           std::string(scale(f.removed), '-') + "\n";
+  }
+  out += " " + std::to_string(files.size()) + (files.size() == 1 ? " file changed, " : " files changed, ") +
+         std::to_string(added) + (added == 1 ? " insertion(+), " : " insertions(+), ") + std::to_string(removed) +
+         (removed == 1 ? " deletion(-)\n" : " deletions(-)\n");
+  return out;
+}
+
+std::string colorize_diff(const std::string& diff_text) {
+  std::string out;
+  for (const auto& line : split_lines(diff_text)) {
+    const char* colour = "";
+    if (line.rfind("--- ", 0) == 0 || line.rfind("+++ ", 0) == 0) colour = "\033[1m";
+    else if (line.rfind("@@", 0) == 0) colour = "\033[36m";
+    else if (!line.empty() && line[0] == '-') colour = "\033[31m";
+    else if (!line.empty() && line[0] == '+') colour = "\033[32m";
+    out += *colour ? std::string(colour) + line + "\033[0m\n" : line + "\n";
+  }
+  return out;
+}
+
 }  // namespace liger::engine

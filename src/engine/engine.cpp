@@ -350,10 +350,14 @@ RunOutcome Engine::drive(const fs::path& given_run_dir) {
           if (!ctx.profile || !ctx.profile.IsMap()) {
             throw Error(ErrorKind::Internal, "the " + workflow.name + " workflow's understand stage produced no profile");
           }
-          util::write_file_atomic(profile_path,
-                                  profile::to_yaml(ctx.profile, workflow.name + " profile for run " + state.name +
-                                                                    "\ntree: " + state.tree_root.string() +
-                                                                    "\nschema: " + state.schema_path.string()));
+          const std::string profile_text = profile::to_yaml(
+              ctx.profile, workflow.name + " profile for run " + state.name + "
+tree: " + state.tree_root.string() +
+                               "
+schema: " + state.schema_path.string());
+          util::write_file_atomic(profile_path, profile_text);
+          // What edits are compared with: read-only fields must keep these values.
+          util::write_file_atomic(understood_profile_path(profile_path), profile_text);
           const auto report = schema.validate(ctx.profile);
           if (!report.ok()) {
             throw Error(ErrorKind::Internal,
@@ -366,7 +370,7 @@ RunOutcome Engine::drive(const fs::path& given_run_dir) {
           break;
         }
         case Phase::ProfileCheckpoint: {
-          CheckpointView view{"profile", state.name, profile_path, &schema, "", {}};
+          CheckpointView view{"profile", state.name, profile_path, &schema, "", {}, workflow.summarize};
           Decision decision = decide("profile", view);
           if (decision == Decision::Parked) return parked_outcome("profile");
           if (decision == Decision::Rejected) return rejected_outcome("profile");
@@ -402,8 +406,8 @@ RunOutcome Engine::drive(const fs::path& given_run_dir) {
           break;
         }
         case Phase::DiffCheckpoint: {
-          CheckpointView view{"diff", state.name, profile_path, &schema, util::read_file(run_dir / "staged.diff"),
-                              state.staged_files};
+          CheckpointView view{"diff",           state.name,         profile_path,      &schema,
+                              util::read_file(run_dir / "staged.diff"), state.staged_files, workflow.summarize};
           Decision decision = decide("diff", view);
           if (decision == Decision::Parked) return parked_outcome("diff");
           if (decision == Decision::Rejected) return rejected_outcome("diff");
@@ -528,7 +532,11 @@ RunOutcome Engine::drive(const fs::path& given_run_dir) {
     state.error = ErrorRecord{to_string(error.kind()), error.what(), error.hint()};
     state.save(run_dir);
     write_reports(run_dir, state);
-    log->error("{}", error.what());
+    // main() prints the error to the user; the console sink would print it a second time.
+    // The run log's file sink is the logger's first (make_run_logger).
+    spdlog::logger file_only(log->name(), log->sinks().front());
+    file_only.flush_on(spdlog::level::err);
+    file_only.error("{}", error.what());
     throw;
   } catch (const std::exception& error) {
     sync_usage();

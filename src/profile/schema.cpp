@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <charconv>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -22,6 +23,8 @@ struct SchemaNode {
   std::shared_ptr<const SchemaNode> items;
   std::shared_ptr<const SchemaNode> values;
   std::string description;
+  bool readonly = false;        // a record, not a decision: edits are refused with `reason`
+  std::string readonly_reason;
 };
 
 namespace {
@@ -65,7 +68,7 @@ ValueType parse_type(const std::string& origin, const YAML::Node& node) {
 
 std::shared_ptr<const SchemaNode> parse_node(const std::string& origin, const YAML::Node& yaml) {
   static const std::set<std::string> known = {"type", "required", "enum", "min", "max", "fields",
-                                              "open", "items", "values", "description"};
+                                              "open", "items", "values", "description", "readonly", "reason"};
   auto node = std::make_shared<SchemaNode>();
   if (yaml.IsScalar()) {  // shorthand: `name: string`
     node->types.push_back(parse_type(origin, yaml));
@@ -88,6 +91,10 @@ std::shared_ptr<const SchemaNode> parse_node(const std::string& origin, const YA
   if (yaml["required"]) node->required = yaml["required"].as<bool>();
   if (yaml["open"]) node->open = yaml["open"].as<bool>();
   if (yaml["description"]) node->description = yaml["description"].as<std::string>();
+  if (yaml["readonly"]) node->readonly = yaml["readonly"].as<bool>();
+  if (yaml["reason"]) node->readonly_reason = yaml["reason"].as<std::string>();
+  if (node->readonly && node->readonly_reason.empty())
+    throw schema_error(origin, yaml, "a readonly field needs a `reason:` (shown to whoever edits it)");
   if (yaml["min"]) node->minimum = yaml["min"].as<double>();
   if (yaml["max"]) node->maximum = yaml["max"].as<double>();
   if (yaml["enum"]) {
@@ -320,6 +327,74 @@ ValidationReport Schema::validate(const YAML::Node& document) const {
   return validator.report;
 }
 
+namespace {
+
+bool present(const YAML::Node& node) { return node && node.IsDefined() && !node.IsNull(); }
+
+std::string text_of(const YAML::Node& node) { return present(node) ? YAML::Dump(node) : ""; }
+
+void collect_readonly_changes(const SchemaNode& schema, const YAML::Node& before, const YAML::Node& after,
+                              const std::string& path, std::vector<ValidationIssue>& out) {
+  if (present(before) && is_undecided(before)) return;  // deciding a field is not editing it
+  if (schema.readonly) {
+    // Adding or removing the field is an edit too.
+    if (text_of(before) != text_of(after)) {
+      ValidationIssue issue;
+      issue.path = path;
+      if (present(after) && after.Mark().line >= 0) {
+        issue.line = after.Mark().line + 1;
+        issue.column = after.Mark().column + 1;
+      }
+      issue.found = present(after) ? text_of(after) : "nothing";
+      issue.expected = present(before) ? text_of(before) : "nothing";
+      issue.message = "read-only field was edited: " + schema.readonly_reason;
+      out.push_back(issue);
+    }
+    return;
+  }
+  const bool before_map = present(before) && before.IsMap(), after_map = present(after) && after.IsMap();
+  if (!schema.fields.empty() && (before_map || after_map)) {
+    for (const auto& [name, field] : schema.fields)
+      collect_readonly_changes(*field, before_map ? before[name] : YAML::Node(), after_map ? after[name] : YAML::Node(),
+                               path.empty() ? name : path + "." + name, out);
+  } else if (schema.items && present(before) && present(after) && before.IsSequence() && after.IsSequence()) {
+    // Items present on both sides; a new item is new content, not an edit of a recorded one.
+    for (std::size_t i = 0; i < before.size() && i < after.size(); ++i)
+      collect_readonly_changes(*schema.items, before[i], after[i], path + "[" + std::to_string(i) + "]", out);
+  }
+}
+
+// A plain scalar that yaml-cpp wrote from a double with 17 significant digits
+// ("0.94999999999999996") in the shortest text that reads back as the same double ("0.95").
+void shorten_doubles(YAML::Node node) {
+  if (node.IsMap()) {
+    for (auto entry : node) shorten_doubles(entry.second);
+  } else if (node.IsSequence()) {
+    for (auto item : node) shorten_doubles(item);
+  } else if (node.IsScalar() && node.Tag() != "!") {  // "!": a quoted string stays as written
+    const std::string& text = node.Scalar();
+    if (text.size() < 8 || text.find_first_not_of("0123456789.eE+-") != std::string::npos) return;
+    if (text.find('.') == std::string::npos && text.find_first_of("eE") == std::string::npos) return;
+    double value = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || end != text.data() + text.size()) return;
+    char buffer[64];
+    auto [last, error] = std::to_chars(buffer, buffer + sizeof(buffer), value);
+    if (error != std::errc()) return;
+    std::string shortest(buffer, last);
+    if (shortest.find_first_of(".eEn") == std::string::npos) shortest += ".0";  // still reads as a float
+    if (shortest.size() < text.size()) node = shortest;
+  }
+}
+
+}  // namespace
+
+std::vector<ValidationIssue> Schema::readonly_changes(const YAML::Node& before, const YAML::Node& after) const {
+  std::vector<ValidationIssue> issues;
+  collect_readonly_changes(*root_, before, after, "", issues);
+  return issues;
+}
+
 bool is_undecided(const YAML::Node& node) {
   return node && node.IsMap() && node.size() == 1 && node["undecided"] && node["undecided"].IsScalar();
 }
@@ -340,9 +415,11 @@ YAML::Node load_yaml_file(const std::filesystem::path& path) {
 }
 
 std::string to_yaml(const YAML::Node& node, const std::string& header_comment) {
+  YAML::Node shortened = YAML::Clone(node);
+  shorten_doubles(shortened);
   YAML::Emitter out;
   out.SetIndent(2);
-  out << node;
+  out << shortened;
   std::string text;
   std::istringstream lines(header_comment);
   for (std::string line; std::getline(lines, line);) text += "# " + line + "\n";

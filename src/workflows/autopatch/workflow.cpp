@@ -25,6 +25,7 @@
 #include "liger/workflows.h"
 #include "workflows/autopatch/model_analysis.h"
 #include "workflows/autopatch/workflow.h"
+#include "workflows/summaries.h"
 
 namespace liger::autopatch {
 
@@ -928,6 +929,7 @@ engine::Workflow make_workflow() {
   w.act = act;
   w.verify = verify;
   w.diagnose = diagnose;
+  w.summarize = workflows::autopatch_summary;
   return w;
 }
 

@@ -126,6 +126,51 @@ void shared_fields(const KernelProfile& p, mu::data& d, const std::string& defau
   d.set("bench_variable", variable);
 }
 
+// The default launch configurations of tuning.h come from the profile's tiling, so an edit to
+// threads_per_block or vector_bytes at the checkpoint changes the generated kernel's defaults.
+// Tier 1: large problems use the profile's block and vector width with enough blocks for 2048
+// resident threads per SM; problems up to 2^20 elements use half the block (at least 64) so
+// more SMs get work. (256 threads and 16 bytes give the library's {256, 16, 8} / {128, 16, 16}.)
+void tier1_tuning(const KernelProfile& p, mu::data& d) {
+  const int threads = p.tiling ? p.tiling->threads_per_block : 256;
+  const int vector = p.tiling ? p.tiling->vector_bytes : 16;
+  if (threads < 64 || threads > 1024 || threads % 32 != 0)
+    throw std::invalid_argument("render: tiling.threads_per_block = " + std::to_string(threads) +
+                                " is not a block the kernels launch (64..1024, a multiple of 32)");
+  if (vector != 2 && vector != 4 && vector != 8 && vector != 16)
+    throw std::invalid_argument("render: tiling.vector_bytes = " + std::to_string(vector) + " (want 16, 8, 4 or 2)");
+  const int small = std::max(64, threads / 2 / 32 * 32);
+  auto config = [&](int block) {
+    return "{" + std::to_string(block) + ", " + std::to_string(vector) + ", " + std::to_string(std::max(1, 2048 / block)) + "}";
+  };
+  d.set("config_large", config(threads));
+  d.set("config_small", config(small));
+  d.set("vector_bytes", std::to_string(vector));
+}
+
+// Tier 2: one block per row; threads_per_block is the block for rows of up to 4096 columns and
+// the other row-length classes scale with it (64..1024), as 64/128/256/512/1024 do around 256.
+void tier2_tuning(const KernelProfile& p, mu::data& d) {
+  const int threads = p.tiling ? p.tiling->threads_per_block : 256;
+  if (threads < 64 || threads > 1024 || threads % 32 != 0)
+    throw std::invalid_argument("render: tiling.threads_per_block = " + std::to_string(threads) +
+                                " is not a block the row kernel launches (64..1024, a multiple of 32)");
+  const std::vector<std::pair<std::string, int>> classes = {
+      {"256", 64}, {"1024", 128}, {"4096", 256}, {"16384", 512}, {"INT64_MAX", 1024}};
+  auto scaled = [&](int base) { return std::clamp(base * threads / 256 / 32 * 32, 64, 1024); };
+  for (const char* arch : {"80", "90"}) {
+    std::string row = "    ";
+    for (std::size_t i = 0; i < classes.size(); ++i) {
+      std::string cell = "{" + std::string(arch) + ", " + classes[i].first + ", {" + std::to_string(scaled(classes[i].second)) + "}},";
+      // the columns line up as in the hand-written tables
+      if (i + 1 < classes.size()) cell += std::string(cell.size() < 18 ? 18 - cell.size() : 1, ' ');
+      row += cell;
+    }
+    d.set(std::string("tuning_row_") + arch, row);
+  }
+  d.set("config_longest", "{" + std::to_string(scaled(1024)) + "}");
+}
+
 mu::data context(const KernelProfile& p) {
   if (p.tier != 1) throw std::invalid_argument("render: profile '" + p.op_name + "' is not Tier 1 (tier " + std::to_string(p.tier) + ")");
   require_complete(p);
@@ -193,6 +238,7 @@ mu::data context(const KernelProfile& p) {
   d.set("gradients", gradients);
 
   shared_fields(p, d, p.inputs.size() > 1 ? "14336" : "4096");
+  tier1_tuning(p, d);
   return d;
 }
 
@@ -288,8 +334,11 @@ mu::data tier2_context(const KernelProfile& p, const std::filesystem::path& temp
   d.set("n_saved", std::to_string((code.saves_input ? 1 : 0) + (code.saves_output ? 1 : 0)));
   d.set("saves_input", mu::data(code.saves_input));
   d.set("saves_output", mu::data(code.saves_output));
+  d.set("has_pytorch_reference", mu::data(!p.row_program->pytorch_reference.empty()));
+  d.set("pytorch_reference", p.row_program->pytorch_reference);
   d.set("math_policy", math_policy(templates_dir));
   shared_fields(p, d, "4096");
+  tier2_tuning(p, d);
   return d;
 }
 

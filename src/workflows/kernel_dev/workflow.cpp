@@ -19,6 +19,7 @@
 #include "liger/profile.h"
 #include "liger/util.h"
 #include "liger/workflows.h"
+#include "workflows/summaries.h"
 
 namespace liger::kernel_dev {
 
@@ -948,6 +949,7 @@ engine::Workflow make_workflow() {
   w.act = act;
   w.verify = verify;
   w.diagnose = diagnose;
+  w.summarize = workflows::kernel_dev_summary;
   return w;
 }
 

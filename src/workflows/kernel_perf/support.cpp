@@ -10,6 +10,7 @@
 
 #include "liger/error.h"
 #include "liger/util.h"
+#include "liger/suggest.h"
 #include "workflows/kernel_perf/kernel_perf.h"
 
 namespace liger::kernel_perf {
@@ -153,8 +154,13 @@ OpSpec load_op_spec(const std::filesystem::path& path, const std::string& op) {
   const YAML::Node ops = doc["ops"];
   if (!ops || !ops[op]) {
     std::string known;
-    for (const auto& it : ops) known += (known.empty() ? "" : ", ") + it.first.as<std::string>();
-    throw Error(ErrorKind::Usage, "kernel-perf: no op named '" + op + "' in the kernel library's data",
+    std::vector<std::string> names;
+    for (const auto& it : ops) {
+      names.push_back(it.first.as<std::string>());
+      known += (known.empty() ? "" : ", ") + names.back();
+    }
+    throw Error(ErrorKind::Usage,
+                "kernel-perf: no op named '" + op + "' in the kernel library's data" + util::did_you_mean(op, names),
                 "known ops: " + known + " (" + path.string() + ")");
   }
   const YAML::Node n = ops[op];

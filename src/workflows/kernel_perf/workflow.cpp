@@ -30,6 +30,7 @@
 #include "liger/util.h"
 #include "liger/workflows.h"
 #include "workflows/kernel_perf/kernel_perf.h"
+#include "workflows/summaries.h"
 
 namespace liger::kernel_perf {
 
@@ -1064,6 +1065,7 @@ engine::Workflow make_workflow() {
   w.act = act;
   w.verify = verify;
   w.diagnose = diagnose;
+  w.summarize = workflows::kernel_perf_summary;
   return w;
 }
 

@@ -1,0 +1,256 @@
+// Every field of the kernel-dev profile is a contract: an edit at the checkpoint either changes
+// what Act stages, or the schema marks the field read-only and the edit is refused with the
+// schema's reason. One case per schema field (TEST_P), plus a check that the table covers every
+// field the schema declares, so a new field cannot arrive without a decision about it. No build,
+// no GPU: the staged output is render() plus the ops.yaml entry, exactly what Act stages.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+#include "liger/profile.h"
+#include "workflows/kernel_dev/render.h"
+#include "workflows/kernel_dev/workflow.h"
+
+namespace kd = liger::kernel_dev;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kSource = LIGER_SOURCE_DIR;
+
+const kd::KnowledgeBase& kb() {
+  static const kd::KnowledgeBase k = kd::KnowledgeBase::load(kSource);
+  return k;
+}
+
+const liger::profile::Schema& schema() {
+  static const auto s = liger::profile::Schema::load_file(kSource / "skills/kernel_dev/profile.schema.yaml");
+  return s;
+}
+
+// The base profiles the edits start from: each field appears in at least one of them.
+YAML::Node base(const std::string& name) {
+  if (name == "softmax") {  // Tier 2, from a recorded LLM answer: the row program
+    std::ifstream in(kSource / "tests/workflows/fixtures/kernel_dev/cassettes/softmax_llm/answers/3.md");
+    std::stringstream text;
+    text << in.rdbuf();
+    const std::string s = text.str();
+    const std::size_t begin = s.find("```yaml\n") + 8;
+    return YAML::Load(s.substr(begin, s.find("```", begin) - begin));
+  }
+  const std::string request = name == "dyt" ? "dynamic tanh" : "leaky ReLU with negative slope 0.2";
+  return kd::profile_to_yaml(kd::analyse({request, kd::InputKind::Auto, ""}, kb()));
+}
+
+// What Act stages for a profile: every rendered file and the ops.yaml entry.
+std::map<std::string, std::string> staged(const YAML::Node& profile) {
+  const kd::KernelProfile p = kd::profile_from_yaml(profile);
+  std::map<std::string, std::string> out;
+  for (const auto& f : kd::render(p, kSource / "templates/kernel_dev")) out[f.path + (f.insert ? "#" + f.template_name : "")] = f.content;
+  out["kernels/ops.yaml#entry"] = kd::ops_yaml_entry(p);
+  return out;
+}
+
+// The node at "a.b[0].c" (created if missing).
+YAML::Node at(YAML::Node root, const std::string& path) {
+  YAML::Node node = root;
+  std::string rest = path;
+  while (!rest.empty()) {
+    std::size_t end = rest.find_first_of(".[");
+    std::string key = rest.substr(0, end);
+    rest = end == std::string::npos ? "" : rest.substr(end);
+    if (!key.empty()) node.reset(node[key]);
+    while (!rest.empty() && rest[0] == '[') {
+      const std::size_t close = rest.find(']');
+      node.reset(node[std::stoi(rest.substr(1, close - 1))]);
+      rest = rest.substr(close + 1);
+    }
+    if (!rest.empty() && rest[0] == '.') rest = rest.substr(1);
+  }
+  return node;
+}
+
+struct FieldCase {
+  std::string field;  // schema path, list items as "[]": "inputs[].name"
+  std::string base;   // dyt | leaky | softmax
+  std::string path;   // the profile path edited
+  std::string value;  // the new value, as YAML
+};
+
+std::ostream& operator<<(std::ostream& os, const FieldCase& c) { return os << c.field; }
+
+// One edit per schema field, each one a reviewer might make and the schema accepts.
+const std::vector<FieldCase> kCases = {
+    {"identity.op_name", "dyt", "identity.op_name", "dyt_edited"},
+    {"identity.display_name", "dyt", "identity.display_name", "DyT (edited)"},
+    {"identity.c_prefix", "dyt", "identity.c_prefix", "liger_other"},
+    {"identity.cpp_namespace", "dyt", "identity.cpp_namespace", "liger::kernels::other"},
+    {"identity.python_functional", "dyt", "identity.python_functional", "liger_other"},
+    {"identity.python_module", "dyt", "identity.python_module", "LigerOther"},
+    {"identity.python_function", "dyt", "identity.python_function", "LigerOtherFunction"},
+    {"source.kind", "dyt", "source.kind", "expression"},
+    {"source.text", "dyt", "source.text", "something else"},
+    {"source.resolved_from", "dyt", "source.resolved_from", "by hand"},
+    {"tier.value", "dyt", "tier.value", "2"},
+    {"tier.reason", "dyt", "tier.reason", "edited"},
+    {"closest_kernel.name", "dyt", "closest_kernel.name", "swiglu"},
+    {"closest_kernel.reason", "dyt", "closest_kernel.reason", "edited"},
+    {"inputs[].name", "dyt", "inputs[0].name", "a"},
+    {"inputs[].shape", "dyt", "inputs[0].shape", "[cols]"},
+    {"inputs[].dtype", "dyt", "inputs[0].dtype", "fp32"},
+    {"inputs[].description", "dyt", "inputs[0].description", "edited"},
+    {"outputs[].name", "dyt", "outputs[0].name", "out"},
+    {"outputs[].shape", "dyt", "outputs[0].shape", "[cols]"},
+    {"outputs[].dtype", "dyt", "outputs[0].dtype", "fp32"},
+    {"outputs[].description", "dyt", "outputs[0].description", "edited"},
+    {"learnable_parameters[].name", "dyt", "learnable_parameters[0].name", "gain"},
+    {"learnable_parameters[].shape", "dyt", "learnable_parameters[0].shape", "channel"},
+    {"learnable_parameters[].init", "dyt", "learnable_parameters[0].init", "0.25"},
+    {"learnable_parameters[].description", "dyt", "learnable_parameters[0].description", "edited"},
+    {"module_parameters[].name", "leaky", "module_parameters[0].name", "slope"},
+    {"module_parameters[].shape", "leaky", "module_parameters[0].shape", "channel"},
+    {"module_parameters[].default", "leaky", "module_parameters[0].default", "0.05"},
+    {"module_parameters[].description", "leaky", "module_parameters[0].description", "edited"},
+    {"forward.expression", "dyt", "forward.expression", "tanh(alpha * x)"},
+    {"forward.cuda", "dyt", "forward.cuda", "y = x;"},
+    {"forward.reference", "dyt", "forward.reference", "y = x;"},
+    {"precision[].operation", "dyt", "precision[0].operation", "edited"},
+    {"precision[].requirement", "dyt", "precision[0].requirement", "edited"},
+    {"precision[].reason", "dyt", "precision[0].reason", "edited"},
+    {"saved_for_backward.saved", "dyt", "saved_for_backward.saved", "[y]"},
+    {"saved_for_backward.recomputed", "dyt", "saved_for_backward.recomputed", "[]"},
+    {"saved_for_backward.reason", "dyt", "saved_for_backward.reason", "edited"},
+    {"gradients[].wrt", "dyt", "gradients[0].wrt", "z"},
+    {"gradients[].kind", "dyt", "gradients[0].kind", "learnable"},
+    {"gradients[].derivative", "dyt", "gradients[0].derivative", "1"},
+    {"gradients[].reduction", "dyt", "gradients[0].reduction", "true"},
+    {"gradients[].reduction_note", "dyt", "gradients[1].reduction_note", "edited"},
+    {"backward.cuda", "dyt", "backward.cuda", "dx = dy;"},
+    {"backward.reference", "dyt", "backward.reference", "dx = dy;"},
+    {"tiling.strategy", "dyt", "tiling.strategy", "edited"},
+    {"tiling.threads_per_block", "dyt", "tiling.threads_per_block", "128"},
+    {"tiling.vector_bytes", "dyt", "tiling.vector_bytes", "8"},
+    {"tiling.rows_per_block", "dyt", "tiling.rows_per_block", "4"},
+    {"tiling.grid", "dyt", "tiling.grid", "edited"},
+    {"tiling.parameter_gradients", "dyt", "tiling.parameter_gradients", "edited"},
+    {"tiling.reason", "dyt", "tiling.reason", "edited"},
+    {"benchmark.variable", "dyt", "benchmark.variable", "tokens"},
+    {"benchmark.values", "dyt", "benchmark.values", "[1024, 2048]"},
+    {"benchmark.fixed", "dyt", "benchmark.fixed", "{cols: 2048}"},
+    {"benchmark.dtypes", "dyt", "benchmark.dtypes", "[fp32]"},
+    {"benchmark.modes", "dyt", "benchmark.modes", "[forward]"},
+    {"benchmark.baselines", "dyt", "benchmark.baselines", "[other]"},
+    {"benchmark.metrics", "dyt", "benchmark.metrics", "edited"},
+    {"tolerances[].dtype", "dyt", "tolerances[0].dtype", "fp16"},
+    {"tolerances[].applies_to", "dyt", "tolerances[0].applies_to", "parameter gradients"},
+    {"tolerances[].atol", "dyt", "tolerances[0].atol", "0.125"},
+    {"tolerances[].rtol", "dyt", "tolerances[0].rtol", "0.125"},
+    {"tolerances[].max_relative_l2", "dyt", "tolerances[0].max_relative_l2", "0.125"},
+    {"tolerances[].reason", "dyt", "tolerances[0].reason", "edited"},
+    {"row_program.forward.reductions[].name", "softmax", "row_program.forward.reductions[0].name", "mx"},
+    {"row_program.forward.reductions[].op", "softmax", "row_program.forward.reductions[1].op", "mean"},
+    {"row_program.forward.reductions[].expression", "softmax", "row_program.forward.reductions[1].expression", "exp(x - m) * 2"},
+    {"row_program.forward.output", "softmax", "row_program.forward.output", "exp(x - m) / (2 * s)"},
+    {"row_program.backward.uses", "softmax", "row_program.backward.uses", "[x, y]"},
+    {"row_program.backward.reductions[].name", "softmax", "row_program.backward.reductions[0].name", "h"},
+    {"row_program.backward.reductions[].op", "softmax", "row_program.backward.reductions[0].op", "mean"},
+    {"row_program.backward.reductions[].expression", "softmax", "row_program.backward.reductions[0].expression", "dy * y * 2"},
+    {"row_program.backward.grad_input", "softmax", "row_program.backward.grad_input", "y * (dy - 2 * g)"},
+    {"row_program.pytorch_reference", "softmax", "row_program.pytorch_reference", "torch.nn.functional.softmax(x, -1)"},
+    {"notes", "dyt", "notes", "[edited]"},
+};
+
+// The leaf fields a schema declares ("a.b", "list[].c"), read from the schema file itself.
+void leaf_fields(const YAML::Node& node, const std::string& path, std::set<std::string>& out) {
+  if (node["fields"]) {
+    for (const auto& entry : node["fields"])
+      leaf_fields(entry.second, path.empty() ? entry.first.Scalar() : path + "." + entry.first.Scalar(), out);
+  } else if (node["items"] && node["items"]["fields"]) {
+    leaf_fields(node["items"], path + "[]", out);
+  } else {
+    out.insert(path);
+  }
+}
+
+class KernelDevProfileField : public ::testing::TestWithParam<FieldCase> {};
+
+TEST_P(KernelDevProfileField, EditDrivesTheStagedFilesOrIsRefusedAsReadOnly) {
+  const FieldCase& c = GetParam();
+  const YAML::Node before = base(c.base);
+  YAML::Node after = YAML::Clone(before);
+  at(after, c.path) = YAML::Load(c.value);
+  ASSERT_NE(YAML::Dump(at(YAML::Clone(before), c.path)), YAML::Dump(at(after, c.path))) << "the edit changes nothing";
+
+  const auto readonly = schema().readonly_changes(before, after);
+  if (!readonly.empty()) {
+    // Refused, naming the field and why: what a reviewer sees at the checkpoint or at approve.
+    EXPECT_EQ(readonly.front().path, c.path);
+    EXPECT_NE(readonly.front().message.find("read-only field was edited: "), std::string::npos);
+    EXPECT_GT(readonly.front().message.size(), std::string("read-only field was edited: ").size() + 10);
+    return;
+  }
+  const auto report = schema().validate(after);
+  ASSERT_TRUE(report.ok()) << "the edit must be one the schema accepts:\n" << report.format_errors("profile.yaml");
+  const auto original = staged(before);
+  std::map<std::string, std::string> edited;
+  try {
+    edited = staged(after);
+  } catch (const std::invalid_argument& e) {
+    // Act refuses the edited profile with the reason (e.g. a Tier-2 profile without a row
+    // program): the field is acted on, not ignored.
+    SUCCEED() << e.what();
+    return;
+  }
+  EXPECT_TRUE(original != edited) << c.field << " is editable but the staged files are byte-identical: render it, or mark "
+                                            "it readonly with a reason in skills/kernel_dev/profile.schema.yaml";
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryField, KernelDevProfileField, ::testing::ValuesIn(kCases),
+                         [](const ::testing::TestParamInfo<FieldCase>& info) {
+                           std::string name;
+                           for (char ch : info.param.field) name += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+                           return name;
+                         });
+
+TEST(KernelDevProfileFields, TheTableCoversEverySchemaField) {
+  std::set<std::string> fields;
+  leaf_fields(YAML::LoadFile((kSource / "skills/kernel_dev/profile.schema.yaml").string()), "", fields);
+  std::set<std::string> covered;
+  for (const auto& c : kCases) covered.insert(c.field);
+  for (const auto& field : fields) EXPECT_TRUE(covered.count(field)) << "no edit case for schema field " << field;
+  for (const auto& field : covered) EXPECT_TRUE(fields.count(field)) << "edit case for a field the schema lacks: " << field;
+}
+
+// The issue's example: block and vector width reach the generated kernel's default launch.
+TEST(KernelDevProfileFields, TilingSetsTheDefaultLaunchOfTheGeneratedKernel) {
+  YAML::Node p = base("dyt");
+  auto tuning = [](const YAML::Node& profile) {
+    for (const auto& [path, content] : staged(profile))
+      if (path.size() > 9 && path.compare(path.size() - 9, 9, "/tuning.h") == 0) return content;
+    return std::string();
+  };
+  const std::string defaults = tuning(p);
+  EXPECT_NE(defaults.find("{80, INT64_MAX, {256, 16, 8}}"), std::string::npos) << defaults;
+  EXPECT_NE(defaults.find("{80, int64_t{1} << 20, {128, 16, 16}}"), std::string::npos) << defaults;
+  p["tiling"]["threads_per_block"] = 128;
+  p["tiling"]["vector_bytes"] = 8;
+  const std::string edited = tuning(p);
+  EXPECT_NE(edited.find("{90, INT64_MAX, {128, 8, 16}}"), std::string::npos) << edited;
+  EXPECT_NE(edited.find("{90, int64_t{1} << 20, {64, 8, 32}}"), std::string::npos) << edited;
+  EXPECT_NE(edited.find("return {128, 8, 16};"), std::string::npos) << edited;
+  p["tiling"]["threads_per_block"] = 100;  // not a block the kernel launches
+  EXPECT_THROW(staged(p), std::invalid_argument);
+
+  YAML::Node row = base("softmax");
+  row["tiling"]["threads_per_block"] = 512;
+  const std::string rows = tuning(row);
+  EXPECT_NE(rows.find("{80, 256, {128}}"), std::string::npos) << rows;
+  EXPECT_NE(rows.find("{90, 4096, {512}}"), std::string::npos) << rows;
+  EXPECT_NE(rows.find("{90, INT64_MAX, {1024}}"), std::string::npos) << rows;
+}
+
+}  // namespace
