@@ -351,10 +351,8 @@ RunOutcome Engine::drive(const fs::path& given_run_dir) {
             throw Error(ErrorKind::Internal, "the " + workflow.name + " workflow's understand stage produced no profile");
           }
           const std::string profile_text = profile::to_yaml(
-              ctx.profile, workflow.name + " profile for run " + state.name + "
-tree: " + state.tree_root.string() +
-                               "
-schema: " + state.schema_path.string());
+              ctx.profile, workflow.name + " profile for run " + state.name + "\ntree: " + state.tree_root.string() +
+                               "\nschema: " + state.schema_path.string());
           util::write_file_atomic(profile_path, profile_text);
           // What edits are compared with: read-only fields must keep these values.
           util::write_file_atomic(understood_profile_path(profile_path), profile_text);
