@@ -135,6 +135,13 @@ struct Workflow {
   // Optional: a diagnosis for the report when every attempt failed; the engine writes a
   // generic one (which failures persisted, which changed) when this is empty.
   std::function<std::string(const std::vector<AttemptRecord>&)> diagnose;
+  // Optional: checks the request (its arguments, the input text or file, the tree) before any
+  // run directory exists and throws liger::Error (Usage) for input no human or LLM decision can
+  // rescue: a malformed expression, an unknown op, a tree that is not a checkout. A run is
+  // parked only when there is something to decide.
+  std::function<void(const nlohmann::json& arguments, const std::string& input_text, const fs::path& tree_root,
+                     const Config& config)>
+      check_request;
 
   bool has_all_stages() const { return understand && act && verify; }
 };

@@ -67,6 +67,8 @@ nlohmann::json RunState::to_json() const {
                                        {"decided_by", record.decided_by},
                                        {"decided_at", record.decided_at},
                                        {"note", record.note}};
+    if (!record.profile_sha256.empty()) json["checkpoints"][checkpoint]["profile_sha256"] = record.profile_sha256;
+    if (!record.staging_sha256.empty()) json["checkpoints"][checkpoint]["staging_sha256"] = record.staging_sha256;
   }
   json["attempts"] = nlohmann::json::array();
   for (const auto& attempt_record : attempts) {
@@ -108,9 +110,13 @@ RunState RunState::from_json(const nlohmann::json& json) {
   }
   if (json.contains("checkpoints")) {
     for (const auto& [checkpoint, record] : json["checkpoints"].items()) {
-      state.checkpoints[checkpoint] =
-          CheckpointRecord{record.value("status", "pending"), record.value("decided_by", ""),
-                           record.value("decided_at", ""), record.value("note", "")};
+      CheckpointRecord& loaded = state.checkpoints[checkpoint];
+      loaded.status = record.value("status", "pending");
+      loaded.decided_by = record.value("decided_by", "");
+      loaded.decided_at = record.value("decided_at", "");
+      loaded.note = record.value("note", "");
+      loaded.profile_sha256 = record.value("profile_sha256", "");
+      loaded.staging_sha256 = record.value("staging_sha256", std::map<std::string, std::string>{});
     }
   }
   for (const auto& item : json.value("attempts", nlohmann::json::array())) {

@@ -32,6 +32,10 @@ struct CheckpointRecord {
   std::string decided_by;          // "--yes", "terminal", "approve command"
   std::string decided_at;
   std::string note;
+  // What was approved (issue 15): the SHA-256 of profile.yaml, and at the diff checkpoint of
+  // every staged file. `resume` refuses to go on when the files differ from these.
+  std::string profile_sha256;
+  std::map<std::string, std::string> staging_sha256;
 };
 
 struct ErrorRecord {

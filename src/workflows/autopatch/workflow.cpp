@@ -18,6 +18,8 @@
 #include <sstream>
 
 #include "liger/error.h"
+#include "liger/input_check.h"
+#include "liger/text_escape.h"
 #include "liger/llm/provider.h"
 #include "liger/llm/structured.h"
 #include "liger/process.h"
@@ -77,6 +79,8 @@ std::string py_list(const std::vector<std::string>& items) {
 std::string render(const std::string& name, const data& view) {
   mustache t(util::read_file(templates_dir() / name));
   if (!t.is_valid()) throw Error(ErrorKind::Internal, "template " + name + ": " + t.error_message());
+  // Python source, not HTML: {{value}} is made safe for a docstring, a comment or a "string".
+  t.set_custom_escape(util::escaper_for(name));
   std::string out = t.render(view);
   if (!t.error_message().empty()) throw Error(ErrorKind::Internal, "template " + name + ": " + t.error_message());
   return out;
@@ -354,6 +358,18 @@ Plan plan_of(const YAML::Node& doc) {
   if (decided("softcapping") && d["softcapping"]["value"].as<bool>() && d["softcapping"]["details"] &&
       d["softcapping"]["details"]["config_attribute"])
     pl.softcap_attr = d["softcapping"]["details"]["config_attribute"].as<std::string>();
+  // Decision values are open in the schema (each decision has its own shape); the ones that
+  // become Python names are checked here, naming the profile field.
+  static const std::regex identifier("^[A-Za-z_][A-Za-z0-9_]{0,127}$");
+  for (const auto& [field, value] : {std::pair<const char*, const std::string*>{"decisions.output_class.value", &pl.causal_lm},
+                                     {"decisions.output_class.details.base_model_attribute", &pl.base_attr},
+                                     {"decisions.softcapping.details.config_attribute", &pl.softcap_attr}}) {
+    if (!value->empty() && !std::regex_match(*value, identifier))
+      throw Error(ErrorKind::Usage,
+                  std::string("profile field ") + field + " is not a Python name (pattern ^[A-Za-z_][A-Za-z0-9_]{0,127}$): '" +
+                      value->substr(0, 60) + "'",
+                  "edit the run's profile.yaml to give the class or attribute name, then approve again");
+  }
   pl.moe = decided("architecture") && d["architecture"]["value"].as<std::string>() != "dense";
   pl.vision = decided("vision") && d["vision"]["value"].IsScalar() && d["vision"]["value"].as<std::string>() == "true";
   pl.reference = doc["reference_integration"]["name"].as<std::string>("llama");
@@ -919,6 +935,27 @@ std::string insert_registry_line(const std::string& init_text, const std::string
 }
 std::string classify_pytest_failure(const std::string& message) { return classify_failure(message, ""); }
 
+namespace {
+
+// Usage errors before a run exists: a tree that is not a checkout, an unknown --kernels name, a
+// --module that is no Python identifier.
+void check_request(const nlohmann::json& arguments, const std::string&, const fs::path& tree, const Config&) {
+  input::require_checkout(tree, {kPkg}, "--tree");
+  const Input in = parse_input(arguments);
+  static const std::set<std::string> known = {"rms_norm", "layer_norm", "rope", "swiglu",
+                                              "geglu", "fused_linear_cross_entropy", "cross_entropy"};
+  for (const auto& kernel : in.kernels)
+    if (!known.count(kernel))
+      throw Error(ErrorKind::Usage, "--kernels: unknown kernel '" + kernel + "'",
+                  "choose from rms_norm, layer_norm, rope, swiglu, geglu, fused_linear_cross_entropy, cross_entropy");
+  static const std::regex identifier("^[A-Za-z_][A-Za-z0-9_]{0,63}$");
+  if (!in.module.empty() && !std::regex_match(in.module, identifier))
+    throw Error(ErrorKind::Usage, "--module '" + in.module.substr(0, 80) + "' is not a Python module name",
+                "use letters, digits and _ (not starting with a digit), e.g. --module llama_autopatch");
+}
+
+}  // namespace
+
 engine::Workflow make_workflow() {
   engine::Workflow w;
   w.name = "autopatch";
@@ -928,6 +965,7 @@ engine::Workflow make_workflow() {
   w.act = act;
   w.verify = verify;
   w.diagnose = diagnose;
+  w.check_request = check_request;
   return w;
 }
 

@@ -3,6 +3,8 @@
 // so the engine has a real end-to-end job before the larger workflows land.
 #include <mustache.hpp>
 
+#include "liger/input_check.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <set>
@@ -253,6 +255,10 @@ void register_survey_workflow(engine::WorkflowRegistry& registry) {
   workflow.understand = understand;
   workflow.act = act;
   workflow.verify = verify;
+  // The table is written into the tree: it must be a writable directory before a run exists.
+  workflow.check_request = [](const nlohmann::json&, const std::string&, const fs::path& tree, const Config&) {
+    input::require_checkout(tree, {}, "--tree");
+  };
   registry.add(std::move(workflow));
 }
 

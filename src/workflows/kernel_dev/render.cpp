@@ -8,6 +8,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "liger/text_escape.h"
 #include "workflows/kernel_dev/codegen.h"
 #include "workflows/kernel_dev/row_program.h"
 
@@ -333,7 +334,9 @@ std::vector<RenderedFile> render(const KernelProfile& profile, const std::filesy
     std::filesystem::path path = templates_dir / target.template_name;
     mu::mustache tmpl{read_template(path)};
     if (!tmpl.is_valid()) throw std::runtime_error(path.string() + ": " + tmpl.error_message());
-    tmpl.set_custom_escape([](const std::string& s) { return s; });  // code, not HTML
+    // {{value}} is free text or a schema-checked name: escaped for the file's language (code or
+    // Markdown, not HTML); {{{value}}} is generated code.
+    tmpl.set_custom_escape(util::escaper_for(target.path));
     std::string content = tmpl.render(data);
     if (!tmpl.is_valid()) throw std::runtime_error(path.string() + ": " + tmpl.error_message());
     files.push_back({target.path, content, target.template_name, target.insert, target.prefix});

@@ -13,6 +13,8 @@
 //   final/                                 Finalize: test log, original vs optimized, plot, report.md
 #include <mustache.hpp>
 
+#include "liger/input_check.h"
+
 #include <algorithm>
 #include <limits>
 #include <climits>
@@ -1064,6 +1066,10 @@ engine::Workflow make_workflow() {
   w.act = act;
   w.verify = verify;
   w.diagnose = diagnose;
+  // The kernel's sources are read from and its tuning applied to the tree.
+  w.check_request = [](const nlohmann::json&, const std::string&, const fs::path& tree, const Config&) {
+    input::require_checkout(tree, {"kernels/ops.yaml", "kernels/src"}, "--tree");
+  };
   return w;
 }
 
