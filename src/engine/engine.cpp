@@ -80,23 +80,6 @@ void prepare_run_root(const fs::path& root) {
     throw Error(ErrorKind::Usage, named + " is not writable: " + std::strerror(errno), fix);
 }
 
-// "a: why", "b: why", "c: other" -> "a, b: why", "c: other": one analyser reason often
-// covers many fields, and the message should say it once.
-std::vector<std::string> group_undecided(const std::vector<std::string>& undecided) {
-  std::vector<std::pair<std::string, std::string>> groups;  // reason -> fields, first-seen order
-  for (const auto& entry : undecided) {
-    const std::size_t colon = entry.find(": ");
-    const std::string field = colon == std::string::npos ? entry : entry.substr(0, colon);
-    const std::string reason = colon == std::string::npos ? "" : entry.substr(colon + 2);
-    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == reason; });
-    if (it == groups.end()) groups.emplace_back(reason, field);
-    else it->second += ", " + field;
-  }
-  std::vector<std::string> lines;
-  for (const auto& [reason, fields] : groups) lines.push_back(reason.empty() ? fields : fields + ": " + reason);
-  return lines;
-}
-
 std::shared_ptr<spdlog::logger> make_run_logger(const fs::path& run_dir, const std::string& name, bool quiet,
                                                 int verbosity) {
   fs::create_directories(run_dir / "logs");

@@ -1,5 +1,7 @@
 #include "engine/run_state.h"
 
+#include <algorithm>
+
 #include "liger/error.h"
 #include "liger/llm/usage.h"
 #include "liger/util.h"
@@ -166,6 +168,23 @@ std::string RunState::pending_checkpoint() const {
   if (phase == Phase::ProfileCheckpoint) return "profile";
   if (phase == Phase::DiffCheckpoint) return "diff";
   return "";
+}
+
+// "a: why", "b: why", "c: other" -> "a, b: why", "c: other": one analyser reason often
+// covers many fields, and the message should say it once.
+std::vector<std::string> group_undecided(const std::vector<std::string>& undecided) {
+  std::vector<std::pair<std::string, std::string>> groups;  // reason -> fields, first-seen order
+  for (const auto& entry : undecided) {
+    const std::size_t colon = entry.find(": ");
+    const std::string field = colon == std::string::npos ? entry : entry.substr(0, colon);
+    const std::string reason = colon == std::string::npos ? "" : entry.substr(colon + 2);
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == reason; });
+    if (it == groups.end()) groups.emplace_back(reason, field);
+    else it->second += ", " + field;
+  }
+  std::vector<std::string> lines;
+  for (const auto& [reason, fields] : groups) lines.push_back(reason.empty() ? fields : fields + ": " + reason);
+  return lines;
 }
 
 }  // namespace liger::engine

@@ -28,6 +28,13 @@ struct StageRecord {
 };
 
 struct CheckpointRecord {
+  CheckpointRecord() = default;
+  CheckpointRecord(std::string status_, std::string decided_by_, std::string decided_at_, std::string note_)
+      : status(std::move(status_)),
+        decided_by(std::move(decided_by_)),
+        decided_at(std::move(decided_at_)),
+        note(std::move(note_)) {}
+
   std::string status = "pending";  // pending | awaiting_approval | approved | rejected
   std::string decided_by;          // "--yes", "terminal", "approve command"
   std::string decided_at;
@@ -79,6 +86,10 @@ struct RunState {
 
   std::string pending_checkpoint() const;  // "profile" / "diff" when parked at one, else ""
 };
+
+// Undecided entries ("field: reason") with one line per distinct reason ("a, b: reason"): an
+// analyser reason often covers many fields and a message should say it once.
+std::vector<std::string> group_undecided(const std::vector<std::string>& undecided);
 
 nlohmann::json to_json(const Finding& finding);
 Finding finding_from_json(const nlohmann::json& json);

@@ -164,7 +164,7 @@ RunOutcome approve_run(const fs::path& run_dir, const std::string& approved_by) 
     state.undecided = validate_profile_file(run_dir / "profile.yaml", schema);
     if (!state.undecided.empty()) {
       std::string list;
-      for (const auto& field : state.undecided) list += "\n  - " + field;
+      for (const auto& line : group_undecided(state.undecided)) list += "\n  - " + line;
       state.save(run_dir);
       throw Error(ErrorKind::Usage, "run '" + state.name + "': the profile still has undecided fields:" + list,
                   "edit " + (run_dir / "profile.yaml").string() +

@@ -2,6 +2,9 @@
 // `path: relative` + `under:`, `key_pattern:`, `max_length:`, and the shipped schemas using them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
+#include "engine/run_state.h"
 #include "liger/error.h"
 #include "liger/profile.h"
 #include "liger/sha256.h"
@@ -168,3 +171,16 @@ TEST(InputCheck, Utf8) {
 
 }  // namespace
 }  // namespace liger::util
+
+namespace liger::engine {
+namespace {
+
+TEST(UndecidedMessage, OneLinePerReasonNotPerField) {
+  const std::vector<std::string> undecided = {"tier: the expression does not parse: x", "forward: the expression does not parse: x",
+                                              "backward: the expression does not parse: x", "inputs: unknown tensors"};
+  EXPECT_EQ(group_undecided(undecided),
+            (std::vector<std::string>{"tier, forward, backward: the expression does not parse: x", "inputs: unknown tensors"}));
+}
+
+}  // namespace
+}  // namespace liger::engine
