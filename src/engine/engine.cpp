@@ -499,7 +499,8 @@ RunOutcome Engine::drive(const fs::path& given_run_dir) {
     state.error = ErrorRecord{to_string(error.kind()), error.what(), error.hint()};
     state.save(run_dir);
     write_reports(run_dir, state);
-    log->error("{}", error.what());
+    // The CLI prints the error (once); the log keeps it without echoing it to the terminal again.
+    log->info("run failed: {}", error.what());
     throw;
   } catch (const std::exception& error) {
     sync_usage();

@@ -138,7 +138,7 @@ TEST(Sha256, KnownVectors) {
   EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
   EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   EXPECT_EQ(sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
-            "248d6a61d20638b8e5c0262693c9e4fb3b4c1a5cf0d4e43279a85a3c4e6e4d0a");
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
   Sha256 pieces;  // fed in odd-sized pieces across block boundaries: same digest
   const std::string million(1000000, 'a');
   for (std::size_t at = 0; at < million.size(); at += 997) pieces.update(std::string_view(million).substr(at, 997));
