@@ -425,12 +425,29 @@ std::string module_text(const YAML::Node& doc, const Plan& pl, const std::string
       declined_lines(data::type::list), declined(data::type::list);
   std::string rope_fn = "None";
   std::vector<std::string> norm_switch, mlp_switch;
+  // Values the integration uses as Python names or literals: the schema keeps `target` to one
+  // line of text (a loss item's target describes it); where it is a class or a function, and
+  // for the norm's params, the value must be that kind of token.
+  static const std::regex python_name("^[A-Za-z_][A-Za-z0-9_]{0,127}$");
+  static const std::regex number("^[-+]?[0-9]+(\\.[0-9]*)?([eE][-+]?[0-9]+)?$");
+  auto require = [](const std::regex& rule, const std::string& value, const std::string& field, const char* what) {
+    if (!std::regex_match(value, rule))
+      throw Error(ErrorKind::Usage, "profile field " + field + " is not " + what + ": '" + value.substr(0, 60) + "'",
+                  "edit the run's profile.yaml to give " + std::string(what) + ", then approve again");
+  };
+  std::size_t index = 0;
   for (const auto& it : pl.apply) {
     const std::string k = it["kernel"].as<std::string>(), target = it["target"].as<std::string>();
+    const std::string field = "patch_plan.apply[" + std::to_string(index++) + "]";
+    if (k == "rms_norm" || k == "layer_norm" || k == "swiglu" || k == "geglu" || k == "rope")
+      require(python_name, target, field + ".target", "a Python class or function name");
     std::vector<std::string> attrs;
     if (it["attributes"])
       for (const auto& a : it["attributes"]) attrs.push_back(a.as<std::string>());
     const YAML::Node prm = it["params"];
+    for (const char* key : {"casting_mode", "init_fn"})
+      if (prm && prm[key]) require(python_name, prm[key].as<std::string>(), field + ".params." + key, "a name");
+    if (prm && prm["offset"]) require(number, prm["offset"].as<std::string>(), field + ".params.offset", "a number");
     if (k == "rms_norm") {
       data n;
       n.set("cls", target);
