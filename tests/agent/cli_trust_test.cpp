@@ -70,6 +70,8 @@ TEST(CliTrust, BadKernelDevInputIsAUsageErrorWithoutARunDirectory) {
            BadInput{{"autopatch", (dir.path() / "adir").string()}, "is a directory"},
            BadInput{{"autopatch", "qwen3; rm -rf x"}, "neither an existing file nor a model type"},
            BadInput{{"autopatch", "qwen3", "--kernels", "rmsnorm"}, "unknown kernel 'rmsnorm'"},
+           // Only Understand knows the op is missing: the run it made is removed.
+           BadInput{{"kernel-perf", "no_such_op"}, "no op named 'no_such_op'"},
        })
     expect_usage_error_without_run(dir.path(), c);
 }
