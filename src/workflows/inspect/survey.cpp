@@ -3,14 +3,13 @@
 // so the engine has a real end-to-end job before the larger workflows land.
 #include <mustache.hpp>
 
-#include "liger/input_check.h"
-
 #include <algorithm>
 #include <cstdlib>
 #include <set>
 #include <sstream>
 
 #include "liger/error.h"
+#include "liger/input_check.h"
 #include "liger/util.h"
 #include "liger/workflows.h"
 #include "workflows/inspect/header_scan.h"

@@ -13,8 +13,6 @@
 //   final/                                 Finalize: test log, original vs optimized, plot, report.md
 #include <mustache.hpp>
 
-#include "liger/input_check.h"
-
 #include <algorithm>
 #include <limits>
 #include <climits>
@@ -27,6 +25,7 @@
 
 #include "engine/diff.h"
 #include "liger/error.h"
+#include "liger/input_check.h"
 #include "liger/llm/provider.h"
 #include "liger/profile.h"
 #include "liger/util.h"
