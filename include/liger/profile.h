@@ -9,6 +9,12 @@
 //   description: "shown at checkpoints and in docs"
 //   readonly: true, reason: "why"   a record of the input, not a decision: nothing is generated
 //                                   from it, so an edit is refused (Schema::readonly_changes)
+//   pattern: "^[a-z][a-z0-9_]{0,63}$"   (string: the whole value must match; ECMAScript)
+//   max_length: 200               (string: bytes)    key_pattern: "<regex>"  (map: every key)
+//   path: relative                (string: a normalised repository-relative path, no '..')
+//   under: [kernels, tests]       (with path: relative: inside one of these folders)
+// Fields whose values become names, file paths or code carry pattern/path rules, so a hand
+// edit or an LLM answer cannot smuggle a path or a statement into what Act writes.
 // Any field of a profile may instead hold `{undecided: "<why>"}`: validation reports it as a
 // pending decision (not an error) so a checkpoint can ask a human (or an LLM) to decide it.
 #pragma once

@@ -139,6 +139,13 @@ struct Workflow {
   // a reviewer decides on (kernel-dev's tier and formulas, autopatch's decisions with evidence).
   // Must accept a partial profile (undecided fields). Empty: the checkpoint shows the profile.
   std::function<std::string(const YAML::Node& profile)> summarize;
+  // Optional: checks the request (its arguments, the input text or file, the tree) before any
+  // run directory exists and throws liger::Error (Usage) for input no human or LLM decision can
+  // rescue: a malformed expression, an unknown op, a tree that is not a checkout. A run is
+  // parked only when there is something to decide.
+  std::function<void(const nlohmann::json& arguments, const std::string& input_text, const fs::path& tree_root,
+                     const Config& config)>
+      check_request;
 
   bool has_all_stages() const { return understand && act && verify; }
 };

@@ -1,8 +1,12 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
+#include <regex>
+
 #include "cli/run_support.h"
 #include "cli/tree.h"
+#include "liger/error.h"
+#include "liger/input_check.h"
 #include "liger/workflows.h"
 
 namespace liger::cli {
@@ -44,20 +48,33 @@ void register_autopatch_command(CLI::App& app, GlobalOptions& options) {
       "liger-agent autopatch qwen3 --modify --yes   # after a transformers upgrade",
   }));
   cmd->callback([args, &options] {
+    // The model is a modeling file or a model type; anything else is refused before a run exists.
+    const input::Argument given =
+        input::classify_argument(args->model, "the autopatch model", 255,
+                                 "pass a modeling_<model>.py file or a model type such as qwen3");
+    static const std::regex model_type_pattern("^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$");
+    if (!given.is_file && !std::regex_match(given.text, model_type_pattern)) {
+      const bool looks_like_path = given.text.find('/') != std::string::npos || given.text.ends_with(".py");
+      throw Error(ErrorKind::Usage,
+                  "the autopatch model '" + given.text.substr(0, 80) + "' " +
+                      (looks_like_path ? "names no file (no such file)" : "is neither an existing file nor a model type"),
+                  "pass the path of an existing modeling_<model>.py file, or a transformers model type (letters, "
+                  "digits, _ . -) such as qwen3");
+    }
     engine::RunRequest request;
     request.workflow = "autopatch";
     request.label = std::filesystem::path(args->model).stem().string();
     if (request.label.rfind("modeling_", 0) == 0) request.label = request.label.substr(9);
     request.tree_root = resolve_tree(args->tree, "autopatch");
-    request.arguments = {{"model", std::filesystem::exists(args->model) ? std::filesystem::absolute(args->model).string() : args->model},
+    request.arguments = {{"model", given.is_file ? std::filesystem::absolute(given.file).string() : given.text},
                          {"modify", args->modify}};
     if (!args->module.empty()) request.arguments["module"] = args->module;
     if (!args->model_type.empty()) request.arguments["model_type"] = args->model_type;
     if (!args->kernels.empty()) request.arguments["kernels"] = args->kernels;
     if (!args->python.empty()) request.arguments["python"] = args->python;
     if (!args->module.empty()) request.label = args->module;
-    if (std::filesystem::is_regular_file(args->model)) request.input_files.push_back(args->model);
-    else request.input_text = args->model;
+    if (given.is_file) request.input_files.push_back(given.file);
+    else request.input_text = given.text;
     engine::Engine engine(workflow_registry(), engine_options(options));
     options.exit_code = print_outcome(options, engine.start(request));
   });

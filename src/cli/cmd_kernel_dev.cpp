@@ -4,9 +4,16 @@
 #include "liger/error.h"
 #include "cli/run_support.h"
 #include "cli/tree.h"
+#include "liger/input_check.h"
 #include "liger/workflows.h"
 
 namespace liger::cli {
+
+namespace {
+// Inline expressions and PyTorch snippets; a description in words has its own, smaller bound
+// (kernel-dev's input check).
+constexpr std::size_t kMaxInlineInputBytes = 64 * 1024;
+}  // namespace
 
 void register_kernel_dev_command(CLI::App& app, GlobalOptions& options) {
   struct Args {
@@ -50,8 +57,12 @@ void register_kernel_dev_command(CLI::App& app, GlobalOptions& options) {
                          {"name", args->name},
                          {"modify", args->modify},
                          {"skip_bench", args->skip_bench}};
-    if (std::filesystem::is_regular_file(args->description)) request.input_files.push_back(args->description);
-    else request.input_text = args->description;
+    // A directory, a FIFO, non-UTF-8 or oversized text is refused here, before a run exists.
+    const input::Argument given = input::classify_argument(
+        args->description, "the kernel-dev input", kMaxInlineInputBytes,
+        "put longer PyTorch code in a file and pass its path (e.g. liger-agent kernel-dev my_op.py)");
+    if (given.is_file) request.input_files.push_back(given.file);
+    else request.input_text = given.text;
     engine::Engine engine(workflow_registry(), engine_options(options));
     options.exit_code = print_outcome(options, engine.start(request));
   });

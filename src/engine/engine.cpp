@@ -5,11 +5,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <iostream>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 
 #include "engine/apply.h"
+#include "engine/approval.h"
 #include "engine/checkpoint.h"
 #include "engine/diff.h"
 #include "engine/report.h"
@@ -43,6 +46,21 @@ const Workflow& require_workflow(const WorkflowRegistry& registry, const std::st
                                   : "workflows available in this build: " + available);
   }
   return *workflow;
+}
+
+// The folder runs are created in must be a writable directory; anything else is the user's
+// --run-dir (or the config key run_dir) and is reported as such, before any run exists.
+void prepare_run_root(const fs::path& root) {
+  const std::string named = "the run directory root '" + root.string() + "' (--run-dir, config key run_dir)";
+  const std::string fix = "point --run-dir (or the config key run_dir) at a directory you can write to";
+  std::error_code ec;
+  const fs::file_status status = fs::status(root, ec);
+  if (!ec && fs::exists(status) && !fs::is_directory(status))
+    throw Error(ErrorKind::Usage, named + " is not a directory", fix);
+  fs::create_directories(root, ec);
+  if (ec) throw Error(ErrorKind::Usage, named + " cannot be created: " + ec.message(), fix);
+  if (::access(root.c_str(), W_OK | X_OK) != 0)
+    throw Error(ErrorKind::Usage, named + " is not writable: " + std::strerror(errno), fix);
 }
 
 std::shared_ptr<spdlog::logger> make_run_logger(const fs::path& run_dir, const std::string& name, bool quiet,
@@ -91,8 +109,10 @@ Engine::Engine(const WorkflowRegistry& registry, EngineOptions options)
 RunOutcome Engine::start(const RunRequest& request) {
   const Workflow& workflow = require_workflow(registry_, request.workflow);
   profile::Schema::load_file(workflow.profile_schema);  // a broken schema fails before any run exists
-
-  fs::create_directories(options_.run_root);
+  const fs::path tree_root = fs::absolute(request.tree_root.empty() ? fs::current_path() : request.tree_root);
+  // Bad input is a usage error before a run directory exists, not a run parked with nothing to decide.
+  if (workflow.check_request) workflow.check_request(request.arguments, request.input_text, tree_root, *options_.config);
+  prepare_run_root(options_.run_root);
   const std::string base = util::now_run_stamp() + "-" + workflow.name + "-" + util::slugify(request.label);
   fs::path run_dir;
   for (int suffix = 1;; ++suffix) {
@@ -112,7 +132,7 @@ RunOutcome Engine::start(const RunRequest& request) {
   state.name = run_dir.filename().string();
   state.workflow = workflow.name;
   state.created_at = util::now_iso8601();
-  state.tree_root = fs::absolute(request.tree_root.empty() ? fs::current_path() : request.tree_root);
+  state.tree_root = tree_root;
   state.schema_path = fs::absolute(workflow.profile_schema);
   state.input = request.arguments;
   state.max_attempts = static_cast<int>(std::max<long long>(1, options_.config->get_int("max_attempts")));
@@ -120,7 +140,22 @@ RunOutcome Engine::start(const RunRequest& request) {
   state.checkpoints["profile"] = CheckpointRecord{};
   state.checkpoints["diff"] = CheckpointRecord{};
   state.save(run_dir);
-  return drive(run_dir);
+  try {
+    return drive(run_dir);
+  } catch (const Error& error) {
+    // Input only Understand could judge (a modeling file it cannot read, an op it cannot place)
+    // is still a usage error: the run it made is removed, as if it had been refused up front.
+    if (error.kind() == ErrorKind::Usage) {
+      bool in_understand = false;
+      try {
+        in_understand = RunState::load(run_dir).phase == Phase::Understand;
+      } catch (const Error&) {
+      }
+      std::error_code ec;
+      if (in_understand) fs::remove_all(run_dir, ec);
+    }
+    throw;
+  }
 }
 
 RunOutcome Engine::resume(const fs::path& run_dir) {
@@ -144,6 +179,13 @@ RunOutcome Engine::drive(const fs::path& given_run_dir) {
   RunDirectoryLock run_lock(run_dir);
   RunState state = RunState::load(run_dir);
   const Workflow& workflow = require_workflow(registry_, state.workflow);
+  // What the next phases read must be what was approved: a profile or staged file edited since
+  // is refused (the run stays as it was) until `approve` has seen it.
+  if (auto drift = approval_drift(state, run_dir)) {
+    throw Error(ErrorKind::Usage, describe_drift(*drift, state.name) + "; the run does not go on with unapproved files",
+                "review it and run `liger-agent approve " + state.name + "` again, then `liger-agent resume " +
+                    state.name + "`");
+  }
   const profile::Schema schema = profile::Schema::load_file(state.schema_path);
   auto log = make_run_logger(run_dir, state.name, options_.quiet, options_.verbosity);
   // One LLM per run: every stage of this invocation shares the provider; the ledger starts
@@ -272,6 +314,7 @@ RunOutcome Engine::drive(const fs::path& given_run_dir) {
     }
     if (decision == Decision::Approved) {
       record = CheckpointRecord{"approved", by, util::now_iso8601(), ""};
+      record_approved_digests(record, name, run_dir);
       state.status = "running";
     } else if (decision == Decision::Rejected) {
       record = CheckpointRecord{"rejected", by, util::now_iso8601(), ""};
@@ -290,7 +333,7 @@ RunOutcome Engine::drive(const fs::path& given_run_dir) {
                           ")";
     if (!state.undecided.empty()) {
       message += "; undecided fields must be decided first:";
-      for (const auto& field : state.undecided) message += "\n  - " + field;
+      for (const auto& line : group_undecided(state.undecided)) message += "\n  - " + line;
     }
     message += "\nnext: `liger-agent approve " + state.name + "`, then `liger-agent resume " + state.name + "`";
     return outcome(message, static_cast<int>(ExitCode::AwaitingApproval));
@@ -356,12 +399,16 @@ RunOutcome Engine::drive(const fs::path& given_run_dir) {
           util::write_file_atomic(profile_path, profile_text);
           // What edits are compared with: read-only fields must keep these values.
           util::write_file_atomic(understood_profile_path(profile_path), profile_text);
-          const auto report = schema.validate(ctx.profile);
+          // Validated as written, so errors carry the file's line:column. The values may come
+          // from an LLM answer or the user's arguments, so a violation is a failed run that
+          // names the field and the rule, not a crash.
+          const auto report = schema.validate(profile::load_yaml_file(profile_path));
           if (!report.ok()) {
-            throw Error(ErrorKind::Internal,
-                        "the " + workflow.name + " workflow wrote a profile that violates its own schema:\n" +
-                            report.format_errors(profile_path.string()),
-                        "this is a bug in the workflow or its schema");
+            throw Error(ErrorKind::Failure,
+                        "the profile Understand produced does not match its schema (" + state.schema_path.string() +
+                            "):\n" + report.format_errors(profile_path.string()),
+                        "nothing was applied; the fields named above came from the input, the analyser or the LLM "
+                        "answer: start a new run with a corrected input (--name chooses the op name)");
           }
           state.phase = Phase::ProfileCheckpoint;
           state.save(run_dir);

@@ -1,5 +1,7 @@
 #include "engine/run_state.h"
 
+#include <algorithm>
+
 #include "liger/error.h"
 #include "liger/llm/usage.h"
 #include "liger/util.h"
@@ -67,6 +69,8 @@ nlohmann::json RunState::to_json() const {
                                        {"decided_by", record.decided_by},
                                        {"decided_at", record.decided_at},
                                        {"note", record.note}};
+    if (!record.profile_sha256.empty()) json["checkpoints"][checkpoint]["profile_sha256"] = record.profile_sha256;
+    if (!record.staging_sha256.empty()) json["checkpoints"][checkpoint]["staging_sha256"] = record.staging_sha256;
   }
   json["attempts"] = nlohmann::json::array();
   for (const auto& attempt_record : attempts) {
@@ -108,9 +112,13 @@ RunState RunState::from_json(const nlohmann::json& json) {
   }
   if (json.contains("checkpoints")) {
     for (const auto& [checkpoint, record] : json["checkpoints"].items()) {
-      state.checkpoints[checkpoint] =
-          CheckpointRecord{record.value("status", "pending"), record.value("decided_by", ""),
-                           record.value("decided_at", ""), record.value("note", "")};
+      CheckpointRecord& loaded = state.checkpoints[checkpoint];
+      loaded.status = record.value("status", "pending");
+      loaded.decided_by = record.value("decided_by", "");
+      loaded.decided_at = record.value("decided_at", "");
+      loaded.note = record.value("note", "");
+      loaded.profile_sha256 = record.value("profile_sha256", "");
+      loaded.staging_sha256 = record.value("staging_sha256", std::map<std::string, std::string>{});
     }
   }
   for (const auto& item : json.value("attempts", nlohmann::json::array())) {
@@ -161,6 +169,23 @@ std::string RunState::pending_checkpoint() const {
   if (phase == Phase::ProfileCheckpoint) return "profile";
   if (phase == Phase::DiffCheckpoint) return "diff";
   return "";
+}
+
+// "a: why", "b: why", "c: other" -> "a, b: why", "c: other": one analyser reason often
+// covers many fields, and the message should say it once.
+std::vector<std::string> group_undecided(const std::vector<std::string>& undecided) {
+  std::vector<std::pair<std::string, std::string>> groups;  // reason -> fields, first-seen order
+  for (const auto& entry : undecided) {
+    const std::size_t colon = entry.find(": ");
+    const std::string field = colon == std::string::npos ? entry : entry.substr(0, colon);
+    const std::string reason = colon == std::string::npos ? "" : entry.substr(colon + 2);
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == reason; });
+    if (it == groups.end()) groups.emplace_back(reason, field);
+    else it->second += ", " + field;
+  }
+  std::vector<std::string> lines;
+  for (const auto& [reason, fields] : groups) lines.push_back(reason.empty() ? fields : fields + ": " + reason);
+  return lines;
 }
 
 }  // namespace liger::engine

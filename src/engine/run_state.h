@@ -28,10 +28,21 @@ struct StageRecord {
 };
 
 struct CheckpointRecord {
+  CheckpointRecord() = default;
+  CheckpointRecord(std::string status_, std::string decided_by_, std::string decided_at_, std::string note_)
+      : status(std::move(status_)),
+        decided_by(std::move(decided_by_)),
+        decided_at(std::move(decided_at_)),
+        note(std::move(note_)) {}
+
   std::string status = "pending";  // pending | awaiting_approval | approved | rejected
   std::string decided_by;          // "--yes", "terminal", "approve command"
   std::string decided_at;
   std::string note;
+  // What was approved (issue 15): the SHA-256 of profile.yaml, and at the diff checkpoint of
+  // every staged file. `resume` refuses to go on when the files differ from these.
+  std::string profile_sha256;
+  std::map<std::string, std::string> staging_sha256;
 };
 
 struct ErrorRecord {
@@ -75,6 +86,10 @@ struct RunState {
 
   std::string pending_checkpoint() const;  // "profile" / "diff" when parked at one, else ""
 };
+
+// Undecided entries ("field: reason") with one line per distinct reason ("a, b: reason"): an
+// analyser reason often covers many fields and a message should say it once.
+std::vector<std::string> group_undecided(const std::vector<std::string>& undecided);
 
 nlohmann::json to_json(const Finding& finding);
 Finding finding_from_json(const nlohmann::json& json);

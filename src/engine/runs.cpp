@@ -3,6 +3,8 @@
 #include <ctime>
 
 #include "engine/apply.h"
+#include "engine/approval.h"
+#include "engine/diff.h"
 #include "engine/checkpoint.h"
 #include "engine/run_state.h"
 #include "engine/report.h"
@@ -38,6 +40,11 @@ fs::path find_run(const fs::path& run_root, const std::string& spec) {
   if (spec.empty()) throw Error(ErrorKind::Usage, "no run given", "name a run; `liger-agent runs` lists them");
   if (is_run_dir(spec)) return fs::path(spec);
   if (is_run_dir(run_root / spec)) return run_root / spec;
+  if (std::error_code ec; fs::exists(run_root, ec) && !fs::is_directory(run_root, ec)) {
+    throw Error(ErrorKind::Usage,
+                "the run directory root '" + run_root.string() + "' (--run-dir, config key run_dir) is not a directory",
+                "point --run-dir (or the config key run_dir) at the directory the runs were created in");
+  }
 
   std::vector<fs::path> matches;
   std::error_code ec;
@@ -88,8 +95,62 @@ std::vector<RunSummary> list_runs(const fs::path& run_root) {
 
 nlohmann::json read_run_state(const fs::path& run_dir) { return RunState::load(run_dir).to_json(); }
 
+namespace {
+
+// `approve` after `resume` refused a file changed since its approval: approves the change. An
+// edited profile sends the run back to Act (the staged files came from the old profile); edited
+// staged files become the diff that Apply applies.
+RunOutcome approve_drift(const fs::path& run_dir, RunState& state, const ApprovalDrift& drift,
+                         const std::string& approved_by) {
+  const std::string what = describe_drift(drift, state.name);
+  if (state.phase == Phase::Verify) {
+    throw Error(ErrorKind::Usage,
+                what + ", and its files are already applied: the change cannot be approved into this run",
+                "restore " + (run_dir / drift.file).string() + ", or `liger-agent reject " + state.name +
+                    "` and start a new run");
+  }
+  std::string message;
+  if (drift.file == "profile.yaml") {
+    const auto schema = profile::Schema::load_file(state.schema_path);
+    state.undecided = validate_profile_file(run_dir / "profile.yaml", schema);
+    if (!state.undecided.empty()) {
+      state.save(run_dir);
+      throw Error(ErrorKind::Usage, "run '" + state.name + "': the edited profile has undecided fields",
+                  "edit " + (run_dir / "profile.yaml").string() + " to decide them, then approve again");
+    }
+    CheckpointRecord record{"approved", approved_by, util::now_iso8601(), "re-approved after an edit"};
+    record_approved_digests(record, "profile", run_dir);
+    state.checkpoints["profile"] = record;
+    if (state.phase == Phase::DiffCheckpoint || state.phase == Phase::Apply) {
+      state.phase = Phase::Act;
+      state.checkpoints["diff"] = CheckpointRecord{};
+      state.staged_files.clear();
+      message = "; Act regenerates the staged files from it and the diff checkpoint asks again";
+    }
+  } else {
+    Staging staging(run_dir / "staging");
+    state.staged_files = staging.files();
+    util::write_file_atomic(run_dir / "staged.diff",
+                            diff_staged_against_tree(staging.dir(), state.tree_root, state.staged_files));
+    CheckpointRecord record{"approved", approved_by, util::now_iso8601(), "re-approved after an edit"};
+    record_approved_digests(record, "diff", run_dir);
+    state.checkpoints["diff"] = record;
+  }
+  state.status = "approved";
+  state.save(run_dir);
+  write_reports(run_dir, state);
+  return outcome_of(run_dir, state,
+                    "approved the edited " + (drift.file == "profile.yaml" ? std::string("profile") : "staged files") +
+                        " of run '" + state.name + "'" + message + "; continue with `liger-agent resume " +
+                        state.name + "`",
+                    0);
+}
+
+}  // namespace
+
 RunOutcome approve_run(const fs::path& run_dir, const std::string& approved_by) {
   RunState state = RunState::load(run_dir);
+  if (auto drift = approval_drift(state, run_dir)) return approve_drift(run_dir, state, *drift, approved_by);
   const std::string checkpoint = state.pending_checkpoint();
   if (checkpoint.empty()) {
     throw Error(ErrorKind::Usage,
@@ -103,7 +164,7 @@ RunOutcome approve_run(const fs::path& run_dir, const std::string& approved_by) 
     state.undecided = validate_profile_file(run_dir / "profile.yaml", schema);
     if (!state.undecided.empty()) {
       std::string list;
-      for (const auto& field : state.undecided) list += "\n  - " + field;
+      for (const auto& line : group_undecided(state.undecided)) list += "\n  - " + line;
       state.save(run_dir);
       throw Error(ErrorKind::Usage, "run '" + state.name + "': the profile still has undecided fields:" + list,
                   "edit " + (run_dir / "profile.yaml").string() +
@@ -111,6 +172,7 @@ RunOutcome approve_run(const fs::path& run_dir, const std::string& approved_by) 
     }
   }
   state.checkpoints[checkpoint] = CheckpointRecord{"approved", approved_by, util::now_iso8601(), ""};
+  record_approved_digests(state.checkpoints[checkpoint], checkpoint, run_dir);
   state.status = "approved";
   state.save(run_dir);
   write_reports(run_dir, state);

@@ -1,6 +1,8 @@
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <optional>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -25,6 +27,16 @@ struct SchemaNode {
   std::string description;
   bool readonly = false;        // a record, not a decision: edits are refused with `reason`
   std::string readonly_reason;
+  // Constraints on strings that become names, paths or code (issue 15): a whole-value regular
+  // expression (ECMAScript) and its text for the error message, a length bound, and the
+  // repository-relative path rule with the folders the workflow owns.
+  std::optional<std::regex> pattern;
+  std::string pattern_text;
+  std::optional<std::size_t> max_length;
+  bool relative_path = false;
+  std::vector<std::string> under;
+  std::optional<std::regex> key_pattern;  // map keys (open maps and `values:` maps)
+  std::string key_pattern_text;
 };
 
 namespace {
@@ -67,8 +79,9 @@ ValueType parse_type(const std::string& origin, const YAML::Node& node) {
 }
 
 std::shared_ptr<const SchemaNode> parse_node(const std::string& origin, const YAML::Node& yaml) {
-  static const std::set<std::string> known = {"type", "required", "enum", "min", "max", "fields",
-                                              "open", "items", "values", "description", "readonly", "reason"};
+  static const std::set<std::string> known = {"type",    "required",   "enum", "min",   "max",         "fields",
+                                              "open",    "items",      "values", "description", "readonly", "reason",
+                                              "pattern", "max_length", "path", "under", "key_pattern"};
   auto node = std::make_shared<SchemaNode>();
   if (yaml.IsScalar()) {  // shorthand: `name: string`
     node->types.push_back(parse_type(origin, yaml));
@@ -112,7 +125,60 @@ std::shared_ptr<const SchemaNode> parse_node(const std::string& origin, const YA
     if (node->types.empty()) node->types.push_back(ValueType::List);
   }
   if (yaml["values"]) node->values = parse_node(origin, yaml["values"]);
+  auto compile = [&](const YAML::Node& text) {
+    if (!text.IsScalar()) throw schema_error(origin, text, "a pattern must be a string");
+    try {
+      return std::regex(text.Scalar(), std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      throw schema_error(origin, text, "pattern '" + text.Scalar() + "' is not a valid regular expression: " + e.what());
+    }
+  };
+  if (yaml["pattern"]) {
+    node->pattern = compile(yaml["pattern"]);
+    node->pattern_text = yaml["pattern"].Scalar();
+  }
+  if (yaml["key_pattern"]) {
+    node->key_pattern = compile(yaml["key_pattern"]);
+    node->key_pattern_text = yaml["key_pattern"].Scalar();
+  }
+  if (yaml["max_length"]) node->max_length = yaml["max_length"].as<std::size_t>();
+  if (yaml["path"]) {
+    if (!yaml["path"].IsScalar() || yaml["path"].Scalar() != "relative")
+      throw schema_error(origin, yaml["path"], "path: the only path rule is `relative` (repository-relative)");
+    node->relative_path = true;
+  }
+  if (yaml["under"]) {
+    if (!node->relative_path) throw schema_error(origin, yaml["under"], "under: needs `path: relative`");
+    if (!yaml["under"].IsSequence()) throw schema_error(origin, yaml["under"], "under must be a list of folders");
+    for (const auto& dir : yaml["under"]) {
+      std::string folder = dir.Scalar();
+      while (!folder.empty() && folder.back() == '/') folder.pop_back();
+      node->under.push_back(folder);
+    }
+  }
   return node;
+}
+
+// Why `text` is not a normalised repository-relative path, or "" when it is one. Checked
+// lexically: the rule is about what the profile says, not about what exists on disk.
+std::string relative_path_problem(const std::string& text) {
+  if (text.empty()) return "an empty path";
+  for (unsigned char c : text)
+    if (c < 0x20 || c == 0x7f) return "a control character in the path";
+  if (text.find('\\') != std::string::npos) return "a backslash (paths use '/')";
+  if (text.front() == '/' || text.front() == '~') return "an absolute path";
+  if (text.back() == '/') return "a trailing '/'";
+  std::size_t begin = 0;
+  while (begin <= text.size()) {
+    std::size_t end = text.find('/', begin);
+    if (end == std::string::npos) end = text.size();
+    const std::string part = text.substr(begin, end - begin);
+    if (part.empty()) return "an empty path component ('//')";
+    if (part == "..") return "a '..' component (the path must stay inside the repository)";
+    if (part == ".") return "a '.' component (the path is not normalised)";
+    begin = end + 1;
+  }
+  return {};
 }
 
 bool parses_as_int(const std::string& text) {
@@ -152,13 +218,32 @@ bool matches(const YAML::Node& value, ValueType type) {
   return false;
 }
 
+// A value quoted for an error message: control characters are shown as escapes, so a value
+// with a newline in it reads as one line and cannot forge further lines of the message.
+std::string quoted(const std::string& value) {
+  std::string text = value.size() > 60 ? value.substr(0, 57) : value;
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    if (c == '\n') out += "\\n";
+    else if (c == '\t') out += "\\t";
+    else if (c == '\r') out += "\\r";
+    else if (c == '"' || c == '\\') out += std::string("\\") + static_cast<char>(c);
+    else if (c < 0x20 || c == 0x7f) {
+      char hex[8];
+      std::snprintf(hex, sizeof(hex), "\\x%02x", c);
+      out += hex;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + (value.size() > 60 ? "...\"" : "\"");
+}
+
 std::string describe(const YAML::Node& value) {
   if (!value || value.IsNull()) return "nothing";
   if (value.IsSequence()) return "a list of " + std::to_string(value.size());
   if (value.IsMap()) return "a map";
-  std::string text = value.Scalar();
-  if (text.size() > 60) text = text.substr(0, 57) + "...";
-  return "\"" + text + "\"";
+  return quoted(value.Scalar());
 }
 
 std::string join(const std::vector<std::string>& items, const std::string& sep) {
@@ -222,6 +307,27 @@ class Validator {
         add(report.errors, path, value, describe(value), range.str(), "out of range");
       }
     }
+    if (schema.max_length && text.size() > *schema.max_length) {
+      add(report.errors, path, value, describe(value) + " (" + std::to_string(text.size()) + " bytes)",
+          "at most " + std::to_string(*schema.max_length) + " bytes", "too long");
+    }
+    if (schema.pattern && !std::regex_match(text, *schema.pattern)) {
+      add(report.errors, path, value, describe(value), "a value matching the pattern " + schema.pattern_text,
+          "does not match the pattern");
+    }
+    if (schema.relative_path) {
+      std::string problem = relative_path_problem(text);
+      if (problem.empty() && !schema.under.empty() &&
+          std::none_of(schema.under.begin(), schema.under.end(),
+                       [&](const std::string& dir) { return text.rfind(dir + "/", 0) == 0; })) {
+        problem = "a path outside the folders this workflow writes";
+      }
+      if (!problem.empty()) {
+        std::string expected = "a repository-relative path without '..'";
+        if (!schema.under.empty()) expected += " under " + join(schema.under, "/, ") + "/";
+        add(report.errors, path, value, describe(value), expected, "not an allowed path: " + problem);
+      }
+    }
   }
 
   void check_map(const SchemaNode& schema, const YAML::Node& value, const std::string& path) {
@@ -234,6 +340,14 @@ class Validator {
         continue;
       }
       check(*child, field, child_path(name), field);
+    }
+    if (schema.key_pattern) {
+      for (const auto& entry : value) {
+        const std::string name = entry.first.Scalar();
+        if (!std::regex_match(name, *schema.key_pattern))
+          add(report.errors, child_path(name), entry.first, quoted(name),
+              "a key matching the pattern " + schema.key_pattern_text, "key does not match the pattern");
+      }
     }
     if (schema.open && !schema.values) return;
     for (const auto& entry : value) {

@@ -18,6 +18,8 @@
 #include <sstream>
 
 #include "liger/error.h"
+#include "liger/input_check.h"
+#include "liger/text_escape.h"
 #include "liger/llm/provider.h"
 #include "liger/llm/structured.h"
 #include "liger/process.h"
@@ -78,6 +80,8 @@ std::string py_list(const std::vector<std::string>& items) {
 std::string render(const std::string& name, const data& view) {
   mustache t(util::read_file(templates_dir() / name));
   if (!t.is_valid()) throw Error(ErrorKind::Internal, "template " + name + ": " + t.error_message());
+  // Python source, not HTML: {{value}} is made safe for a docstring, a comment or a "string".
+  t.set_custom_escape(util::escaper_for(name));
   std::string out = t.render(view);
   if (!t.error_message().empty()) throw Error(ErrorKind::Internal, "template " + name + ": " + t.error_message());
   return out;
@@ -355,6 +359,18 @@ Plan plan_of(const YAML::Node& doc) {
   if (decided("softcapping") && d["softcapping"]["value"].as<bool>() && d["softcapping"]["details"] &&
       d["softcapping"]["details"]["config_attribute"])
     pl.softcap_attr = d["softcapping"]["details"]["config_attribute"].as<std::string>();
+  // Decision values are open in the schema (each decision has its own shape); the ones that
+  // become Python names are checked here, naming the profile field.
+  static const std::regex identifier("^[A-Za-z_][A-Za-z0-9_]{0,127}$");
+  for (const auto& [field, value] : {std::pair<const char*, const std::string*>{"decisions.output_class.value", &pl.causal_lm},
+                                     {"decisions.output_class.details.base_model_attribute", &pl.base_attr},
+                                     {"decisions.softcapping.details.config_attribute", &pl.softcap_attr}}) {
+    if (!value->empty() && !std::regex_match(*value, identifier))
+      throw Error(ErrorKind::Usage,
+                  std::string("profile field ") + field + " is not a Python name (pattern ^[A-Za-z_][A-Za-z0-9_]{0,127}$): '" +
+                      value->substr(0, 60) + "'",
+                  "edit the run's profile.yaml to give the class or attribute name, then approve again");
+  }
   pl.moe = decided("architecture") && d["architecture"]["value"].as<std::string>() != "dense";
   pl.vision = decided("vision") && d["vision"]["value"].IsScalar() && d["vision"]["value"].as<std::string>() == "true";
   pl.reference = doc["reference_integration"]["name"].as<std::string>("llama");
@@ -410,12 +426,29 @@ std::string module_text(const YAML::Node& doc, const Plan& pl, const std::string
       declined_lines(data::type::list), declined(data::type::list);
   std::string rope_fn = "None";
   std::vector<std::string> norm_switch, mlp_switch;
+  // Values the integration uses as Python names or literals: the schema keeps `target` to one
+  // line of text (a loss item's target describes it); where it is a class or a function, and
+  // for the norm's params, the value must be that kind of token.
+  static const std::regex python_name("^[A-Za-z_][A-Za-z0-9_]{0,127}$");
+  static const std::regex number("^[-+]?[0-9]+(\\.[0-9]*)?([eE][-+]?[0-9]+)?$");
+  auto require = [](const std::regex& rule, const std::string& value, const std::string& field, const char* what) {
+    if (!std::regex_match(value, rule))
+      throw Error(ErrorKind::Usage, "profile field " + field + " is not " + what + ": '" + value.substr(0, 60) + "'",
+                  "edit the run's profile.yaml to give " + std::string(what) + ", then approve again");
+  };
+  std::size_t index = 0;
   for (const auto& it : pl.apply) {
     const std::string k = it["kernel"].as<std::string>(), target = it["target"].as<std::string>();
+    const std::string field = "patch_plan.apply[" + std::to_string(index++) + "]";
+    if (k == "rms_norm" || k == "layer_norm" || k == "swiglu" || k == "geglu" || k == "rope")
+      require(python_name, target, field + ".target", "a Python class or function name");
     std::vector<std::string> attrs;
     if (it["attributes"])
       for (const auto& a : it["attributes"]) attrs.push_back(a.as<std::string>());
     const YAML::Node prm = it["params"];
+    for (const char* key : {"casting_mode", "init_fn"})
+      if (prm && prm[key]) require(python_name, prm[key].as<std::string>(), field + ".params." + key, "a name");
+    if (prm && prm["offset"]) require(number, prm["offset"].as<std::string>(), field + ".params.offset", "a number");
     if (k == "rms_norm") {
       data n;
       n.set("cls", target);
@@ -920,6 +953,27 @@ std::string insert_registry_line(const std::string& init_text, const std::string
 }
 std::string classify_pytest_failure(const std::string& message) { return classify_failure(message, ""); }
 
+namespace {
+
+// Usage errors before a run exists: a tree that is not a checkout, an unknown --kernels name, a
+// --module that is no Python identifier.
+void check_request(const nlohmann::json& arguments, const std::string&, const fs::path& tree, const Config&) {
+  input::require_checkout(tree, {kPkg}, "--tree");
+  const Input in = parse_input(arguments);
+  static const std::set<std::string> known = {"rms_norm", "layer_norm", "rope", "swiglu",
+                                              "geglu", "fused_linear_cross_entropy", "cross_entropy"};
+  for (const auto& kernel : in.kernels)
+    if (!known.count(kernel))
+      throw Error(ErrorKind::Usage, "--kernels: unknown kernel '" + kernel + "'",
+                  "choose from rms_norm, layer_norm, rope, swiglu, geglu, fused_linear_cross_entropy, cross_entropy");
+  static const std::regex identifier("^[A-Za-z_][A-Za-z0-9_]{0,63}$");
+  if (!in.module.empty() && !std::regex_match(in.module, identifier))
+    throw Error(ErrorKind::Usage, "--module '" + in.module.substr(0, 80) + "' is not a Python module name",
+                "use letters, digits and _ (not starting with a digit), e.g. --module llama_autopatch");
+}
+
+}  // namespace
+
 engine::Workflow make_workflow() {
   engine::Workflow w;
   w.name = "autopatch";
@@ -930,6 +984,7 @@ engine::Workflow make_workflow() {
   w.verify = verify;
   w.diagnose = diagnose;
   w.summarize = workflows::autopatch_summary;
+  w.check_request = check_request;
   return w;
 }
 

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "liger/error.h"
+#include "liger/input_check.h"
 #include "liger/util.h"
 #include "liger/workflows.h"
 #include "workflows/inspect/header_scan.h"
@@ -248,6 +249,15 @@ void register_survey_workflow(engine::WorkflowRegistry& registry) {
   workflow.understand = understand;
   workflow.act = act;
   workflow.verify = verify;
+  // The table is written into the tree: it must be a writable directory before a run exists.
+  workflow.check_request = [](const nlohmann::json& arguments, const std::string&, const fs::path& tree, const Config&) {
+    input::require_checkout(tree, {}, "--tree");
+    const fs::path output = arguments.value("output", "");
+    const bool escapes = std::any_of(output.begin(), output.end(), [](const fs::path& part) { return part == ".."; });
+    if (output.empty() || output.is_absolute() || escapes)
+      throw Error(ErrorKind::Usage, "--output '" + output.string() + "' is not a path inside the repository",
+                  "give a repository-relative path without '..', e.g. --output docs/kernel-api.md");
+  };
   registry.add(std::move(workflow));
 }
 

@@ -924,4 +924,42 @@ std::string profile_to_text(const KernelProfile& profile) {
          out.c_str() + "\n";
 }
 
+// ============================================================================================
+// Input checks (before a run exists)
+
+std::string op_name_for(const std::string& name) { return snake_case(name); }
+
+std::optional<InputProblem> input_problem(const AnalysisRequest& request, const KnowledgeBase& knowledge,
+                                          bool llm_available) {
+  const InputKind kind =
+      request.kind == InputKind::Auto ? detect_input_kind(request.text, knowledge.catalogue) : request.kind;
+  if (kind == InputKind::Expression) {
+    try {
+      parse_program(request.text, knowledge.catalogue.resolver());
+    } catch (const ParseError& error) {
+      // "y = softmax(x)" does not parse as element-wise but names a known op of a higher tier.
+      if (const TierRequest* req = match_request(request.text, knowledge.tiers); req && req->tier > 1)
+        return std::nullopt;
+      return InputProblem{std::string("the expression '") + request.text + "' does not parse: " + error.what(),
+                          "fix the expression (e.g. \"y = x * sigmoid(1.702 * x)\"; functions: the catalogue's "
+                          "activations and exp, log, tanh, sigmoid, where...), or describe the op in words"};
+    }
+  }
+  if (kind == InputKind::Words && request.text.size() > kMaxDescriptionBytes) {
+    return InputProblem{"the description is " + std::to_string(request.text.size()) + " bytes long; a description is at most " +
+                            std::to_string(kMaxDescriptionBytes) + " bytes",
+                        "name the op in a few words (e.g. \"ReLU squared activation function\"), or give it as an "
+                        "expression (y = ...) or as PyTorch code in a file"};
+  }
+  if (kind == InputKind::Words && !llm_available) {
+    const Resolution r = knowledge.catalogue.resolve(request.text);
+    if (!r.ok() && r.candidates.empty() && !match_request(request.text, knowledge.tiers)) {
+      return InputProblem{"the built-in analyser does not know the op '" + request.text + "': " + r.undecided,
+                          "name a known activation, write the op as an expression (y = ...), give PyTorch code, "
+                          "or use an LLM provider (--llm openai|anthropic) for ops outside the catalogue"};
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace liger::kernel_dev

@@ -216,4 +216,21 @@ void derive_tier1(KernelProfile& profile, const Program& program, const Knowledg
 
 std::string camel_case(const std::string& snake);
 
+// Why `request` is input no decision can rescue (a usage error before any run exists), or
+// nullopt: an expression that does not parse and names no known non-element-wise op, or (when
+// no LLM can be asked) words that match no activation and no tier request. A tie between
+// activations is a decision and is not reported here.
+// Words longer than this are not a description of one op (the limit also keeps any such text
+// from ever being tried as a file name).
+constexpr std::size_t kMaxDescriptionBytes = 255;
+struct InputProblem {
+  std::string message;
+  std::string hint;
+};
+std::optional<InputProblem> input_problem(const AnalysisRequest& request, const KnowledgeBase& knowledge,
+                                          bool llm_available);
+
+// The op name a --name / --modify value stands for (snake_case), as the analyser uses it.
+std::string op_name_for(const std::string& name);
+
 }  // namespace liger::kernel_dev

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "liger/text_escape.h"
 #include "workflows/kernel_dev/codegen.h"
 #include "workflows/kernel_dev/row_program.h"
 
@@ -40,6 +41,18 @@ std::string c_string(const std::string& text) {
     out += c;
   }
   return out + "\"";
+}
+
+// Free text from the profile (display name, reasons, expressions quoted in comments and docs):
+// one line that cannot end a comment, a docstring, a string or a Markdown cell or code span
+// wherever a template places it, so a profile value never becomes code or markup.
+std::string free_text(const std::string& text) {
+  std::string out = util::escape_code_text(text);
+  for (char& c : out) {
+    if (c == '|') c = '/';
+    else if (c == '`') c = '\'';
+  }
+  return out;
 }
 
 std::string indent_lines(const std::string& text, const std::string& extra) {
@@ -99,8 +112,8 @@ void shared_fields(const KernelProfile& p, mu::data& d, const std::string& defau
                                     {"applies_to", t.applies_to},
                                     {"atol", number_text(t.atol)},
                                     {"rtol", number_text(t.rtol)},
-                                    {"reason", t.reason},
-                                    {"brace_init", std::string(brace) + c_string(t.reason) + "}"}});
+                                    {"reason", free_text(t.reason)},
+                                    {"brace_init", std::string(brace) + c_string(free_text(t.reason)) + "}"}});
   }
   d.set("tolerances", tolerances);
   mu::list rows;
@@ -182,8 +195,8 @@ mu::data context(const KernelProfile& p) {
   d.set("op", p.op_name);
   d.set("OP", upper(p.op_name));
   d.set("Camel", camel_case(p.op_name));
-  d.set("display", p.display_name);
-  d.set("expression", p.forward->expression);
+  d.set("display", free_text(p.display_name));
+  d.set("expression", free_text(p.forward->expression));
   d.set("output", p.outputs.front().name);
   d.set("upstream", "d" + p.outputs.front().name);
   d.set("closest_kernel", p.closest_kernel);
@@ -234,7 +247,8 @@ mu::data context(const KernelProfile& p) {
 
   mu::list gradients;
   for (const auto& g : *p.gradients)
-    gradients.push_back(mu::object{{"wrt", g.wrt}, {"expression", g.expression}, {"reduction", mu::data(g.reduction)}});
+    gradients.push_back(
+        mu::object{{"wrt", g.wrt}, {"expression", free_text(g.expression)}, {"reduction", mu::data(g.reduction)}});
   d.set("gradients", gradients);
 
   shared_fields(p, d, p.inputs.size() > 1 ? "14336" : "4096");
@@ -271,7 +285,7 @@ mu::data tier2_context(const KernelProfile& p, const std::filesystem::path& temp
   d.set("op", p.op_name);
   d.set("OP", upper(p.op_name));
   d.set("Camel", camel_case(p.op_name));
-  d.set("display", p.display_name);
+  d.set("display", free_text(p.display_name));
   d.set("closest_kernel", p.closest_kernel);
   d.set("python_module", p.python_module);
   d.set("source_kind", p.source_kind);
@@ -291,7 +305,7 @@ mu::data tier2_context(const KernelProfile& p, const std::filesystem::path& temp
       const bool sum = r.op == "sum" || r.op == "mean";
       out.push_back(mu::object{{"name", r.name},
                                {"op", r.op},
-                               {"expression", r.expression},
+                               {"expression", free_text(r.expression)},
                                {"cuda", r.cuda},
                                {"reference", r.reference},
                                {"python", r.python},
@@ -307,11 +321,11 @@ mu::data tier2_context(const KernelProfile& p, const std::filesystem::path& temp
   d.set("recomputed", passes(code.recomputed));
   d.set("has_recomputed", mu::data(!code.recomputed.empty()));
   d.set("backward_reductions", passes(code.backward_reductions));
-  d.set("output_expression", code.forward_output.expression);
+  d.set("output_expression", free_text(code.forward_output.expression));
   d.set("output_cuda", code.forward_output.cuda);
   d.set("output_reference", code.forward_output.reference);
   d.set("output_python", code.forward_output.python);
-  d.set("grad_expression", code.grad_input.expression);
+  d.set("grad_expression", free_text(code.grad_input.expression));
   d.set("grad_cuda", code.grad_input.cuda);
   d.set("grad_reference", code.grad_input.reference);
 
@@ -320,11 +334,12 @@ mu::data tier2_context(const KernelProfile& p, const std::filesystem::path& temp
   std::string with;
   for (const auto& r : code.forward_reductions) with += (with.empty() ? "" : ", ") + r.name + " = " + r.op + "(" + r.expression + ")";
   if (!with.empty()) expression += " with " + with + " per row";
-  d.set("expression", expression);
+  d.set("expression", free_text(expression));
   std::string backward;
   for (const auto& r : code.backward_reductions) backward += r.name + " = " + r.op + "(" + r.expression + "); ";
   // The reference header lists the gradients one per line; a Tier-2 op has one, through its rows.
-  d.set("gradients", mu::list{mu::object{{"row_text", "per row: " + backward + "d" + code.input + " = " + code.grad_input.expression}}});
+  d.set("gradients",
+        mu::list{mu::object{{"row_text", free_text("per row: " + backward + "d" + code.input + " = " + code.grad_input.expression)}}});
 
   mu::list saved;
   if (code.saves_input) saved.push_back(mu::object{{"name", code.input}});
@@ -382,7 +397,9 @@ std::vector<RenderedFile> render(const KernelProfile& profile, const std::filesy
     std::filesystem::path path = templates_dir / target.template_name;
     mu::mustache tmpl{read_template(path)};
     if (!tmpl.is_valid()) throw std::runtime_error(path.string() + ": " + tmpl.error_message());
-    tmpl.set_custom_escape([](const std::string& s) { return s; });  // code, not HTML
+    // Code, not HTML: the context holds generated code, schema-checked names and free text
+    // already made safe by free_text().
+    tmpl.set_custom_escape([](const std::string& s) { return s; });
     std::string content = tmpl.render(data);
     if (!tmpl.is_valid()) throw std::runtime_error(path.string() + ": " + tmpl.error_message());
     files.push_back({target.path, content, target.template_name, target.insert, target.prefix});

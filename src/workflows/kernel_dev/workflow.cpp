@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "liger/error.h"
+#include "liger/input_check.h"
 #include "liger/llm/builtin.h"
 #include "liger/llm/provider.h"
 #include "liger/llm/structured.h"
@@ -220,7 +221,8 @@ const profile::Schema& profile_schema() {
 std::vector<std::string> profile_problems(const nlohmann::json& document) {
   std::vector<std::string> problems;
   YAML::Node node = json_to_yaml(document);
-  auto report = profile_schema().validate(node);
+  // Validated as the profile.yaml it would become, so each error names its line:column there.
+  auto report = profile_schema().validate(profile::parse_yaml(profile::to_yaml(node), "profile.yaml"));
   for (const auto& e : report.errors) problems.push_back(e.format("profile.yaml"));
   if (!problems.empty()) return problems;
   try {
@@ -940,6 +942,56 @@ std::string diagnose(const std::vector<engine::AttemptRecord>& attempts) {
 
 }  // namespace
 
+namespace {
+
+// Usage errors before a run exists: the tree, the --name/--modify values, and an input no
+// decision can rescue (see input_problem).
+void check_request(const nlohmann::json& arguments, const std::string& input_text, const fs::path& tree,
+                   const Config& config) {
+  input::require_checkout(tree, {"kernels/ops.yaml"}, "--tree");
+  static const std::regex op_pattern("^[a-z][a-z0-9_]{0,63}$");
+  static const std::regex given_pattern("^[A-Za-z][A-Za-z0-9_ -]{0,63}$");
+  for (const char* flag : {"name", "modify"}) {
+    const std::string value = arguments.value(flag, "");
+    if (value.empty()) continue;
+    if (!std::regex_match(value, given_pattern) || !std::regex_match(op_name_for(value), op_pattern)) {
+      std::string shown = value.substr(0, 80);
+      for (char& c : shown)
+        if (static_cast<unsigned char>(c) < 0x20) c = '?';
+      throw Error(ErrorKind::Usage,
+                  std::string("--") + flag + " '" + shown + "' is not an op name (letters, digits, _ or -, giving "
+                      "a snake_case name matching ^[a-z][a-z0-9_]{0,63}$)",
+                  "use a short snake_case name, e.g. --" + std::string(flag) + " quick_gelu");
+    }
+  }
+  if (const std::string modify = arguments.value("modify", ""); !modify.empty()) {
+    std::error_code ec;
+    if (!fs::exists(tree / "kernels/include/liger_kernels" / (op_name_for(modify) + ".h"), ec))
+      throw Error(ErrorKind::Usage, "--modify " + modify + ": the library has no op of that name",
+                  "no kernels/include/liger_kernels/" + op_name_for(modify) + ".h in " + tree.string() +
+                      "; `liger-agent kernels` lists the ops (leave --modify out to create a new op)");
+  }
+  AnalysisRequest request;
+  request.text = input_text;
+  request.kind = parse_kind(arguments.value("kind", ""));
+  if (request.text.empty()) {
+    const std::string given = arguments.value("input", "");
+    std::error_code ec;
+    if (!given.empty() && fs::is_regular_file(given, ec)) {
+      request.text = util::read_file(given);
+      if (request.kind == InputKind::Auto) request.kind = InputKind::PyTorch;
+    } else {
+      request.text = given;
+    }
+  }
+  if (util::trim(request.text).empty()) return;  // Understand reports an empty request
+  const bool llm = config.get_string("llm.provider") != "builtin";
+  if (auto problem = input_problem(request, knowledge(data_dir()), llm))
+    throw Error(ErrorKind::Usage, "kernel-dev: " + problem->message, problem->hint);
+}
+
+}  // namespace
+
 engine::Workflow make_workflow() {
   engine::Workflow w;
   w.name = "kernel-dev";
@@ -950,6 +1002,7 @@ engine::Workflow make_workflow() {
   w.verify = verify;
   w.diagnose = diagnose;
   w.summarize = workflows::kernel_dev_summary;
+  w.check_request = check_request;
   return w;
 }
 

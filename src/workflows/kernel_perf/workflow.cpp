@@ -25,6 +25,7 @@
 
 #include "engine/diff.h"
 #include "liger/error.h"
+#include "liger/input_check.h"
 #include "liger/llm/provider.h"
 #include "liger/profile.h"
 #include "liger/util.h"
@@ -1066,6 +1067,10 @@ engine::Workflow make_workflow() {
   w.verify = verify;
   w.diagnose = diagnose;
   w.summarize = workflows::kernel_perf_summary;
+  // The kernel's sources are read from and its tuning applied to the tree.
+  w.check_request = [](const nlohmann::json&, const std::string&, const fs::path& tree, const Config&) {
+    input::require_checkout(tree, {"kernels/ops.yaml", "kernels/src"}, "--tree");
+  };
   return w;
 }
 
