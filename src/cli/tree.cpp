@@ -1,6 +1,7 @@
 #include "cli/tree.h"
 
 #include "liger/error.h"
+#include "liger/input_check.h"
 #include "liger/workflows.h"
 
 namespace liger::cli {
@@ -10,11 +11,9 @@ namespace fs = std::filesystem;
 fs::path resolve_tree(const std::string& flag, const std::string& command) {
   if (!flag.empty()) {
     const fs::path tree = fs::absolute(flag).lexically_normal();
-    std::error_code ec;
-    if (!fs::is_regular_file(tree / "kernels" / "ops.yaml", ec))
-      throw Error(ErrorKind::Usage, "--tree " + flag + " is not a liger-agent checkout (no kernels/ops.yaml in " +
-                                        tree.string() + ")",
-                  "pass the root of a clone of the repository (the directory holding kernels/ and skills/)");
+    // Says which of "does not exist", "is not a directory", "has no kernels/ops.yaml" or "is not
+    // writable" it is, naming the path.
+    input::require_checkout(tree, {"kernels/ops.yaml"}, "--tree");
     return tree;
   }
   const fs::path found = workflows::find_tree(fs::current_path());

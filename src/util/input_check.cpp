@@ -121,7 +121,7 @@ void require_checkout(const fs::path& tree, const std::vector<std::string>& mark
     for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
     throw Error(ErrorKind::Usage,
                 flag + " '" + tree.string() + "' is not a checkout of the kernel library (it has no " + list + ")",
-                "pass the root of a liger-agent checkout, or leave " + flag + " out to use the bundled tree");
+                "pass the root of a liger-agent checkout, or leave " + flag + " out to use the checkout holding the current directory");
   }
   if (::access(tree.c_str(), W_OK) != 0) {
     throw Error(ErrorKind::Usage, flag + " '" + tree.string() + "' is not writable (" + std::strerror(errno) + ")",

@@ -54,6 +54,15 @@ struct CliResult {
   nlohmann::json json() const { return nlohmann::json::parse(out); }
 };
 
+// Makes `root` a checkout of the kernel library as tree discovery and --tree see one (its op
+// list and source folder), so a CLI test can run a command that needs a tree without writing into
+// the source tree the tests were built from.
+inline void make_checkout(const fs::path& root) {
+  fs::create_directories(root / "kernels" / "src");
+  fs::copy_file(fs::path(LIGER_SOURCE_DIR) / "kernels" / "ops.yaml", root / "kernels" / "ops.yaml",
+                fs::copy_options::overwrite_existing);
+}
+
 inline std::string shell_quote(const std::string& text) {
   std::string quoted = "'";
   for (char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);

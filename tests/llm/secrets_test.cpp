@@ -132,8 +132,8 @@ TEST(Secrets, ARunWhoseAnswersEchoTheKeyLeavesItInNoFileAndPrintsItNowhere) {
                                                   {"LIGER_AGENT_LLM_MAX_RETRIES", "0"},
                                                   {"LIGER_AGENT_LLM_TIMEOUT_S", "20"}};
   for (const bool as_json : {false, true}) {
-    // A tree of its own: the default is the bundled source tree.
-    fs::create_directories(dir.path() / "repo");
+    // A tree of its own, so the run never writes into the source tree.
+    liger::testing::make_checkout(dir.path() / "repo");
     std::vector<std::string> args = {"-v", "kernel-dev", "--yes", "--tree", (dir.path() / "repo").string(),
                                      "relu squared"};
     if (as_json) args.insert(args.begin(), "--json");
