@@ -92,6 +92,9 @@ struct ExternalText {
   std::string model_type;   // the text_config's default model type, from the configuration file
   int config_line = 0;
   std::string modeling;     // models/<dir>/modeling_<dir>.py when found next to this model
+  fs::path modeling_path;   // that file on disk
+  std::string folder;       // <dir>
+  std::string follow_error; // why analysing it failed
 };
 
 struct Structure {
@@ -220,15 +223,35 @@ struct Analyzer {
 
   // ---- 7, 9-11: vision, output class, last hidden state, soft-capping (analysis_output.cpp) ----
   const ClassDef* output_cls = nullptr;
+  struct HeadInfo {
+    const ClassDef* cls = nullptr;
+    int forward_line = 0, lm_line = 0;
+    std::string hs_var, access, cap_attr, undecided;
+    bool logits_to_keep = false;
+    std::vector<int> hs_lines, cap_lines, transform_lines;
+    std::vector<std::string> transforms;
+    bool softcaps() const { return !cap_lines.empty() || !cap_attr.empty(); }
+  };
+  std::vector<HeadInfo> heads;  // every *ForCausalLM / *ForConditionalGeneration with a forward
+  HeadInfo analyse_head(const ClassDef& c) const;
   void decide_vision();
   void decide_output();
 
   // ---- patch plan (patch_plan.cpp), mini model (mini_config.cpp) -------------------------------
   void plan();
+  void plan_text_kernels();
+  void plan_heads();
+  void plan_vision_parts();
   void mini_config();
 
   // ---- a text model defined in another model's file (external_text.cpp) -----------------------
+  // The backbone's own analysis (llava -> models/llama/modeling_llama.py); `follow` is false
+  // inside that analysis so following stops after one level.
+  bool follow = true;
+  std::optional<PythonModule> backbone_modeling, backbone_config;
+  std::optional<ModelProfile> backbone;
   void find_external_text();
+  void follow_external_text();
   std::string external_text_reason() const;
   void apply_external_text();
   void plan_external_text();

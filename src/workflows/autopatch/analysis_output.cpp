@@ -52,6 +52,57 @@ void Analyzer::decide_vision() {
   if (!present) dd.notes.push_back("no vision tower, projector or multimodal class in the file");
 }
 
+// One causal-LM head's forward: the hidden state fed to lm_head, logits_to_keep, transforms of
+// the logits other than soft-capping, and soft-capping with its config attribute.
+Analyzer::HeadInfo Analyzer::analyse_head(const ClassDef& c) const {
+  HeadInfo h;
+  h.cls = &c;
+  const FunctionDef* fwd = c.method("forward");
+  if (!fwd) {
+    h.undecided = c.name + " has no forward";
+    return h;
+  }
+  h.forward_line = fwd->line;
+  static const std::regex acc(R"(^(outputs?(?:\.last_hidden_state|\[0\]|\.hidden_states\[-1\]))$)");
+  static const std::regex cre(R"((?:self\.)?config\.(?:(?:get_)?text_config(?:\(\))?\.)?(\w*softcap\w*))");
+  for (const auto& st : fwd->body) {
+    if (contains(st.text, "logits_to_keep")) h.logits_to_keep = true;
+    auto a = as_assignment(st);
+    if (a && a->targets.size() == 1) {
+      std::smatch mm;
+      if (std::regex_match(a->value, mm, acc)) {
+        h.hs_var = a->targets.front();
+        h.access = mm[1];
+        h.hs_lines.push_back(st.line);
+      }
+      if (contains(a->value, "self.lm_head(") && !h.lm_line) {
+        h.lm_line = st.line;
+        continue;
+      }
+      if (h.lm_line && a->targets.front() == "logits") {
+        bool softcap_stmt = contains(st.text, "softcap") || contains(a->value, "torch.tanh(logits)");
+        if (softcap_stmt) {
+          h.cap_lines.push_back(st.line);
+          std::smatch cm;
+          if (std::regex_search(st.text, cm, cre)) h.cap_attr = cm[1];
+        } else if (!contains(a->value, ".float()") && a->value != "logits") {
+          h.transforms.push_back(a->value);
+          h.transform_lines.push_back(st.line);
+        }
+      }
+    }
+    if (h.lm_line && st.keyword() == "if" && contains(st.text, "softcap")) {
+      h.cap_lines.push_back(st.line);
+      std::smatch cm;
+      if (std::regex_search(st.text, cm, cre)) h.cap_attr = cm[1];
+    }
+  }
+  if (!h.lm_line) h.undecided = c.name + ".forward never calls self.lm_head";
+  else if (h.access.empty())
+    h.undecided = "the hidden state fed to self.lm_head is not read as outputs.last_hidden_state or outputs[0]";
+  return h;
+}
+
 void Analyzer::decide_output() {
   Decision& d9 = d("output_class");
   Decision& d10 = d("last_hidden_state");
@@ -75,6 +126,7 @@ void Analyzer::decide_output() {
     undecide(d11, "no output class");
     return;
   }
+  for (auto* c : lm) heads.push_back(analyse_head(*c));
   decide(d9, output_cls->name, 0.95);
   d9.evidence.push_back(ev(output_cls->line));
   for (const auto& a : output_cls->init_assignments())
@@ -85,91 +137,66 @@ void Analyzer::decide_output() {
       if (!locals.empty()) d9.details["base_model_class"] = locals.front();
       break;
     }
-  std::string lm_head = "lm_head";
-  for (const auto& a : output_cls->init_assignments_to("lm_head")) {
-    d9.evidence.push_back(ev(a.line));
-  }
-  d9.details["lm_head"] = lm_head;
+  for (const auto& a : output_cls->init_assignments_to("lm_head")) d9.evidence.push_back(ev(a.line));
+  d9.details["lm_head"] = "lm_head";
 
-  const FunctionDef* fwd = output_cls->method("forward");
-  if (!fwd) {
-    undecide(d10, output_cls->name + " has no forward");
-    undecide(d11, output_cls->name + " has no forward");
+  const HeadInfo* h = nullptr;
+  for (const auto& x : heads)
+    if (x.cls == output_cls) h = &x;
+  if (!h->forward_line) {
+    undecide(d10, h->undecided);
+    undecide(d11, h->undecided);
     return;
   }
-  std::string hs_var, access;
-  bool keep = false;
-  YAML::Node transforms(YAML::NodeType::Sequence);
-  int lm_line = 0;
-  YAML::Node caps(YAML::NodeType::Sequence);
-  std::string cap_attr;
-  for (const auto& st : fwd->body) {
-    if (contains(st.text, "logits_to_keep")) keep = true;
-    auto a = as_assignment(st);
-    if (a && a->targets.size() == 1) {
-      static const std::regex acc(R"(^(outputs?(?:\.last_hidden_state|\[0\]|\.hidden_states\[-1\]))$)");
-      std::smatch mm;
-      if (std::regex_match(a->value, mm, acc)) {
-        hs_var = a->targets.front();
-        access = mm[1];
-        d10.evidence.push_back(ev(st.line));
-      }
-      if (contains(a->value, "self." + lm_head + "(") && !lm_line) {
-        lm_line = st.line;
-        d10.evidence.push_back(ev(st.line));
-        continue;
-      }
-      if (lm_line && a->targets.front() == "logits") {
-        bool softcap_stmt = contains(st.text, "softcap") || contains(a->value, "torch.tanh(logits)");
-        if (softcap_stmt) {
-          caps.push_back(st.line);
-          d11.evidence.push_back(ev(st.line));
-          static const std::regex cre(R"((?:self\.)?config\.(?:text_config\.)?(\w*softcap\w*))");
-          std::smatch cm;
-          if (std::regex_search(st.text, cm, cre)) cap_attr = cm[1];
-        } else if (!contains(a->value, ".float()") && a->value != "logits") {
-          transforms.push_back(a->value);
-          d10.evidence.push_back(ev(st.line));
-        }
-      }
-    }
-    if (lm_line && (st.keyword() == "if") && contains(st.text, "softcap")) {
-      d11.evidence.push_back(ev(st.line));
-      static const std::regex cre(R"((?:self\.)?config\.(?:text_config\.)?(\w*softcap\w*))");
-      std::smatch cm;
-      if (std::regex_search(st.text, cm, cre)) cap_attr = cm[1];
-    }
-  }
-  if (!lm_line) {
-    undecide(d10, output_cls->name + ".forward never calls self.lm_head");
+  for (int l : h->hs_lines) d10.evidence.push_back(ev(l));
+  if (h->lm_line) d10.evidence.push_back(ev(h->lm_line));
+  for (int l : h->transform_lines) d10.evidence.push_back(ev(l));
+  if (!h->lm_line) {
+    undecide(d10, h->undecided);
   } else {
-    if (access.empty()) {
-      undecide(d10, "the hidden state fed to self.lm_head is not read as outputs.last_hidden_state or outputs[0]");
-    } else {
-      decide(d10, access, 0.95);
-    }
-    d10.details["variable"] = hs_var;
-    d10.details["logits_to_keep"] = keep;
-    d10.details["lm_head"] = lm_head;
+    if (h->access.empty()) undecide(d10, h->undecided);
+    else decide(d10, h->access, 0.95);
+    d10.details["variable"] = h->hs_var;
+    d10.details["logits_to_keep"] = h->logits_to_keep;
+    d10.details["lm_head"] = "lm_head";
+    YAML::Node transforms(YAML::NodeType::Sequence);
+    for (const auto& x : h->transforms) transforms.push_back(x);
     d10.details["logits_transforms"] = transforms;
   }
-  if (caps.size() > 0 || !cap_attr.empty()) {
+  for (int l : h->cap_lines) d11.evidence.push_back(ev(l));
+  if (h->softcaps()) {
     decide(d11, true, 0.95);
-    d11.details["config_attribute"] = cap_attr;
-    if (!cap_attr.empty())
-      if (auto prm = cfg.default_of(model_type, cap_attr)) {
+    d11.details["config_attribute"] = h->cap_attr;
+    if (!h->cap_attr.empty())
+      if (auto prm = cfg.default_of(model_type, h->cap_attr)) {
         d11.details["config_default"] = unquote(prm->default_value);
         d11.evidence.push_back(cfg_ev(prm->line));
       }
   } else {
     decide(d11, false, 0.9);
-    d11.evidence.push_back(ev(lm_line ? lm_line : fwd->line));
+    d11.evidence.push_back(ev(h->lm_line ? h->lm_line : h->forward_line));
     d11.notes.push_back("no soft-capping applied to the logits in " + output_cls->name + ".forward");
   }
+  // Every head's own answer, so a head that differs from the chosen one (Gemma3ForCausalLM
+  // soft-caps, Gemma3ForConditionalGeneration does not) is visible where it is declined.
+  YAML::Node hs(YAML::NodeType::Sequence);
+  for (const auto& x : heads) {
+    YAML::Node n;
+    n["class"] = x.cls->name;
+    n["line"] = x.cls->line;
+    n["last_hidden_state"] = x.undecided.empty() ? YAML::Node(x.access) : YAML::Node("undecided: " + x.undecided);
+    n["softcapping"] = x.softcaps();
+    if (!x.cap_attr.empty()) n["softcap_attribute"] = x.cap_attr;
+    if (!x.transforms.empty()) n["logits_transform"] = x.transforms.front();
+    hs.push_back(n);
+    if (x.cls != output_cls && x.softcaps() != h->softcaps())
+      d11.notes.push_back(x.cls->name + (x.softcaps() ? " soft-caps" : " does not soft-cap") +
+                          " its logits, unlike " + output_cls->name + "; see the patch plan for that head");
+  }
+  d9.details["heads"] = hs;
   // Attention soft-capping is informative only (it is not a loss-kernel option).
   for (const auto& c : m.classes)
     for (const auto& a : c.init_assignments())
       if (contains(a.value, "attn_logit_softcapping")) { d11.details["attention_softcapping"] = true; break; }
 }
-
 }  // namespace liger::autopatch::detail

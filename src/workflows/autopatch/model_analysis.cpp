@@ -21,6 +21,7 @@ ModelProfile Analyzer::run() {
   }
   find_structure(s);
   if (!s.decoder) find_external_text();
+  if (s.external_text) follow_external_text();
   decide_norms();
   decide_in_place();
   decide_mlp_and_arch();
@@ -91,6 +92,8 @@ YAML::Node item_yaml(const PatchItem& it) {
     for (const auto& a : it.attributes) n["attributes"].push_back(a);
   }
   if (it.params && it.params.size() > 0) n["params"] = YAML::Clone(it.params);
+  if (!it.module.empty()) n["module"] = it.module;
+  if (!it.source.empty()) n["source"] = it.source;
   if (!it.reason.empty()) n["reason"] = it.reason;
   return n;
 }
@@ -114,6 +117,9 @@ YAML::Node ModelProfile::to_yaml() const {
       n["value"]["undecided"] = x.undecided;
     }
     n["confidence"] = x.confidence;
+    // Where the decision was read (its first evidence): for a text model followed into another
+    // model's file (llava -> modeling_llama.py) that file's line, not this one's.
+    if (!x.evidence.empty()) n["source"] = x.evidence.front().file + ":" + std::to_string(x.evidence.front().line);
     YAML::Node evs(YAML::NodeType::Sequence);
     std::set<std::pair<std::string, int>> seen;
     for (const auto& e : x.evidence) {

@@ -2,13 +2,14 @@
 // integration Act follows.
 #include "workflows/autopatch/analysis_internal.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
 namespace liger::autopatch::detail {
 
-void Analyzer::plan() {
-  if (s.external_text) plan_external_text();
+// The text model's norm, MLP and RoPE kernels, read from this file's decoder.
+void Analyzer::plan_text_kernels() {
   const Decision& nt = d("norm_type");
   const Decision& cm = d("rms_norm_casting");
   const Decision& off = d("rms_norm_offset");
@@ -172,6 +173,16 @@ void Analyzer::plan() {
       p.declined.push_back(it);
     }
   }
+}
+
+void Analyzer::plan() {
+  if (s.external_text) plan_external_text();
+  else plan_text_kernels();
+  plan_vision_parts();
+  const Decision& cm = d("rms_norm_casting");
+  const Decision& off = d("rms_norm_offset");
+  const Decision& mlp = d("mlp_activation");
+  const Decision& arch = d("architecture");
   // Loss
   const Decision& last = d("last_hidden_state");
   const Decision& cap = d("softcapping");
@@ -199,6 +210,7 @@ void Analyzer::plan() {
       it.params["logits_to_keep"] = last.details["logits_to_keep"].as<bool>();
       p.apply.push_back(it);
     }
+    plan_heads();
   }
   // Reference integration.
   bool gemma_family = (off.decided() && off.value_string() == "1") ||
@@ -214,6 +226,110 @@ void Analyzer::plan() {
     p.reference_integration = "llama";
     p.reference_reason = "dense decoder with llama-style parts";
   }
+}
+
+// The causal-LM heads other than the output class: the integration replaces one forward (the
+// output class's), so every other head is declined with that reason and what it would need.
+void Analyzer::plan_heads() {
+  for (const auto& h : heads) {
+    if (h.cls == output_cls) continue;
+    PatchItem x;
+    x.kernel = "fused_linear_cross_entropy";
+    x.target = h.cls->name + ".forward";
+    x.attributes = {"lm_head"};
+    x.reason = "the integration replaces the forward of one causal-LM head, " + output_cls->name + "; " + h.cls->name +
+               " keeps its own forward and loss";
+    if (!h.undecided.empty()) x.reason += " (and its path to the last hidden state is undecided: " + h.undecided + ")";
+    else if (h.softcaps())
+      x.reason += " (it soft-caps its logits with config." + (h.cap_attr.empty() ? std::string("<attribute>") : h.cap_attr) +
+                  ", which its own forward keeps applying)";
+    else if (!h.transforms.empty())
+      x.reason += " (it transforms its logits: " + h.transforms.front() + ")";
+    p.declined.push_back(x);
+  }
+  YAML::Node hs = d("output_class").details["heads"];
+  if (hs)
+    for (auto n : hs) {
+      const std::string cls = n["class"].as<std::string>();
+      bool patched = false;
+      for (const auto& it : p.apply)
+        if (it.kernel == "fused_linear_cross_entropy" && it.target == cls + ".forward") patched = true;
+      n["status"] = patched ? "patched" : "declined";
+    }
+}
+
+// Vision-tower norms and MLPs: recorded in decision 1's details and declined in the plan (the
+// integration patches the text model; a vision class that is also a patched text class gets
+// the same kernel, which computes the same arithmetic, and is recorded as patched).
+void Analyzer::plan_vision_parts() {
+  static const std::set<std::string> mlp_attrs = {"mlp", "feed_forward", "ffn", "mlp_block"};
+  std::map<std::string, std::pair<std::string, std::vector<std::string>>> norms, mlps;  // class -> (owner, attrs)
+  std::vector<std::string> norm_order, mlp_order;
+  for (const auto& c : m.classes) {
+    bool vision = contains(c.name, "Vision") || contains(c.name, "Visual") ||
+                  (contains(c.name, "Siglip") && !contains(c.name, "Text"));
+    if (!vision) continue;
+    for (const auto& na : norm_attrs(s, c)) {
+      if (!norms.count(na.cls)) { norms[na.cls].first = c.name; norm_order.push_back(na.cls); }
+      auto& v = norms[na.cls].second;
+      if (std::find(v.begin(), v.end(), na.attr) == v.end()) v.push_back(na.attr);
+    }
+    for (const auto& a : c.init_assignments()) {
+      const std::string attr = a.targets.front().substr(5);
+      if (!mlp_attrs.count(attr)) continue;
+      for (const auto& l : local_classes_in(s, a)) {
+        if (s.norms.count(l)) continue;
+        if (!mlps.count(l)) { mlps[l].first = c.name; mlp_order.push_back(l); }
+        mlps[l].second.push_back(attr);
+      }
+    }
+  }
+  auto applied_to = [&](const std::string& kernel_prefix, const std::string& cls) -> const PatchItem* {
+    for (const auto& it : p.apply)
+      if (it.target == cls && it.module.empty() && it.kernel.rfind(kernel_prefix, 0) == 0) return &it;
+    return nullptr;
+  };
+  YAML::Node vt(YAML::NodeType::Sequence);
+  for (const auto& cls : norm_order) {
+    const NormClass* nc = norm_of_callee(s, cls);
+    const auto& [owner, attrs] = norms[cls];
+    YAML::Node n;
+    n["class"] = cls;
+    n["kind"] = nc && nc->kind == NormKind::Rms ? "RMSNorm" : "LayerNorm";
+    n["in"] = owner;
+    const PatchItem* same = applied_to(nc && nc->kind == NormKind::Rms ? "rms_norm" : "layer_norm", cls);
+    n["status"] = same ? "patched" : "declined";
+    vt.push_back(n);
+    if (same) continue;
+    PatchItem x;
+    x.kernel = nc && nc->kind == NormKind::Rms ? "rms_norm" : "layer_norm";
+    x.target = cls;
+    x.attributes = attrs;
+    x.reason = "vision tower (" + owner + "): the integration patches the text model's kernels; the vision "
+               "tower keeps its own " + cls;
+    p.declined.push_back(x);
+  }
+  if (vt.size() > 0) d("norm_type").details["vision_tower"] = vt;
+  YAML::Node vm(YAML::NodeType::Sequence);
+  for (const auto& cls : mlp_order) {
+    const auto& [owner, attrs] = mlps[cls];
+    const PatchItem* same = applied_to("swiglu", cls);
+    if (!same) same = applied_to("geglu", cls);
+    YAML::Node n;
+    n["class"] = cls;
+    n["in"] = owner;
+    n["status"] = same ? "patched" : "declined";
+    vm.push_back(n);
+    if (same) continue;
+    PatchItem x;
+    x.kernel = "swiglu";
+    x.target = cls;
+    x.attributes = attrs;
+    x.reason = "vision tower (" + owner + "): the integration patches the text model's kernels; the vision "
+               "tower keeps its own " + cls;
+    p.declined.push_back(x);
+  }
+  if (vm.size() > 0) d("mlp_activation").details["vision_tower"] = vm;
 }
 
 }  // namespace liger::autopatch::detail

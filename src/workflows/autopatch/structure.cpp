@@ -3,6 +3,7 @@
 #include "workflows/autopatch/analysis_internal.h"
 
 #include <algorithm>
+#include <cctype>
 #include <limits>
 #include <regex>
 #include <set>
@@ -195,6 +196,30 @@ int softmax_attention_evidence(const PythonModule& m, const ClassDef& c) {
   return score;
 }
 
+// The layer classes of `self.layers = nn.ModuleList(layers)` when `layers` is a local list
+// filled in the same __init__ (`layers.append(XCrossAttentionDecoderLayer(...))` on some indices,
+// `layers.append(XSelfAttentionDecoderLayer(...))` on the others: Mllama's text model). The
+// self-attention layer comes first: it carries the rotary attention and the MLP every layer has.
+std::vector<std::string> layer_classes_via_local_list(const Structure& s, const ClassDef& c, const Assignment& a) {
+  std::vector<std::string> out;
+  const FunctionDef* init = c.method("__init__");
+  if (!init || !a.call || a.call->args.size() != 1) return out;
+  const std::string var = a.call->args.front();
+  if (var.empty() || !std::all_of(var.begin(), var.end(), [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'; }))
+    return out;
+  for (const auto& st : init->body)
+    for (const auto& call : find_calls(st)) {
+      if (call.callee != var + ".append" && call.callee != var + ".extend" && call.callee != var + ".insert") continue;
+      for (const auto& inner : find_calls(st))
+        if (s.m.find_class(inner.callee) && std::find(out.begin(), out.end(), inner.callee) == out.end())
+          out.push_back(inner.callee);
+    }
+  std::stable_sort(out.begin(), out.end(), [](const std::string& x, const std::string& y) {
+    return !contains(x, "Cross") && contains(y, "Cross");
+  });
+  return out;
+}
+
 void find_structure(Structure& s) {
   find_norm_classes(s);
   // Base text model: a class with `self.layers = nn.ModuleList([...])` and embed_tokens.
@@ -204,6 +229,7 @@ void find_structure(Structure& s) {
   for (const auto& c : s.m.classes) {
     for (const auto& a : c.init_assignments_to("layers")) {
       auto locals = local_classes_in(s, a);
+      if (locals.empty()) locals = layer_classes_via_local_list(s, c, a);
       if (locals.empty()) continue;
       int score = 1;
       if (!c.init_assignments_to("embed_tokens").empty()) score += 4;
