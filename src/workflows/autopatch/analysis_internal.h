@@ -243,6 +243,7 @@ struct Analyzer {
   void plan_heads();
   void plan_vision_parts();
   void mini_config();
+  void derive_mini_fields(const ConfigClass& cc, YAML::Node& out, YAML::Node& why);
 
   // ---- a text model defined in another model's file (external_text.cpp) -----------------------
   // The backbone's own analysis (llava -> models/llama/modeling_llama.py); `follow` is false

@@ -407,7 +407,7 @@ std::string module_text(const YAML::Node& doc, const Plan& pl, const std::string
 
   data norms(data::type::list), layer_norms(data::type::list), mlps(data::type::list), applied_lines(data::type::list),
       declined_lines(data::type::list), declined(data::type::list);
-  std::string rope_fn = "None";
+  std::string rope_fn = "None", rope_module = "None";
   std::vector<std::string> norm_switch, mlp_switch;
   for (const auto& it : pl.apply) {
     const std::string k = it["kernel"].as<std::string>(), target = it["target"].as<std::string>();
@@ -415,8 +415,12 @@ std::string module_text(const YAML::Node& doc, const Plan& pl, const std::string
     if (it["attributes"])
       for (const auto& a : it["attributes"]) attrs.push_back(a.as<std::string>());
     const YAML::Node prm = it["params"];
+    // A class defined in another modeling module (the text model of a multimodal wrapper): the
+    // Patcher patches it there.
+    const std::string module_kv = it["module"] ? ", \"module\": " + py_str(it["module"].as<std::string>()) : std::string();
     if (k == "rms_norm") {
       data n;
+      n.set("module_kv", module_kv);
       n.set("cls", target);
       n.set("attrs", py_list(attrs));
       n.set("offset", prm["offset"] ? prm["offset"].as<std::string>() : "0");
@@ -428,12 +432,14 @@ std::string module_text(const YAML::Node& doc, const Plan& pl, const std::string
                               n.get("casting_mode")->string_value() + ", in_place " + n.get("in_place")->string_value() + ")");
     } else if (k == "layer_norm") {
       data n;
+      n.set("module_kv", module_kv);
       n.set("cls", target);
       n.set("attrs", py_list(attrs));
       layer_norms.push_back(n);
       applied_lines.push_back(target + " -> LigerLayerNorm");
     } else if (k == "swiglu" || k == "geglu") {
       data n;
+      n.set("module_kv", module_kv);
       n.set("cls", target);
       n.set("kind", k);
       std::string proj;
@@ -449,6 +455,7 @@ std::string module_text(const YAML::Node& doc, const Plan& pl, const std::string
                               " kernel (projections kept)");
     } else if (k == "rope") {
       rope_fn = py_str(target);
+      if (it["module"]) rope_module = py_str(it["module"].as<std::string>());
       applied_lines.push_back(target + " -> liger_rotary_pos_emb (rotate-half)");
     } else if (k == "fused_linear_cross_entropy") {
       applied_lines.push_back(pl.causal_lm + ".forward -> the fused linear cross-entropy forward" +
@@ -471,6 +478,7 @@ std::string module_text(const YAML::Node& doc, const Plan& pl, const std::string
   view.set("layer_norms", layer_norms);
   view.set("mlps", mlps);
   view.set("rope_fn", rope_fn);
+  view.set("rope_module", rope_module);
   view.set("applied_lines", applied_lines);
   view.set("declined_lines", declined_lines);
   view.set("declined", declined);
@@ -548,6 +556,7 @@ std::string test_text(const YAML::Node& doc, const Plan& pl, bool registered) {
       data n;
       n.set("kernel", k);
       n.set("cls", it["target"].as<std::string>());
+      n.set("class_module", it["module"] ? it["module"].as<std::string>() : pl.modeling);
       kinds.push_back(n);
     }
   }
