@@ -10,6 +10,7 @@
 #include <map>
 
 #include "autopatch_expect.h"
+#include "liger/profile.h"
 #include "workflows/autopatch/model_analysis.h"
 
 namespace fs = std::filesystem;
@@ -171,4 +172,16 @@ TEST(AutopatchZoo, MiniConfigTokenIdsLieInsideTheVocabulary) {
   EXPECT_NE(all.find("outside the mini vocabulary of 1024"), std::string::npos) << all;
   // Heads times head dim is the hidden size.
   EXPECT_EQ(a["hidden_size"].as<int>() % a["num_attention_heads"].as<int>(), 0);
+}
+
+TEST(AutopatchZoo, ProfilesWithForeignModulesValidateAgainstTheSkillSchema) {
+  // Plan items of a followed text model carry module/source; the schema must allow them (the
+  // workflow refuses a profile that violates its own schema).
+  auto schema = liger::profile::Schema::load_file(fs::path(LIGER_SOURCE_DIR) / "skills/autopatch/profile.schema.yaml");
+  for (const char* rel : {"zoo/models/llava/modeling_llava.py", "zoo/models/mllama/modeling_mllama.py",
+                          "zoo/models/phi3/modeling_phi3.py", "tinygemma3/modeling_tinygemma3.py"}) {
+    YAML::Node doc = profile_of(rel).to_yaml();
+    auto report = schema.validate(doc);
+    EXPECT_TRUE(report.ok()) << rel << ":\n" << report.format_errors(rel);
+  }
 }
