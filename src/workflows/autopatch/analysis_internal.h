@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -112,6 +113,9 @@ struct Structure {
   std::vector<std::pair<std::string, const ClassDef*>> mlp_candidates;  // attr, class
   std::string mlp_attr;
   int mlp_line = 0;
+  // Decoder norm attributes assigned only in branches the default configuration does not take.
+  std::vector<NormAttr> skipped_norms;
+  std::vector<std::string> skipped_why;
 
   explicit Structure(const PythonModule& mod) : m(mod) {}
 };
@@ -121,9 +125,13 @@ struct Structure {
 std::vector<Statement> method_with_helpers(const ClassDef& c, std::string_view name);
 std::string joined_text(const std::vector<Statement>& sts);
 const NormClass* norm_of_callee(const Structure& s, const std::string& callee);
-std::vector<NormAttr> norm_attrs(const Structure& s, const ClassDef& c);
+// Norm attributes assigned in c.__init__, first assignment of each name, skipping skip_lines.
+std::vector<NormAttr> norm_attrs(const Structure& s, const ClassDef& c, const std::set<int>* skip_lines = nullptr);
 std::vector<std::string> local_classes_in(const Structure& s, const Assignment& a);
 void find_structure(Structure& s);
+// A config attribute's default as Python text ("False", "None", "2"), nullopt when unknown.
+using ConfigLookup = std::function<std::optional<std::string>(const std::string&)>;
+std::set<int> inactive_branch_lines(const FunctionDef& f, const ConfigLookup& def, std::vector<std::string>* why);
 
 // ---------------------------------------------------------------------------------------------
 // The decisions
@@ -165,6 +173,12 @@ struct Analyzer {
     x.confidence = conf;
   }
 
+  // The default as written (quotes kept), for evaluating conditions.
+  std::optional<std::string> config_default_raw(const std::string& attr) const {
+    auto prm = cfg.default_of(model_type, attr);
+    if (!prm) return std::nullopt;
+    return prm->default_value;
+  }
   std::optional<std::string> config_default(const std::string& attr) const {
     auto prm = cfg.default_of(model_type, attr);
     if (!prm) return std::nullopt;

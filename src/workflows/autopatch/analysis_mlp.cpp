@@ -19,8 +19,9 @@ Analyzer::MlpInfo Analyzer::analyse_mlp(const ClassDef& c) {
   MlpInfo r;
   std::string act_attr;
   for (const auto& a : c.init_assignments()) {
-    static const std::regex act2fn(R"(ACT2FN\[(?:self\.)?(?:config|text_config)\.(\w+)\])");
-    static const std::regex literal(R"(ACT2FN\[["'](\w+)["']\])");
+    // ACT2FN[config.x] and transformers' get_activation(config.x) (Falcon) name the same table.
+    static const std::regex act2fn(R"((?:ACT2FN\[|get_activation\()(?:self\.)?(?:config|text_config)\.(\w+)[\])])");
+    static const std::regex literal(R"((?:ACT2FN\[|get_activation\()["'](\w+)["'][\])])");
     std::smatch mm;
     std::string attr = a.targets.front().substr(5);
     if (std::regex_search(a.value, mm, act2fn)) {

@@ -390,6 +390,18 @@ void Analyzer::decide_norm_names() {
     dd.details["linear_attention"] = mix;
   }
   if (s.base_model) dd.details["base_model_class"] = s.base_model->name;
+  if (!s.skipped_norms.empty()) {
+    YAML::Node sk(YAML::NodeType::Sequence);
+    std::string names;
+    for (const auto& na : s.skipped_norms) {
+      sk.push_back(na.attr);
+      names += (names.empty() ? "" : ", ") + na.attr;
+    }
+    dd.details["other_configuration_norms"] = sk;
+    std::string why;
+    for (const auto& w : s.skipped_why) why += (why.empty() ? "" : "; ") + w;
+    dd.notes.push_back(names + " exist only in another layer variant: " + why);
+  }
   if (dec.size() == 0) undecide(dd, "no norm attributes found in " + s.decoder->name);
   else decide(dd, v, s.final_norm ? 0.95 : 0.75);
   if (!s.final_norm) dd.notes.push_back("no final norm found on the base model");

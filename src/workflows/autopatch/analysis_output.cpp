@@ -63,7 +63,8 @@ Analyzer::HeadInfo Analyzer::analyse_head(const ClassDef& c) const {
     return h;
   }
   h.forward_line = fwd->line;
-  static const std::regex acc(R"(^(outputs?(?:\.last_hidden_state|\[0\]|\.hidden_states\[-1\]))$)");
+  // outputs / transformer_outputs / model_outputs: the base model's return value.
+  static const std::regex acc(R"(^((?:\w+_)?outputs?(?:\.last_hidden_state|\[0\]|\.hidden_states\[-1\]))$)");
   static const std::regex cre(R"((?:self\.)?config\.(?:(?:get_)?text_config(?:\(\))?\.)?(\w*softcap\w*))");
   for (const auto& st : fwd->body) {
     if (contains(st.text, "logits_to_keep")) h.logits_to_keep = true;

@@ -1,5 +1,6 @@
 #include "workflows/autopatch/model_analysis.h"
 
+#include <algorithm>
 #include <set>
 
 #include "liger/error.h"
@@ -20,6 +21,20 @@ ModelProfile Analyzer::run() {
     p.decisions.push_back(x);
   }
   find_structure(s);
+  // Decoder norms built only by a configuration other than the default one are not the model's
+  // (Falcon: ln_attn / ln_mlp with new_decoder_architecture, default False).
+  if (s.decoder && s.decoder->method("__init__")) {
+    std::vector<std::string> why;
+    auto off = inactive_branch_lines(*s.decoder->method("__init__"), [&](const std::string& a) { return config_default_raw(a); }, &why);
+    std::vector<NormAttr> kept = norm_attrs(s, *s.decoder, &off);
+    for (const auto& na : s.decoder_norms)
+      if (std::none_of(kept.begin(), kept.end(), [&](const NormAttr& k) { return k.attr == na.attr; }))
+        s.skipped_norms.push_back(na);
+    if (!off.empty()) {
+      s.decoder_norms = kept;
+      s.skipped_why = why;
+    }
+  }
   if (!s.decoder) find_external_text();
   if (s.external_text) follow_external_text();
   decide_norms();

@@ -135,10 +135,11 @@ const NormClass* norm_of_callee(const Structure& s, const std::string& callee) {
   return nullptr;
 }
 
-std::vector<NormAttr> norm_attrs(const Structure& s, const ClassDef& c) {
+std::vector<NormAttr> norm_attrs(const Structure& s, const ClassDef& c, const std::set<int>* skip_lines) {
   std::vector<NormAttr> out;
   std::set<std::string> seen;
   for (const auto& a : c.init_assignments()) {
+    if (skip_lines && skip_lines->count(a.line)) continue;
     for (const auto& call : find_calls(a.value_tokens, a.line)) {
       const NormClass* nc = norm_of_callee(s, call.callee);
       if (!nc) continue;
@@ -154,6 +155,17 @@ std::vector<std::string> local_classes_in(const Structure& s, const Assignment& 
   std::vector<std::string> out;
   for (const auto& call : find_calls(a.value_tokens, a.line))
     if (s.m.find_class(call.callee)) out.push_back(call.callee);
+  if (!out.empty()) return out;
+  // `FALCON_ATTENTION_CLASSES[config._attn_implementation](config, layer_idx)`: a module-level
+  // dict of implementations; its first class (the eager one) stands for all of them.
+  for (const auto& tok : a.value_tokens) {
+    if (tok.kind != TokKind::Name) continue;
+    for (const auto& ma : s.m.assignments) {
+      if (ma.targets.size() != 1 || ma.targets.front() != tok.text || ma.value.empty() || ma.value.front() != '{') continue;
+      for (const auto& vt : ma.value_tokens)
+        if (vt.kind == TokKind::Name && s.m.find_class(vt.text)) { out.push_back(vt.text); return out; }
+    }
+  }
   return out;
 }
 
@@ -227,12 +239,21 @@ void find_structure(Structure& s) {
   int best_score = -1;
   std::string layer_cls;
   for (const auto& c : s.m.classes) {
-    for (const auto& a : c.init_assignments_to("layers")) {
+    bool has_embedding = false;
+    for (const auto& a : c.init_assignments())
+      has_embedding |= contains(a.value, "Embedding(") && !contains(a.targets.front(), "position");
+    for (const auto& a : c.init_assignments()) {
+      // `self.layers = nn.ModuleList(...)`, or another name for the stack (Falcon's `self.h`).
+      const std::string attr = a.targets.front().substr(5);
+      if (attr != "layers" && !(contains(a.value, "ModuleList(") && (attr == "h" || attr == "blocks" || attr == "layer" ||
+                                                                     contains(attr, "layers"))))
+        continue;
       auto locals = local_classes_in(s, a);
       if (locals.empty()) locals = layer_classes_via_local_list(s, c, a);
       if (locals.empty()) continue;
       int score = 1;
       if (!c.init_assignments_to("embed_tokens").empty()) score += 4;
+      else if (has_embedding) score += 3;
       if (!is_vision_name(c.name)) score += 2;
       if (contains(locals.front(), "Decoder")) score += 2;
       if (score > best_score) {
@@ -299,6 +320,105 @@ void find_structure(Structure& s) {
   }
   if (s.attention) s.attention_norms = norm_attrs(s, *s.attention);
   for (auto& lm : s.linear_mixers) lm.norms = norm_attrs(s, *lm.cls);
+}
+
+}  // namespace liger::autopatch::detail
+
+namespace liger::autopatch::detail {
+
+namespace {
+
+// The truth of one condition under the default configuration: `config.x`, `not config.x`,
+// `config.x is None`, `config.x == 2`, `config.x != "a"`; nullopt when it cannot be told.
+std::optional<bool> eval_condition(const std::string& cond, const ConfigLookup& def) {
+  static const std::regex re(R"re(^(not\s*)?\(?(?:self\.)?config\.(\w+)\)?\s*(?:(is not|is|==|!=)\s*(.+))?$)re");
+  std::smatch m;
+  if (!std::regex_match(cond, m, re)) return std::nullopt;
+  auto v = def(m[2]);
+  if (!v) return std::nullopt;
+  std::string value = *v;
+  bool result;
+  if (!m[3].matched) {
+    if (value == "None" || value == "False" || value == "0" || value == "0.0" || value == "\"\"" || value == "[]") result = false;
+    else if (value == "True" || std::regex_match(value, std::regex(R"(-?[0-9.e+-]+)"))) result = true;
+    else return std::nullopt;
+  } else {
+    std::string rhs = m[4];
+    while (!rhs.empty() && rhs.back() == ' ') rhs.pop_back();
+    const std::string op = m[3];
+    bool eq = unquote(rhs) == unquote(value);
+    if (op == "is" || op == "==") result = eq;
+    else result = !eq;
+  }
+  return m[1].matched ? !result : result;
+}
+
+std::optional<bool> eval_expr(std::string cond, const ConfigLookup& def) {
+  for (const char* joiner : {" or ", " and "}) {
+    size_t pos = 0, start = 0;
+    std::vector<std::string> parts;
+    while ((pos = cond.find(joiner, start)) != std::string::npos) {
+      parts.push_back(cond.substr(start, pos - start));
+      start = pos + std::string(joiner).size();
+    }
+    if (parts.empty()) continue;
+    parts.push_back(cond.substr(start));
+    const bool is_or = std::string(joiner) == " or ";
+    bool unknown = false;
+    for (const auto& p : parts) {
+      auto v = eval_expr(p, def);
+      if (!v) { unknown = true; continue; }
+      if (*v == is_or) return is_or;  // one true disjunct / one false conjunct decides
+    }
+    if (unknown) return std::nullopt;
+    return !is_or;
+  }
+  return eval_condition(cond, def);
+}
+
+}  // namespace
+
+// Lines of `f` inside if/elif/else branches the default configuration does not take (Falcon's
+// decoder builds ln_attn/ln_mlp only `if config.new_decoder_architecture and ...`, else
+// input_layernorm / post_attention_layernorm). Branches whose condition cannot be evaluated stay.
+std::set<int> inactive_branch_lines(const FunctionDef& f, const ConfigLookup& def, std::vector<std::string>* why) {
+  std::set<int> out;
+  struct Branch { int depth; bool known; bool taken; bool any_taken; };
+  std::vector<Branch> stack;  // the if-chain open at each depth
+  std::vector<int> off_depths;  // depths of the headers whose bodies are inactive
+  for (const auto& st : f.body) {
+    while (!off_depths.empty() && st.depth <= off_depths.back()) off_depths.pop_back();
+    while (!stack.empty() && st.depth < stack.back().depth) stack.pop_back();
+    const std::string kw = st.keyword();
+    const bool inactive_here = !off_depths.empty();
+    if (inactive_here) out.insert(st.line);
+    if (kw == "if" || kw == "elif" || kw == "else") {
+      if (kw == "if") {
+        while (!stack.empty() && stack.back().depth >= st.depth) stack.pop_back();
+        stack.push_back({st.depth, true, false, false});
+      }
+      if (stack.empty() || stack.back().depth != st.depth) continue;
+      Branch& b = stack.back();
+      std::optional<bool> taken;
+      if (kw == "else") taken = b.known ? std::optional<bool>(!b.any_taken) : std::nullopt;
+      else {
+        std::string cond = st.text.substr(kw.size());
+        if (!cond.empty() && cond.back() == ':') cond.pop_back();
+        while (!cond.empty() && cond.front() == ' ') cond.erase(cond.begin());
+        taken = eval_expr(cond, def);
+        if (kw == "elif" && b.known && b.any_taken) taken = false;
+      }
+      if (!taken) b.known = false;
+      else {
+        b.any_taken |= *taken;
+        if (!*taken && !inactive_here) {
+          off_depths.push_back(st.depth);
+          if (why) why->push_back("line " + std::to_string(st.line) + " (" + st.text + ") is not taken with the default configuration");
+        }
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace liger::autopatch::detail
