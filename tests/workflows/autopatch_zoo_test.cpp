@@ -185,3 +185,17 @@ TEST(AutopatchZoo, ProfilesWithForeignModulesValidateAgainstTheSkillSchema) {
     EXPECT_TRUE(report.ok()) << rel << ":\n" << report.format_errors(rel);
   }
 }
+
+TEST(AutopatchZoo, MoeMiniConfigIsSmallButValid) {
+  ModelProfile p = profile_of("zoo/models/gpt_oss/modeling_gpt_oss.py");
+  YAML::Node a = p.mini_config["attributes"];
+  ASSERT_TRUE(a["num_local_experts"]) << YAML::Dump(p.mini_config);
+  ASSERT_TRUE(a["num_experts_per_tok"]);
+  EXPECT_LE(a["num_experts_per_tok"].as<int>(), a["num_local_experts"].as<int>());
+  EXPECT_LT(a["num_local_experts"].as<int>(), 128) << "small";
+  const int vocab = a["vocab_size"].as<int>();
+  EXPECT_LT(a["pad_token_id"].as<int>(), vocab);
+  EXPECT_LT(a["eos_token_id"].as<int>(), vocab);
+  EXPECT_NE(a["pad_token_id"].as<int>(), a["eos_token_id"].as<int>()) << "distinct defaults stay distinct";
+  EXPECT_EQ(a["hidden_size"].as<int>(), a["num_attention_heads"].as<int>() * a["head_dim"].as<int>());
+}

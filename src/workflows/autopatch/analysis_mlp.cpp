@@ -126,6 +126,21 @@ Analyzer::MlpInfo Analyzer::analyse_mlp(const ClassDef& c) {
     }
     if (a) assigned[a->targets.front()] = rhs;
   }
+  if (r.activation.empty() && r.config_attr.empty()) {
+    // An activation written out in the forward or its helpers (GPT-OSS experts:
+    // `glu = gate * torch.sigmoid(gate * self.alpha); (up + 1) * glu`): no library kernel
+    // computes a hand-written activation, so the MLP is "other" and its patch is declined.
+    static const std::regex elementwise(R"((?:torch\.|F\.|\.)(sigmoid|tanh|erf|exp)\()");
+    for (const auto& st : method_with_helpers(c, "forward")) {
+      std::smatch mm;
+      if (!std::regex_search(st.text, mm, elementwise) || !contains(st.text, "*")) continue;
+      r.activation = "custom";
+      r.kind = "other";
+      r.lines.push_back(st.line);
+      r.why = c.name + " computes its own activation (" + st.text + "); no library kernel computes it";
+      return r;
+    }
+  }
   if (r.activation.empty()) {
     if (!r.config_attr.empty())
       r.why = "the activation comes from config." + r.config_attr +
