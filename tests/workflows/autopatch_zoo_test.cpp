@@ -75,6 +75,10 @@ TEST(AutopatchZoo, WrapperTextModelIsReadFromTheSiblingModelingFile) {
   EXPECT_EQ(a["text_config"]["model_type"].as<std::string>(), "llama");
   EXPECT_EQ(a["text_config"]["hidden_size"].as<int>(), 128);
   EXPECT_EQ(p.mini_config["text_config_class"].as<std::string>(), "LlamaConfig");
+  // LlavaConfig builds its vision config through CONFIG_MAPPING (CLIP): only the names ViT configs share.
+  ASSERT_TRUE(a["vision_config"]);
+  EXPECT_EQ(a["vision_config"]["num_hidden_layers"].as<int>(), 2);
+  EXPECT_FALSE(a["vision_config"]["depth"]) << "a Qwen2-VL name the CLIP config does not have";
   ASSERT_TRUE(a["image_token_index"]) << YAML::Dump(p.mini_config);
   EXPECT_LT(a["image_token_index"].as<int>(), 1024);
 }

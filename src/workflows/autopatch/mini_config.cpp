@@ -249,9 +249,14 @@ void Analyzer::mini_config() {
         {"hidden_size", 64}, {"embed_dim", 64}, {"depth", 2}, {"num_hidden_layers", 2},
         {"num_heads", 2}, {"num_attention_heads", 2}, {"intermediate_size", 128},
         {"out_hidden_size", 128}, {"projection_dim", 128}, {"vision_output_dim", 128}};
+    // Without the class (a vision config built through AutoConfig / CONFIG_MAPPING: CLIP, SigLIP),
+    // only the names those ViT configs share: an unknown name could be rejected by the class.
+    static const std::set<std::string> common = {"hidden_size", "num_hidden_layers", "num_attention_heads",
+                                                 "intermediate_size"};
     for (const auto& [name, val] : vision_values)
-      if (!vc || vc->param(name)) v[name] = val;
-    if (!vc) p.warnings.push_back("vision sub-config class not found; vision_config attribute names unverified");
+      if (vc ? vc->param(name) != nullptr : common.count(name) > 0) v[name] = val;
+    if (!vc) p.warnings.push_back("vision sub-config class not found in the configuration file; vision_config sets only "
+                                  "hidden_size, num_hidden_layers, num_attention_heads and intermediate_size");
     else v["config_class"] = vc->name;
     attrs["vision_config"] = v;
   }
