@@ -624,36 +624,6 @@ std::string docs_row(const YAML::Node& doc, const Plan& pl) {
          (declined.empty() ? "-" : declined) + " | autopatch (" + pl.reference + " reference) |";
 }
 
-// "MINI-CONFIG-FIX <field>=<json>" lines of the generated test's CPU build check: the field a
-// failed build names and the value that brings it inside the mini model.
-std::vector<std::pair<std::string, std::string>> mini_config_fixes(const std::string& text) {
-  std::vector<std::pair<std::string, std::string>> out;
-  static const std::regex re(R"(MINI-CONFIG-FIX ([\w.]+)=(\S+))");
-  for (std::sregex_iterator it(text.begin(), text.end(), re), end; it != end; ++it) {
-    bool dup = false;
-    for (const auto& f : out) dup |= f.first == (*it)[1].str();
-    if (!dup) out.emplace_back((*it)[1].str(), (*it)[2].str());
-  }
-  return out;
-}
-
-YAML::Node apply_fixes(const YAML::Node& profile, const YAML::Node& fixes) {
-  YAML::Node doc = YAML::Clone(profile);
-  YAML::Node attrs = doc["mini_model"]["attributes"];
-  for (const auto& kv : fixes) {
-    const std::string field = kv.first.as<std::string>(), value = kv.second.as<std::string>();
-    std::stringstream ss(field);
-    std::vector<std::string> parts;
-    for (std::string part; std::getline(ss, part, '.');) parts.push_back(part);
-    YAML::Node cur = attrs;
-    // reset(), not operator=: assigning a Node overwrites the node it refers to.
-    for (size_t i = 0; i + 1 < parts.size(); ++i) cur.reset(cur[parts[i]]);
-    cur[parts.back()] = YAML::Load(value);  // JSON is YAML
-    doc["mini_model"]["derivations"].push_back(field + ": -> " + value + " (repaired from the CPU build diagnosis)");
-  }
-  return doc;
-}
-
 // The repair for a mini model that did not build on CPU: the fixes Verify read from the test's
 // diagnosis, accumulated over the attempts (run_dir/autopatch/mini_config_fixes.yaml), applied to
 // the mini configuration the test is rendered with. Without a fix the attempt is refused rather
@@ -667,7 +637,7 @@ YAML::Node repaired_profile(StageContext& ctx, StageResult& result, bool* change
   size_t before = fixes.size();
   for (const auto& f : ctx.previous_failures) {
     build_failed |= (f.summary + f.detail).find("MINI-CONFIG-BUILD") != std::string::npos;
-    for (const auto& [field, value] : mini_config_fixes(f.detail)) fixes[field] = value;
+    for (const auto& kv : parse_mini_config_fixes(f.detail)) fixes[kv.first.as<std::string>()] = kv.second.as<std::string>();
   }
   if (build_failed && fixes.size() == before)
     throw Error(ErrorKind::Verification,
@@ -675,7 +645,7 @@ YAML::Node repaired_profile(StageContext& ctx, StageResult& result, bool* change
                 "another attempt would repeat it: " + ctx.previous_failures.front().summary,
                 "read the instance test log in <run>/autopatch/, fix mini_model.attributes in the profile, then resume");
   if (fixes.size() == 0) return doc;
-  doc = apply_fixes(doc, fixes);
+  doc = apply_mini_config_fixes(doc, fixes);
   for (const auto& kv : fixes)
     result.note("mini config repaired from the CPU build diagnosis: " + kv.first.as<std::string>() + " = " +
                 kv.second.as<std::string>());
@@ -927,7 +897,8 @@ StageResult verify(StageContext& ctx) {
     // attempt's repair (act: repaired_profile).
     if (r.output.find("MINI-CONFIG-BUILD") != std::string::npos) {
       std::string fixes;
-      for (const auto& [field, value] : mini_config_fixes(r.output)) fixes += "MINI-CONFIG-FIX " + field + "=" + value + "\n";
+      for (const auto& kv : parse_mini_config_fixes(r.output))
+        fixes += "MINI-CONFIG-FIX " + kv.first.as<std::string>() + "=" + kv.second.as<std::string>() + "\n";
       result.fail("MINI-CONFIG-BUILD: the mini model does not build on CPU" +
                       (fixes.empty() ? std::string(" (no field named)") : ": " + fixes.substr(0, fixes.find('\n'))),
                   fixes + tail(r.output, 2000));
@@ -1005,12 +976,6 @@ std::string insert_registry_line(const std::string& init_text, const std::string
   return insert_sorted(init_text, kRegistryBegin, kRegistryEnd, registry_line(model_type, module), "_register_module(");
 }
 std::string classify_pytest_failure(const std::string& message) { return classify_failure(message, ""); }
-YAML::Node parse_mini_config_fixes(const std::string& pytest_output) {
-  YAML::Node out(YAML::NodeType::Map);
-  for (const auto& [field, value] : mini_config_fixes(pytest_output)) out[field] = value;
-  return out;
-}
-YAML::Node apply_mini_config_fixes(const YAML::Node& profile, const YAML::Node& fixes) { return apply_fixes(profile, fixes); }
 
 engine::Workflow make_workflow() {
   engine::Workflow w;
