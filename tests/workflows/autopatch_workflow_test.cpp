@@ -365,3 +365,54 @@ TEST(AutopatchWorkflow, UndecidedDecisionsStopAtTheProfileCheckpointEvenWithYes)
   EXPECT_FALSE(out.undecided.empty());
   EXPECT_FALSE(fs::exists(t.tree / kPkg / "tinyrope.py"));
 }
+
+TEST(AutopatchWorkflow, WrapperTextKernelsArePatchedInTheBackboneModule) {
+  // llava's text model is llama's (AutoModel.from_config(config.text_config)): the SPEC entries
+  // name transformers.models.llama.modeling_llama, and the test looks the classes up there.
+  Tree t;
+  const fs::path llava = repo() / "tests/workflows/fixtures/autopatch/zoo/models/llava/modeling_llava.py";
+  const auto out = t.run("llava", {{"model", llava.string()}});
+  ASSERT_EQ(out.status, "completed") << out.message;
+  const std::string text = t.read(std::string(kPkg) + "/llava.py");
+  EXPECT_NE(text.find("{\"cls\": \"LlamaRMSNorm\", \"attrs\": [\"input_layernorm\", \"post_attention_layernorm\", \"norm\"], "
+                      "\"offset\": 0, \"casting_mode\": \"llama\", \"in_place\": True, \"init_fn\": \"ones\", "
+                      "\"module\": \"transformers.models.llama.modeling_llama\"}"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\"rope_module\": \"transformers.models.llama.modeling_llama\""), std::string::npos);
+  EXPECT_NE(text.find("\"causal_lm\": \"LlavaForConditionalGeneration\""), std::string::npos);
+  const std::string test = t.read("tests/python/test_autopatch_llava.py");
+  EXPECT_NE(test.find("\"LlamaRMSNorm\": importlib.import_module(\"transformers.models.llama.modeling_llama\")"),
+            std::string::npos)
+      << test;
+  EXPECT_NE(test.find("def test_mini_model_builds_on_cpu():"), std::string::npos);
+  EXPECT_NE(test.find("image_token_index: 32000 -> 1023"), std::string::npos) << "derivations quoted in the test";
+  expect_compiles(t.tree / kPkg / "llava.py");
+  expect_compiles(t.tree / "tests/python/test_autopatch_llava.py");
+}
+
+TEST(AutopatchPieces, CpuBuildDiagnosisBecomesTheNextAttemptsMiniConfig) {
+  // What the generated test prints when the mini model does not build (Phi-3 before the mini
+  // config derived token ids): the fix lines name the field, its value and the repaired value.
+  const std::string log =
+      "FAILED tests/python/test_autopatch_phi3.py::test_mini_model_builds_on_cpu - MINI-CONFIG-BUILD: building "
+      "Phi3ForCausalLM on CPU raised AssertionError: Padding_idx must be within num_embeddings\n"
+      "MINI-CONFIG-FIX pad_token_id=1023 (pad_token_id=32000: outside vocab_size=1024)\n"
+      "MINI-CONFIG-FIX text_config.cross_attention_layers=[1] (text_config.cross_attention_layers=[3, 8]: indices past "
+      "num_hidden_layers=2)\n"
+      "MINI-CONFIG-FIX pad_token_id=1023 (repeated in the short summary)\n";
+  YAML::Node fixes = autopatch::parse_mini_config_fixes(log);
+  ASSERT_EQ(fixes.size(), 2u);
+  EXPECT_EQ(fixes["pad_token_id"].as<std::string>(), "1023");
+  EXPECT_EQ(fixes["text_config.cross_attention_layers"].as<std::string>(), "[1]");
+  YAML::Node profile;
+  profile["mini_model"]["attributes"]["vocab_size"] = 1024;
+  profile["mini_model"]["attributes"]["text_config"]["num_hidden_layers"] = 2;
+  YAML::Node fixed = autopatch::apply_mini_config_fixes(profile, fixes);
+  EXPECT_EQ(fixed["mini_model"]["attributes"]["pad_token_id"].as<int>(), 1023);
+  ASSERT_TRUE(fixed["mini_model"]["attributes"]["text_config"]["cross_attention_layers"].IsSequence());
+  EXPECT_EQ(fixed["mini_model"]["attributes"]["text_config"]["cross_attention_layers"][0].as<int>(), 1);
+  EXPECT_EQ(fixed["mini_model"]["derivations"].size(), 2u);
+  EXPECT_FALSE(profile["mini_model"]["attributes"]["pad_token_id"]) << "the approved profile is not modified";
+  EXPECT_TRUE(autopatch::parse_mini_config_fixes("FAILED ... - MINI-CONFIG-BUILD: ... no field").size() == 0);
+}

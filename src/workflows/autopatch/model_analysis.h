@@ -117,6 +117,11 @@ struct PatchItem {
   std::vector<std::string> attributes;  // instance attributes touched (input_layernorm, mlp...)
   YAML::Node params;   // kernel options (offset, casting_mode, in_place, softcap...)
   std::string reason;  // for declined items: why the part keeps its own implementation
+  // Set when the class lives in another modeling module than the analysed one (the text model
+  // of a multimodal wrapper built with AutoModel.from_config): "transformers.models.llama.modeling_llama",
+  // and the file it was read from ("models/llama/modeling_llama.py").
+  std::string module;
+  std::string source;
 };
 
 struct ModelProfile {

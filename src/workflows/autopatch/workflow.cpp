@@ -424,7 +424,7 @@ std::string module_text(const YAML::Node& doc, const Plan& pl, const std::string
 
   data norms(data::type::list), layer_norms(data::type::list), mlps(data::type::list), applied_lines(data::type::list),
       declined_lines(data::type::list), declined(data::type::list);
-  std::string rope_fn = "None";
+  std::string rope_fn = "None", rope_module = "None";
   std::vector<std::string> norm_switch, mlp_switch;
   // Values the integration uses as Python names or literals: the schema keeps `target` to one
   // line of text (a loss item's target describes it); where it is a class or a function, and
@@ -449,8 +449,12 @@ std::string module_text(const YAML::Node& doc, const Plan& pl, const std::string
     for (const char* key : {"casting_mode", "init_fn"})
       if (prm && prm[key]) require(python_name, prm[key].as<std::string>(), field + ".params." + key, "a name");
     if (prm && prm["offset"]) require(number, prm["offset"].as<std::string>(), field + ".params.offset", "a number");
+    // A class defined in another modeling module (the text model of a multimodal wrapper): the
+    // Patcher patches it there.
+    const std::string module_kv = it["module"] ? ", \"module\": " + py_str(it["module"].as<std::string>()) : std::string();
     if (k == "rms_norm") {
       data n;
+      n.set("module_kv", module_kv);
       n.set("cls", target);
       n.set("attrs", py_list(attrs));
       n.set("offset", prm["offset"] ? prm["offset"].as<std::string>() : "0");
@@ -462,12 +466,14 @@ std::string module_text(const YAML::Node& doc, const Plan& pl, const std::string
                               n.get("casting_mode")->string_value() + ", in_place " + n.get("in_place")->string_value() + ")");
     } else if (k == "layer_norm") {
       data n;
+      n.set("module_kv", module_kv);
       n.set("cls", target);
       n.set("attrs", py_list(attrs));
       layer_norms.push_back(n);
       applied_lines.push_back(target + " -> LigerLayerNorm");
     } else if (k == "swiglu" || k == "geglu") {
       data n;
+      n.set("module_kv", module_kv);
       n.set("cls", target);
       n.set("kind", k);
       std::string proj;
@@ -483,6 +489,7 @@ std::string module_text(const YAML::Node& doc, const Plan& pl, const std::string
                               " kernel (projections kept)");
     } else if (k == "rope") {
       rope_fn = py_str(target);
+      if (it["module"]) rope_module = py_str(it["module"].as<std::string>());
       applied_lines.push_back(target + " -> liger_rotary_pos_emb (rotate-half)");
     } else if (k == "fused_linear_cross_entropy") {
       applied_lines.push_back(pl.causal_lm + ".forward -> the fused linear cross-entropy forward" +
@@ -505,6 +512,7 @@ std::string module_text(const YAML::Node& doc, const Plan& pl, const std::string
   view.set("layer_norms", layer_norms);
   view.set("mlps", mlps);
   view.set("rope_fn", rope_fn);
+  view.set("rope_module", rope_module);
   view.set("applied_lines", applied_lines);
   view.set("declined_lines", declined_lines);
   view.set("declined", declined);
@@ -575,6 +583,10 @@ std::string test_text(const YAML::Node& doc, const Plan& pl, bool registered) {
   };
   if (mm["attributes"]) attrs = conv(mm["attributes"]);
   view.set("mini_config_repr", py_str(attrs.dump()));
+  nlohmann::json derivations = nlohmann::json::array();
+  if (mm["derivations"])
+    for (const auto& d : mm["derivations"]) derivations.push_back(d.as<std::string>());
+  view.set("derivations_repr", py_str(derivations.dump()));
   data kinds(data::type::list);
   for (const auto& it : pl.apply) {
     const std::string k = it["kernel"].as<std::string>();
@@ -582,6 +594,7 @@ std::string test_text(const YAML::Node& doc, const Plan& pl, bool registered) {
       data n;
       n.set("kernel", k);
       n.set("cls", it["target"].as<std::string>());
+      n.set("class_module", it["module"] ? it["module"].as<std::string>() : pl.modeling);
       kinds.push_back(n);
     }
   }
@@ -645,9 +658,43 @@ std::string docs_row(const YAML::Node& doc, const Plan& pl) {
          (declined.empty() ? "-" : declined) + " | autopatch (" + pl.reference + " reference) |";
 }
 
+// The repair for a mini model that did not build on CPU: the fixes Verify read from the test's
+// diagnosis, accumulated over the attempts (run_dir/autopatch/mini_config_fixes.yaml), applied to
+// the mini configuration the test is rendered with. Without a fix the attempt is refused rather
+// than repeated unchanged.
+YAML::Node repaired_profile(StageContext& ctx, StageResult& result, bool* changed) {
+  YAML::Node doc = YAML::Clone(ctx.profile);
+  *changed = false;
+  const fs::path store = ctx.run_dir / "autopatch" / "mini_config_fixes.yaml";
+  YAML::Node fixes = fs::exists(store) ? YAML::LoadFile(store.string()) : YAML::Node(YAML::NodeType::Map);
+  bool build_failed = false;
+  size_t before = fixes.size();
+  for (const auto& f : ctx.previous_failures) {
+    build_failed |= (f.summary + f.detail).find("MINI-CONFIG-BUILD") != std::string::npos;
+    for (const auto& kv : parse_mini_config_fixes(f.detail)) fixes[kv.first.as<std::string>()] = kv.second.as<std::string>();
+  }
+  if (build_failed && fixes.size() == before)
+    throw Error(ErrorKind::Verification,
+                "autopatch: the mini model does not build on CPU and the diagnosis names no field to change, so "
+                "another attempt would repeat it: " + ctx.previous_failures.front().summary,
+                "read the instance test log in <run>/autopatch/, fix mini_model.attributes in the profile, then resume");
+  if (fixes.size() == 0) return doc;
+  doc = apply_mini_config_fixes(doc, fixes);
+  for (const auto& kv : fixes)
+    result.note("mini config repaired from the CPU build diagnosis: " + kv.first.as<std::string>() + " = " +
+                kv.second.as<std::string>());
+  fs::create_directories(store.parent_path());
+  YAML::Emitter e;
+  e << fixes;
+  util::write_file_atomic(store, std::string(e.c_str()) + "\n");
+  *changed = true;
+  return doc;
+}
+
 StageResult act(StageContext& ctx) {
   StageResult result;
-  const YAML::Node& doc = ctx.profile;
+  bool mini_repaired = false;
+  const YAML::Node doc = repaired_profile(ctx, result, &mini_repaired);
   const Plan pl = plan_of(doc);
   const YAML::Node gen = doc["generation"];
   const std::string rel = gen["integration"].as<std::string>();
@@ -668,6 +715,7 @@ StageResult act(StageContext& ctx) {
     }
     if (!fs::exists(ctx.tree_root / test_rel)) regen_test = true;
   }
+  regen_test |= mini_repaired;
   if (regen_module) {
     ctx.staging->write(rel, module_text(doc, pl, sidecar));
     YAML::Node side;
@@ -879,6 +927,16 @@ StageResult verify(StageContext& ctx) {
     auto cases = parse_pytest(r.output);
     int passed = 0;
     for (const auto& c : cases) passed += c.outcome == "PASSED";
+    // The CPU build check names the fields a failed build traces to; they become the next
+    // attempt's repair (act: repaired_profile).
+    if (r.output.find("MINI-CONFIG-BUILD") != std::string::npos) {
+      std::string fixes;
+      for (const auto& kv : parse_mini_config_fixes(r.output))
+        fixes += "MINI-CONFIG-FIX " + kv.first.as<std::string>() + "=" + kv.second.as<std::string>() + "\n";
+      result.fail("MINI-CONFIG-BUILD: the mini model does not build on CPU" +
+                      (fixes.empty() ? std::string(" (no field named)") : ": " + fixes.substr(0, fixes.find('\n'))),
+                  fixes + tail(r.output, 2000));
+    }
     if (!r.ok() || passed == 0) {
       result.fail("instance test failed (" + test_rel + ")", tail(r.output));
       record("instance test", "FAILED (" + std::to_string(passed) + " passed)");

@@ -19,5 +19,10 @@ YAML::Node compute_change_impact(const YAML::Node& old_doc, const YAML::Node& no
 std::string insert_registry_line(const std::string& init_text, const std::string& model_type, const std::string& module);
 // "tolerance" (a pure tolerance miss: soft) or "hard" for a failed convergence test's message.
 std::string classify_pytest_failure(const std::string& message);
+// The "MINI-CONFIG-FIX <field>=<json>" lines of a generated test's CPU build check, as a map
+// field -> JSON value, and the profile with those values set in mini_model.attributes (dotted
+// fields walk into text_config / vision_config) and recorded in mini_model.derivations.
+YAML::Node parse_mini_config_fixes(const std::string& pytest_output);
+YAML::Node apply_mini_config_fixes(const YAML::Node& profile, const YAML::Node& fixes);
 
 }  // namespace liger::autopatch

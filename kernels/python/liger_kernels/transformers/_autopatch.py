@@ -20,6 +20,8 @@ SPEC keys (all names as in the modeling module):
   layer_norms: [{cls, attrs}]                                          LayerNorm classes (with bias)
   mlps:      [{cls, kind: swiglu|geglu, gate, up, down} | {cls, kind, gate_up, down}]
   rope:      name of the rotate-half rotary function, or None
+  module / rope_module (optional, per entry): the modeling module defining that class or function
+             when it is not `modeling` (a multimodal wrapper whose text model is another model's)
 """
 from __future__ import annotations
 
@@ -102,8 +104,9 @@ class Patcher:
                 m["kind"], gate=m.get("gate"), up=m.get("up"), down=m.get("down", "down_proj"), gate_up=m.get("gate_up"))
 
     # ---- module helpers
-    def modeling(self):
-        return importlib.import_module(self.spec["modeling"])
+    def modeling(self, entry: Optional[Dict[str, Any]] = None, key: str = "module"):
+        name = (entry or {}).get(key) or self.spec["modeling"]
+        return importlib.import_module(name)
 
     def _set(self, owner, attr: str, value, key: str) -> None:
         if key not in self._originals:
@@ -113,10 +116,10 @@ class Patcher:
         setattr(owner, attr, value)
 
     def patch_norm_classes(self, kinds: List[str]) -> None:
-        modeling = self.modeling()
         entries = [n for n in self.spec.get("norms", []) if "rms_norm" in kinds]
         entries += [n for n in self.spec.get("layer_norms", []) if "layer_norm" in kinds]
         for n in entries:
+            modeling = self.modeling(n)
             name = _short(n["cls"])
             # A class the modeling module does not define itself (nn.LayerNorm used directly) cannot be
             # swapped before instantiation without touching torch; instances are still patched.
@@ -124,15 +127,15 @@ class Patcher:
                 self._set(modeling, name, self._norm_classes[n["cls"]], f"{modeling.__name__}:{name}")
 
     def patch_mlp_classes(self, kinds: List[str]) -> None:
-        modeling = self.modeling()
         for m in self.spec.get("mlps", []):
+            modeling = self.modeling(m)
             if m["kind"] not in kinds or _short(m["cls"]) not in vars(modeling):
                 continue
             cls = getattr(modeling, _short(m["cls"]))
             self._set(cls, "forward", self._mlp_forwards[m["cls"]], f"{m['cls']}.forward")
 
     def patch_rope(self, fn) -> None:
-        modeling = self.modeling()
+        modeling = self.modeling(self.spec, "rope_module")
         name = self.spec.get("rope")
         if name:
             self._set(modeling, name, fn, f"{modeling.__name__}:{name}")

@@ -1,0 +1,345 @@
+// Decisions 5 and 6: the MLP's activation and gating, dense / MoE / hybrid architecture.
+#include "workflows/autopatch/analysis_internal.h"
+
+#include <functional>
+#include <regex>
+#include <set>
+
+namespace liger::autopatch::detail {
+
+std::string Analyzer::map_activation(const std::string& act) {
+  static const std::set<std::string> silu = {"silu", "swish"};
+  static const std::set<std::string> gelu_tanh = {"gelu_pytorch_tanh", "gelu_new", "gelu_tanh"};
+  if (silu.count(act)) return "silu";
+  if (gelu_tanh.count(act)) return "gelu_tanh";
+  return "";
+}
+
+Analyzer::MlpInfo Analyzer::analyse_mlp(const ClassDef& c) {
+  MlpInfo r;
+  std::string act_attr;
+  for (const auto& a : c.init_assignments()) {
+    // ACT2FN[config.x] and transformers' get_activation(config.x) (Falcon) name the same table.
+    static const std::regex act2fn(R"((?:ACT2FN\[|get_activation\()(?:self\.)?(?:config|text_config)\.(\w+)[\])])");
+    static const std::regex literal(R"((?:ACT2FN\[|get_activation\()["'](\w+)["'][\])])");
+    std::smatch mm;
+    std::string attr = a.targets.front().substr(5);
+    if (std::regex_search(a.value, mm, act2fn)) {
+      act_attr = attr;
+      r.config_attr = mm[1];
+      r.lines.push_back(a.line);
+      auto def = config_default(r.config_attr);
+      if (def) r.activation = *def;
+    } else if (std::regex_search(a.value, mm, literal)) {
+      act_attr = attr;
+      r.activation = mm[1];
+      r.lines.push_back(a.line);
+    } else if (a.call && (a.call->callee == "nn.SiLU" || a.call->callee == "nn.GELU" ||
+                          a.call->callee == "nn.ReLU" || a.call->callee == "nn.Tanh")) {
+      act_attr = attr;
+      r.lines.push_back(a.line);
+      if (a.call->callee == "nn.SiLU") r.activation = "silu";
+      else if (a.call->callee == "nn.GELU")
+        r.activation = contains(a.value, "tanh") ? "gelu_pytorch_tanh" : "gelu";
+      else r.activation = a.call->callee == "nn.ReLU" ? "relu" : "tanh";
+    }
+  }
+  const FunctionDef* fwd = c.method("forward");
+  if (!fwd) { r.why = c.name + " has no forward"; return r; }
+  // Activation call spellings in the forward.
+  std::vector<std::string> act_calls;
+  if (!act_attr.empty()) act_calls.push_back("self." + act_attr + "(");
+  for (const char* f : {"F.silu(", "nn.functional.silu(", "torch.nn.functional.silu(", "F.gelu(",
+                        "nn.functional.gelu(", "torch.nn.functional.gelu(", "F.relu(", "torch.relu("})
+    act_calls.push_back(f);
+  auto has_act = [&](const std::string& e, std::string* which) {
+    for (auto& ac : act_calls)
+      if (contains(e, ac)) { if (which) *which = ac; return true; }
+    return false;
+  };
+  std::map<std::string, std::string> assigned;  // var -> value
+  std::string gated_stmt;
+  for (const auto& st : fwd->body) {
+    auto a = as_assignment(st);
+    std::string rhs = a ? a->value : (st.keyword() == "return" ? returned_expr(st) : st.text);
+    if (a) {
+      // gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
+      if (contains(rhs, ".chunk(2") || contains(rhs, "torch.chunk(")) {
+        std::smatch mm;
+        static const std::regex proj(R"(self\.(\w+)\()");
+        std::string src = rhs;
+        if (!std::regex_search(src, mm, proj) && a->value_tokens.size() && assigned.count(a->value_tokens.front().text))
+          src = assigned[a->value_tokens.front().text];
+        if (std::regex_search(src, mm, proj)) r.gate_up = mm[1];
+        r.fused = true;
+        r.lines.push_back(st.line);
+        if (a->targets.size() == 2) { assigned["__gate"] = a->targets[0]; assigned["__up"] = a->targets[1]; }
+      }
+    }
+    // Find a product with an activation factor.
+    std::function<void(const std::string&)> scan = [&](const std::string& expr) {
+      auto fs = split_top_level(strip_parens(expr), '*');
+      if (fs.size() >= 2) {
+        std::string which;
+        int act_i = -1;
+        for (size_t i = 0; i < fs.size(); ++i)
+          if (has_act(fs[i], &which)) act_i = static_cast<int>(i);
+        if (act_i >= 0 && !r.gated) {
+          r.gated = true;
+          gated_stmt = st.text;
+          r.lines.push_back(st.line);
+          if (which != act_calls.front() || act_attr.empty()) {
+            if (contains(which, "silu")) r.activation = "silu";
+            else if (contains(which, "gelu"))
+              r.activation = contains(fs[static_cast<size_t>(act_i)], "tanh") ? "gelu_pytorch_tanh" : "gelu";
+            else if (contains(which, "relu")) r.activation = "relu";
+          }
+          static const std::regex proj(R"(self\.(\w+)\()");
+          std::smatch mm;
+          std::string inner = fs[static_cast<size_t>(act_i)].substr(which.size());
+          if (std::regex_search(inner, mm, proj)) r.gate = mm[1];
+          for (size_t i = 0; i < fs.size(); ++i) {
+            if (static_cast<int>(i) == act_i) continue;
+            if (std::regex_search(fs[i], mm, proj)) r.up = mm[1];
+          }
+        }
+        return;
+      }
+      // Recurse into call arguments: self.down_proj(act(g) * u)
+      for (const auto& call : find_calls(tokenize(expr).tokens, st.line)) {
+        for (const auto& arg : call.args) {
+          if (split_top_level(strip_parens(arg), '*').size() >= 2) {
+            bool before = r.gated;
+            scan(arg);
+            if (!before && r.gated && starts_with(call.callee, "self.") && r.down.empty())
+              r.down = call.callee.substr(5);
+          }
+        }
+      }
+    };
+    if (!r.gated) scan(rhs);
+    else if (r.down.empty()) {
+      static const std::regex outer(R"(^self\.(\w+)\()");
+      std::smatch mm;
+      std::string e = strip_parens(rhs);
+      if (std::regex_search(e, mm, outer) && mm[1] != act_attr) r.down = mm[1];
+    }
+    if (a) assigned[a->targets.front()] = rhs;
+  }
+  if (r.activation.empty() && r.config_attr.empty()) {
+    // An activation written out in the forward or its helpers (GPT-OSS experts:
+    // `glu = gate * torch.sigmoid(gate * self.alpha); (up + 1) * glu`): no library kernel
+    // computes a hand-written activation, so the MLP is "other" and its patch is declined.
+    static const std::regex elementwise(R"((?:torch\.|F\.|\.)(sigmoid|tanh|erf|exp)\()");
+    for (const auto& st : method_with_helpers(c, "forward")) {
+      std::smatch mm;
+      if (!std::regex_search(st.text, mm, elementwise) || !contains(st.text, "*")) continue;
+      r.activation = "custom";
+      r.kind = "other";
+      r.lines.push_back(st.line);
+      r.why = c.name + " computes its own activation (" + st.text + "); no library kernel computes it";
+      return r;
+    }
+  }
+  if (r.activation.empty()) {
+    if (!r.config_attr.empty())
+      r.why = "the activation comes from config." + r.config_attr +
+              " and its default could not be read (no configuration file?)";
+    else
+      r.why = "no activation (ACT2FN[...], nn.SiLU, F.silu, ...) found in " + c.name;
+    return r;
+  }
+  std::string fam = map_activation(r.activation);
+  if (!r.gated) {
+    r.kind = "other";
+    r.why = c.name + " is not gated (act(x) is not multiplied by a second projection); no "
+            "library kernel computes it";
+    return r;
+  }
+  if (fam.empty()) {
+    r.kind = "other";
+    r.why = "activation '" + r.activation + "' has no gated library kernel (SwiGLU needs silu, "
+            "GeGLU the tanh approximation of gelu)";
+    return r;
+  }
+  if (r.fused) {
+    if (fam == "silu") r.kind = "fused_swiglu";
+    else {
+      r.kind = "other";
+      r.why = "fused gate_up projection with a GELU activation: no library kernel";
+    }
+    return r;
+  }
+  r.kind = fam == "silu" ? "swiglu" : "geglu";
+  return r;
+}
+
+bool Analyzer::is_moe_class(const ClassDef& c) {
+  for (const auto& a : c.init_assignments()) {
+    std::string attr = a.targets.front().substr(5);
+    if (attr == "experts" || attr == "num_experts" || attr == "router") return true;
+  }
+  return false;
+}
+
+void Analyzer::decide_mlp_and_arch() {
+  Decision& d5 = d("mlp_activation");
+  Decision& d6 = d("architecture");
+  if (!s.decoder) {
+    undecide(d5, "no decoder-layer class found");
+    undecide(d6, "no decoder-layer class found");
+    return;
+  }
+  const ClassDef* dense = nullptr;
+  const ClassDef* moe = nullptr;
+  for (auto& [attr, c] : s.mlp_candidates) {
+    if (is_moe_class(*c)) { if (!moe) moe = c; }
+    else if (!dense) dense = c;
+  }
+  d6.details["decoder_attribute"] = s.mlp_attr;
+  if (s.mlp_line) d6.evidence.push_back(ev(s.mlp_line));
+  const ClassDef* expert_cls = nullptr;   // per-expert MLP module class
+  const ClassDef* fused_experts = nullptr;  // 3-D parameter experts
+  if (!dense && !moe) {
+    undecide(d6, "no MLP attribute (mlp / feed_forward / block_sparse_moe) with a class of this "
+                 "file in " + s.decoder->name);
+  } else if (moe) {
+    d6.details["moe_class"] = moe->name;
+    d6.evidence.push_back(ev(moe->line));
+    YAML::Node ex;
+    for (const auto& a : moe->init_assignments_to("experts")) {
+      d6.evidence.push_back(ev(a.line));
+      auto locals = local_classes_in(s, a);
+      if (contains(a.value, "ModuleList") && !locals.empty()) {
+        expert_cls = m.find_class(locals.front());
+        ex["layout"] = "module_list";
+        ex["expert_class"] = locals.front();
+      } else if (!locals.empty()) {
+        const ClassDef* ec = m.find_class(locals.front());
+        ex["class"] = locals.front();
+        if (ec && ec->has_base("ModuleList")) {
+          ex["layout"] = "module_list";
+          for (const auto& a2 : ec->init_assignments())
+            (void)a2;
+          for (const auto& st : ec->method("__init__") ? ec->method("__init__")->body : std::vector<Statement>{})
+            for (const auto& call : find_calls(st))
+              if (m.find_class(call.callee) && !expert_cls) {
+                expert_cls = m.find_class(call.callee);
+                ex["expert_class"] = call.callee;
+              }
+        } else if (ec) {
+          YAML::Node params(YAML::NodeType::Sequence);
+          for (const auto& a2 : ec->init_assignments())
+            if (contains(a2.value, "nn.Parameter(")) {
+              params.push_back(a2.targets.front().substr(5));
+              d6.evidence.push_back(ev(a2.line));
+            }
+          if (params.size() > 0) {
+            ex["layout"] = "fused_3d";
+            ex["parameters"] = params;
+            fused_experts = ec;
+          } else {
+            ex["layout"] = "module";
+          }
+        }
+      }
+    }
+    if (!ex["layout"]) ex["layout"] = YAML::Node();
+    d6.details["experts"] = ex;
+    for (const char* ra : {"gate", "router"}) {
+      for (const auto& a : moe->init_assignments_to(ra)) {
+        YAML::Node r;
+        r["attribute"] = ra;
+        r["class"] = a.call ? a.call->callee : a.value;
+        d6.details["router"] = r;
+        d6.evidence.push_back(ev(a.line));
+      }
+    }
+    for (const auto& a : moe->init_assignments()) {
+      std::string attr = a.targets.front().substr(5);
+      if (starts_with(attr, "shared_expert") && !contains(attr, "gate")) {
+        YAML::Node sh;
+        sh["attribute"] = attr;
+        auto locals = local_classes_in(s, a);
+        sh["class"] = locals.empty() ? a.value : locals.front();
+        d6.details["shared_experts"] = sh;
+        if (!dense && !locals.empty()) d6.details["shared_expert_class"] = locals.front();
+      }
+    }
+    if (dense) {
+      d6.details["dense_class"] = dense->name;
+      // Hybrid when the default configuration really has dense layers.
+      bool hybrid = false;
+      std::string cond;
+      for (const auto& a : s.decoder->init_assignments_to(s.mlp_attr)) cond += a.value + " ";
+      for (const auto& st : s.decoder->method("__init__")->body)
+        if (st.keyword() == "if" || st.keyword() == "elif") cond += st.text + " ";
+      static const std::regex cattr(R"(config\.(\w+))");
+      for (auto it = std::sregex_iterator(cond.begin(), cond.end(), cattr); it != std::sregex_iterator(); ++it) {
+        std::string name = (*it)[1];
+        auto def = config_default(name);
+        if (!def) continue;
+        double v = std::atof(def->c_str());
+        bool dense_first = contains(name, "dense") && v > 0;
+        bool interleave = (contains(name, "step") || contains(name, "freq") || contains(name, "interleave")) && v > 1;
+        bool list = contains(name, "layers") && def->size() > 2 && def->front() == '[';
+        if (dense_first || interleave || list) {
+          hybrid = true;
+          d6.notes.push_back("config." + name + " defaults to " + *def + ": some layers are dense");
+        }
+      }
+      if (hybrid) decide(d6, "hybrid", 0.85);
+      else {
+        decide(d6, "moe", 0.8);
+        d6.notes.push_back(dense->name + " is used for layers a configuration marks as dense; "
+                           "with the default configuration every layer is sparse");
+      }
+    } else {
+      decide(d6, "moe", 0.9);
+    }
+  } else {
+    decide(d6, "dense", 0.95);
+    d6.details["mlp_class"] = dense->name;
+    d6.evidence.push_back(ev(dense->line));
+  }
+
+  // Decision 5 on the dense MLP, else the shared expert, else the expert class.
+  const ClassDef* mlp_cls = dense;
+  if (!mlp_cls && d6.details["shared_expert_class"])
+    mlp_cls = m.find_class(d6.details["shared_expert_class"].as<std::string>());
+  if (!mlp_cls) mlp_cls = expert_cls;
+  if (!mlp_cls) mlp_cls = fused_experts;
+  if (!mlp_cls) {
+    undecide(d5, "no MLP class could be identified");
+    return;
+  }
+  MlpInfo mi = analyse_mlp(*mlp_cls);
+  d5.details["mlp_class"] = mlp_cls->name;
+  if (!mi.activation.empty()) d5.details["activation"] = mi.activation;
+  if (!mi.config_attr.empty()) {
+    d5.details["config_attribute"] = mi.config_attr;
+    if (auto prm = cfg.default_of(model_type, mi.config_attr)) {
+      d5.details["config_default"] = unquote(prm->default_value);
+    }
+  }
+  YAML::Node proj;
+  if (!mi.gate.empty()) proj["gate"] = mi.gate;
+  if (!mi.up.empty()) proj["up"] = mi.up;
+  if (!mi.gate_up.empty()) proj["gate_up"] = mi.gate_up;
+  if (!mi.down.empty()) proj["down"] = mi.down;
+  d5.details["projections"] = proj;
+  for (int l : mi.lines) d5.evidence.push_back(ev(l));
+  if (!mi.config_attr.empty())
+    if (auto prm = cfg.default_of(model_type, mi.config_attr)) d5.evidence.push_back(cfg_ev(prm->line));
+  if (mi.kind.empty()) undecide(d5, mi.why);
+  else {
+    decide(d5, mi.kind, mi.kind == "other" ? 0.85 : 0.9);
+    if (!mi.why.empty()) d5.notes.push_back(mi.why);
+  }
+  if (fused_experts && mlp_cls != fused_experts) {
+    MlpInfo ei = analyse_mlp(*fused_experts);
+    d5.details["experts_activation"] = ei.kind.empty() ? "undecided" : ei.kind;
+  }
+}
+
+}  // namespace liger::autopatch::detail

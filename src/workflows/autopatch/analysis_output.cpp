@@ -1,0 +1,203 @@
+// Decisions 7 and 9-11: vision parts, the output class, the path to the last hidden state and
+// logit soft-capping.
+#include "workflows/autopatch/analysis_internal.h"
+
+#include <regex>
+
+namespace liger::autopatch::detail {
+
+void Analyzer::decide_vision() {
+  Decision& dd = d("vision");
+  YAML::Node towers(YAML::NodeType::Sequence), projs(YAML::NodeType::Sequence),
+      mm(YAML::NodeType::Sequence), vnorms(YAML::NodeType::Sequence);
+  bool auto_tower = false;
+  for (const auto& c : m.classes) {
+    if (ends_with(c.name, "ForConditionalGeneration") || contains(c.name, "Multimodal") ||
+        contains(c.name, "MultiModal")) {
+      if (!contains(c.name, "Projector")) mm.push_back(c.name);
+    }
+    if (contains(c.name, "Projector") || contains(c.name, "PatchMerger") || ends_with(c.name, "Merger")) {
+      projs.push_back(c.name);
+      dd.evidence.push_back(ev(c.line));
+      continue;
+    }
+    bool vision = contains(c.name, "Vision") || contains(c.name, "Visual") ||
+                  (contains(c.name, "Siglip") && !contains(c.name, "Text"));
+    if (vision && (ends_with(c.name, "Model") || ends_with(c.name, "Transformer") ||
+                   ends_with(c.name, "TransformerPretrainedModel") || ends_with(c.name, "Encoder") ||
+                   ends_with(c.name, "Tower"))) {
+      towers.push_back(c.name);
+      dd.evidence.push_back(ev(c.line));
+    }
+    if (vision) {
+      for (const auto& na : norm_attrs(s, c)) {
+        bool dup = false;
+        for (auto n : vnorms) dup |= n.as<std::string>() == na.cls;
+        if (!dup) vnorms.push_back(na.cls);
+      }
+    }
+    for (const auto& a : c.init_assignments())
+      if (contains(a.value, "vision_config") && (contains(a.value, "AutoModel") || contains(a.value, "from_config"))) {
+        auto_tower = true;
+        dd.evidence.push_back(ev(a.line));
+      }
+  }
+  dd.details["vision_towers"] = towers;
+  dd.details["projectors"] = projs;
+  dd.details["multimodal_classes"] = mm;
+  dd.details["vision_norm_classes"] = vnorms;
+  dd.details["vision_tower_from_auto_model"] = auto_tower;
+  bool present = towers.size() > 0 || auto_tower || (projs.size() > 0 && mm.size() > 0);
+  decide(dd, present, present ? 0.9 : 0.85);
+  if (!present) dd.notes.push_back("no vision tower, projector or multimodal class in the file");
+}
+
+// One causal-LM head's forward: the hidden state fed to lm_head, logits_to_keep, transforms of
+// the logits other than soft-capping, and soft-capping with its config attribute.
+Analyzer::HeadInfo Analyzer::analyse_head(const ClassDef& c) const {
+  HeadInfo h;
+  h.cls = &c;
+  const FunctionDef* fwd = c.method("forward");
+  if (!fwd) {
+    h.undecided = c.name + " has no forward";
+    return h;
+  }
+  h.forward_line = fwd->line;
+  // outputs / transformer_outputs / model_outputs: the base model's return value.
+  static const std::regex acc(R"(^((?:\w+_)?outputs?(?:\.last_hidden_state|\[0\]|\.hidden_states\[-1\]))$)");
+  static const std::regex cre(R"((?:self\.)?config\.(?:(?:get_)?text_config(?:\(\))?\.)?(\w*softcap\w*))");
+  for (const auto& st : fwd->body) {
+    if (contains(st.text, "logits_to_keep")) h.logits_to_keep = true;
+    auto a = as_assignment(st);
+    if (a && a->targets.size() == 1) {
+      std::smatch mm;
+      if (std::regex_match(a->value, mm, acc)) {
+        h.hs_var = a->targets.front();
+        h.access = mm[1];
+        h.hs_lines.push_back(st.line);
+      }
+      if (contains(a->value, "self.lm_head(") && !h.lm_line) {
+        h.lm_line = st.line;
+        continue;
+      }
+      if (h.lm_line && a->targets.front() == "logits") {
+        bool softcap_stmt = contains(st.text, "softcap") || contains(a->value, "torch.tanh(logits)");
+        if (softcap_stmt) {
+          h.cap_lines.push_back(st.line);
+          std::smatch cm;
+          if (std::regex_search(st.text, cm, cre)) h.cap_attr = cm[1];
+        } else if (!contains(a->value, ".float()") && a->value != "logits") {
+          h.transforms.push_back(a->value);
+          h.transform_lines.push_back(st.line);
+        }
+      }
+    }
+    if (h.lm_line && st.keyword() == "if" && contains(st.text, "softcap")) {
+      h.cap_lines.push_back(st.line);
+      std::smatch cm;
+      if (std::regex_search(st.text, cm, cre)) h.cap_attr = cm[1];
+    }
+  }
+  if (!h.lm_line) h.undecided = c.name + ".forward never calls self.lm_head";
+  else if (h.access.empty())
+    h.undecided = "the hidden state fed to self.lm_head is not read as outputs.last_hidden_state or outputs[0]";
+  return h;
+}
+
+void Analyzer::decide_output() {
+  Decision& d9 = d("output_class");
+  Decision& d10 = d("last_hidden_state");
+  Decision& d11 = d("softcapping");
+  std::vector<const ClassDef*> lm;
+  for (const auto& c : m.classes) {
+    if (!(ends_with(c.name, "ForCausalLM") || ends_with(c.name, "ForConditionalGeneration"))) continue;
+    if (c.init_assignments_to("lm_head").empty() && !c.method("forward")) continue;
+    lm.push_back(&c);
+  }
+  bool vision = d("vision").decided() && d("vision").value.as<bool>();
+  YAML::Node all(YAML::NodeType::Sequence);
+  for (auto* c : lm) all.push_back(c->name);
+  d9.details["all"] = all;
+  for (auto* c : lm)
+    if (vision == ends_with(c->name, "ForConditionalGeneration")) { output_cls = c; break; }
+  if (!output_cls && !lm.empty()) output_cls = lm.front();
+  if (!output_cls) {
+    undecide(d9, "no XForCausalLM / XForConditionalGeneration class in the file");
+    undecide(d10, "no output class");
+    undecide(d11, "no output class");
+    return;
+  }
+  for (auto* c : lm) heads.push_back(analyse_head(*c));
+  decide(d9, output_cls->name, 0.95);
+  d9.evidence.push_back(ev(output_cls->line));
+  for (const auto& a : output_cls->init_assignments())
+    if (a.targets.front() == "self.model" || a.targets.front() == "self.language_model" ||
+        a.targets.front() == "self.transformer") {
+      d9.details["base_model_attribute"] = a.targets.front().substr(5);
+      auto locals = local_classes_in(s, a);
+      if (!locals.empty()) d9.details["base_model_class"] = locals.front();
+      break;
+    }
+  for (const auto& a : output_cls->init_assignments_to("lm_head")) d9.evidence.push_back(ev(a.line));
+  d9.details["lm_head"] = "lm_head";
+
+  const HeadInfo* h = nullptr;
+  for (const auto& x : heads)
+    if (x.cls == output_cls) h = &x;
+  if (!h->forward_line) {
+    undecide(d10, h->undecided);
+    undecide(d11, h->undecided);
+    return;
+  }
+  for (int l : h->hs_lines) d10.evidence.push_back(ev(l));
+  if (h->lm_line) d10.evidence.push_back(ev(h->lm_line));
+  for (int l : h->transform_lines) d10.evidence.push_back(ev(l));
+  if (!h->lm_line) {
+    undecide(d10, h->undecided);
+  } else {
+    if (h->access.empty()) undecide(d10, h->undecided);
+    else decide(d10, h->access, 0.95);
+    d10.details["variable"] = h->hs_var;
+    d10.details["logits_to_keep"] = h->logits_to_keep;
+    d10.details["lm_head"] = "lm_head";
+    YAML::Node transforms(YAML::NodeType::Sequence);
+    for (const auto& x : h->transforms) transforms.push_back(x);
+    d10.details["logits_transforms"] = transforms;
+  }
+  for (int l : h->cap_lines) d11.evidence.push_back(ev(l));
+  if (h->softcaps()) {
+    decide(d11, true, 0.95);
+    d11.details["config_attribute"] = h->cap_attr;
+    if (!h->cap_attr.empty())
+      if (auto prm = cfg.default_of(model_type, h->cap_attr)) {
+        d11.details["config_default"] = unquote(prm->default_value);
+        d11.evidence.push_back(cfg_ev(prm->line));
+      }
+  } else {
+    decide(d11, false, 0.9);
+    d11.evidence.push_back(ev(h->lm_line ? h->lm_line : h->forward_line));
+    d11.notes.push_back("no soft-capping applied to the logits in " + output_cls->name + ".forward");
+  }
+  // Every head's own answer, so a head that differs from the chosen one (Gemma3ForCausalLM
+  // soft-caps, Gemma3ForConditionalGeneration does not) is visible where it is declined.
+  YAML::Node hs(YAML::NodeType::Sequence);
+  for (const auto& x : heads) {
+    YAML::Node n;
+    n["class"] = x.cls->name;
+    n["line"] = x.cls->line;
+    n["last_hidden_state"] = x.undecided.empty() ? YAML::Node(x.access) : YAML::Node("undecided: " + x.undecided);
+    n["softcapping"] = x.softcaps();
+    if (!x.cap_attr.empty()) n["softcap_attribute"] = x.cap_attr;
+    if (!x.transforms.empty()) n["logits_transform"] = x.transforms.front();
+    hs.push_back(n);
+    if (x.cls != output_cls && x.softcaps() != h->softcaps())
+      d11.notes.push_back(x.cls->name + (x.softcaps() ? " soft-caps" : " does not soft-cap") +
+                          " its logits, unlike " + output_cls->name + "; see the patch plan for that head");
+  }
+  d9.details["heads"] = hs;
+  // Attention soft-capping is informative only (it is not a loss-kernel option).
+  for (const auto& c : m.classes)
+    for (const auto& a : c.init_assignments())
+      if (contains(a.value, "attn_logit_softcapping")) { d11.details["attention_softcapping"] = true; break; }
+}
+}  // namespace liger::autopatch::detail
