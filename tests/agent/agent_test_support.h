@@ -55,10 +55,11 @@ struct CliResult {
 };
 
 // Makes `root` a checkout of the kernel library as tree discovery and --tree see one (its op
-// list and source folder), so a CLI test can run a command that needs a tree without writing into
+// list, source folder and integrations folder), so a CLI test can run a command that needs a tree without writing into
 // the source tree the tests were built from.
 inline void make_checkout(const fs::path& root) {
   fs::create_directories(root / "kernels" / "src");
+  fs::create_directories(root / "kernels" / "python" / "liger_kernels" / "transformers");
   fs::copy_file(fs::path(LIGER_SOURCE_DIR) / "kernels" / "ops.yaml", root / "kernels" / "ops.yaml",
                 fs::copy_options::overwrite_existing);
 }

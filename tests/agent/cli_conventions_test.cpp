@@ -52,7 +52,7 @@ TEST(CliConventions, VersionFlagAndHelpCommand) {
 
 TEST(CliConventions, TyposGetTheNearestNameAndExit2) {
   TempDir dir;
-  make_checkout(dir.path());  // the commands below need a tree to name their ops
+  liger::testing::make_checkout(dir.path());  // the commands below need a tree to name their ops
   struct Case {
     std::vector<std::string> args;
     std::string expected;
@@ -75,7 +75,7 @@ TEST(CliConventions, TyposGetTheNearestNameAndExit2) {
 
 TEST(CliConventions, AnErrorIsPrintedOnce) {
   TempDir dir;
-  make_checkout(dir.path());  // the commands below need a tree to name their ops
+  liger::testing::make_checkout(dir.path());  // the commands below need a tree to name their ops
   auto result = run_cli(dir.path(), {"kernel-perf", "rms_nrom", "--profile-only"});
   EXPECT_EQ(result.exit_code, 2) << result.err;
   EXPECT_EQ(count(result.err, "no op named 'rms_nrom'"), 1u) << result.err;

@@ -52,7 +52,7 @@ void expect_usage_error_without_run(const fs::path& cwd, const BadInput& c) {
 
 TEST(CliTrust, BadKernelDevInputIsAUsageErrorWithoutARunDirectory) {
   TempDir dir;
-  make_checkout(dir.path());  // runs start in a checkout (the tree the workflow would write to)
+  testing::make_checkout(dir.path());  // runs start in a checkout (the tree the workflow would write to)
   fs::create_directories(dir.path() / "adir");
   ASSERT_EQ(::mkfifo((dir.path() / "afifo").c_str(), 0600), 0);
   std::string long_description;
@@ -139,7 +139,7 @@ void set_op_name(const fs::path& profile, const std::string& yaml_value) {
 
 TEST(CliTrust, EditedProfileWithCodeOrAPathAsOpNameIsRefusedAtApproval) {
   TempDir dir;
-  make_checkout(dir.path());  // runs start in a checkout (the tree the workflow would write to)
+  testing::make_checkout(dir.path());  // runs start in a checkout (the tree the workflow would write to)
   const std::vector<std::string> base = {"--json", "--run-dir", (dir.path() / "runs").string()};
   for (const std::string value : {std::string("\"evil\\nimport os\\nos.system('touch /tmp/x')\\nx\""),
                                   std::string("/tmp/abs")}) {
