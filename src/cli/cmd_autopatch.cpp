@@ -3,6 +3,7 @@
 #include "cli/commands.h"
 #include "cli/run_support.h"
 #include "liger/workflows.h"
+#include "util/input_limits.h"
 
 namespace liger::cli {
 
@@ -43,6 +44,7 @@ void register_autopatch_command(CLI::App& app, GlobalOptions& options) {
       "liger-agent autopatch qwen3 --modify --yes   # after a transformers upgrade",
   }));
   cmd->callback([args, &options] {
+    util::check_autopatch_input(args->model);
     engine::RunRequest request;
     request.workflow = "autopatch";
     request.label = std::filesystem::path(args->model).stem().string();

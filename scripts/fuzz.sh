@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer parser targets (fuzz/) with clang + ASan/UBSan and runs each for a bounded
+# time on its committed corpus. Fails (non-zero) on any crash, sanitizer report, leak or timeout;
+# the reproducer is left in $LIGER_FUZZ_DIR/artifacts/<target>/ (upload it from CI).
+#
+#   scripts/fuzz.sh [seconds-per-target]     default 60
+#
+# Environment:
+#   LIGER_FUZZ_DIR       build and work directory (default: build-fuzz)
+#   LIGER_FUZZ_TARGETS   targets to run (default: "expr_fuzz python_source_fuzz profile_fuzz")
+#   LIGER_FUZZ_RUNS      stop a target after this many executions instead (-runs=N; time still bounds it)
+#   LIGER_SKIP_APT=1     never call apt-get (fail with the list of missing packages instead)
+# New inputs the fuzzer finds go to $LIGER_FUZZ_DIR/corpus/<target>/, never into fuzz/corpus/.
+set -euo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+seconds="${1:-60}"
+work="${LIGER_FUZZ_DIR:-$repo_root/build-fuzz}"
+targets=(${LIGER_FUZZ_TARGETS:-expr_fuzz python_source_fuzz profile_fuzz})
+
+log() { printf '[fuzz] %s\n' "$*" >&2; }
+
+case "$seconds" in (''|*[!0-9]*) log "usage: scripts/fuzz.sh [seconds-per-target] (got '$seconds')"; exit 2;; esac
+
+# The build's own packages plus clang and its libFuzzer/sanitizer runtimes (setup.sh's optional
+# fuzzing list), installed when missing; nothing else of setup.sh runs.
+LIGER_SETUP_PACKAGES_ONLY=fuzz source "$repo_root/scripts/setup.sh"
+
+cc="$(command -v clang-14 || command -v clang)"
+cxx="$(command -v clang++-14 || command -v clang++)"
+if [ ! -f "$work/build.ninja" ]; then
+  log "configuring in $work"
+  CC="$cc" CXX="$cxx" cmake -S "$repo_root" -B "$work" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DLIGER_BUILD_KERNELS=OFF -DLIGER_BUILD_TESTS=OFF -DLIGER_BUILD_BENCHMARKS=OFF -DLIGER_BUILD_FUZZERS=ON >&2
+fi
+cmake --build "$work" -j "$(nproc)" --target "${targets[@]}" >&2
+
+failed=()
+for target in "${targets[@]}"; do
+  name="${target%_fuzz}"
+  seeds="$repo_root/fuzz/corpus/$name"
+  corpus="$work/corpus/$name"
+  artifacts="$work/artifacts/$name"
+  mkdir -p "$corpus" "$artifacts"
+  args=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=8192 -print_final_stats=1
+        -artifact_prefix="$artifacts/")
+  [ -n "${LIGER_FUZZ_RUNS:-}" ] && args+=(-runs="$LIGER_FUZZ_RUNS")
+  log "$target: ${seconds}s on $(ls "$seeds" | wc -l) seeds"
+  # The first corpus directory receives new inputs; the committed seeds are only read.
+  rc=0
+  "$work/fuzz/$target" "${args[@]}" "$corpus" "$seeds" >"$work/$target.log" 2>&1 || rc=$?
+  grep -E '^(#[0-9]+ +DONE|stat::|==[0-9]+==ERROR|SUMMARY)' "$work/$target.log" >&2 || true
+  if [ "$rc" -eq 0 ]; then
+    log "$target: no crash"
+  else
+    log "$target: FAILED (exit $rc), see $work/$target.log and the reproducer in $artifacts/"
+    failed+=("$target")
+  fi
+done
+if [ ${#failed[@]} -gt 0 ]; then
+  log "crashes or timeouts in: ${failed[*]}"
+  exit 1
+fi
