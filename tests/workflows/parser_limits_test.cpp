@@ -105,6 +105,45 @@ TEST(ParserLimits, ChainedAssignmentsCannotBuildADeepOrHugeTree) {
   }
 }
 
+// Found by fuzz/expr_fuzz: 15 short lines whose expression is within the size limits but whose
+// derivative (the product rule copies t at every level) has over a million operations once
+// expanded; Understand, printing and simplification then took tens of seconds.
+TEST(ParserLimits, ExpressionWhoseDerivativeExplodesIsAParseErrorAndSharedTermsStayFast) {
+  auto chain = [](int levels) {
+    std::string text = "t0 = x*x + 1\n";
+    for (int k = 1; k < levels; ++k) text += "t" + std::to_string(k) + " = t" + std::to_string(k - 1) + "*t" + std::to_string(k - 1) + " + 1\n";
+    return text + "y = t" + std::to_string(levels - 1) + "\n";
+  };
+  auto start = std::chrono::steady_clock::now();
+  try {
+    kd::parse_program(chain(15));
+    FAIL() << "an expression whose derivative has over a million operations parsed";
+  } catch (const kd::ParseError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("derivative with respect to x"), std::string::npos) << message;
+    EXPECT_NE(message.find(std::to_string(kd::kMaxDerivativeNodes)), std::string::npos) << message;
+    EXPECT_EQ(e.line(), 16) << message;
+  }
+  // Through Understand it is a clear "does not parse" decision, not a stall.
+  kd::KernelProfile rejected = kd::analyse({chain(15), kd::InputKind::Expression, "chain"}, kb());
+  ASSERT_TRUE(rejected.undecided.count("tier"));
+  EXPECT_NE(rejected.undecided.at("tier").find("derivative"), std::string::npos) << rejected.undecided.at("tier");
+  // Ten levels are accepted: the derivative shares its terms (memoised differentiation and
+  // simplification), and its value is the chain rule's: t' = 2 t_prev t_prev'.
+  kd::Program p = kd::parse_program(chain(10));
+  kd::Expr d = kd::derivative(p.expression, "x");
+  const double x = 0.01;
+  double t = x * x + 1, dt = 2 * x;
+  for (int k = 1; k < 10; ++k) {
+    dt = 2 * t * dt;
+    t = t * t + 1;
+  }
+  EXPECT_NEAR(kd::eval_f64(d, {{"x", x}}), dt, 1e-9 * std::fabs(dt));
+  double elapsed = seconds_since(start);
+  std::printf("[ timing ] derivative blow-up rejected, 10-level chain differentiated: %.3f s\n", elapsed);
+  EXPECT_LT(elapsed, 3.0);
+}
+
 TEST(ParserLimits, TwentyThousandTermSumIsHandledAsABalancedTree) {
   std::string sum = "x";
   for (int i = 1; i < 20000; ++i) sum += i % 3 == 0 ? " - x" : " + x";

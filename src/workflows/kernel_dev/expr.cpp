@@ -167,7 +167,7 @@ TreeShape tree_shape(const Expr& root) {
     for (const auto& a : node->args) {
       const TreeShape& c = done.at(a.get());
       shape.depth = std::max(shape.depth, c.depth + 1);
-      shape.nodes = std::min<std::uint64_t>(shape.nodes + c.nodes, kMaxTreeNodes + 1);
+      shape.nodes = std::min<std::uint64_t>(shape.nodes + c.nodes, kTreeNodesCap);
     }
     done[node] = shape;
   }
@@ -183,6 +183,21 @@ std::string tree_limit_problem(const Expr& e) {
     return "the expression has more than " + std::to_string(kMaxTreeNodes) +
            " operations once assignments are substituted (limit " + std::to_string(kMaxTreeNodes) +
            "); an intermediate variable used many times multiplies its size: write a smaller expression";
+  // Understand derives the gradient of every input and parameter, and the backward kernel is
+  // generated from it: a few lines can have a small expression whose derivative is huge (the
+  // product rule copies a subexpression per use), so the derivative is held to a limit too.
+  for (const auto& variable : free_symbols(e)) {
+    Expr raw;
+    try {
+      raw = differentiate(e, variable);
+    } catch (const std::invalid_argument&) {
+      continue;  // a function without a derivative: reported where gradients are derived
+    }
+    if (tree_shape(raw).nodes > kMaxDerivativeNodes)
+      return "the derivative with respect to " + variable + " has more than " + std::to_string(kMaxDerivativeNodes) +
+             " operations once assignments are substituted (limit " + std::to_string(kMaxDerivativeNodes) +
+             "); an intermediate variable used many times multiplies its size: write a smaller expression";
+  }
   return "";
 }
 
@@ -827,13 +842,23 @@ class Differentiator {
     return result;
   }
   Expr differentiate(const Expr& e, const std::string&) { return d(e); }
-  Expr d(const Expr& e);
+  // Memoised per node: a subexpression shared by assignments is differentiated once, and the
+  // result is shared in turn (without it, t = t * t + 1 repeated k times costs 2^k calls).
+  Expr d(const Expr& e) {
+    auto it = derived_.find(e.get());
+    if (it != derived_.end()) return it->second;
+    Expr result = d_node(e);
+    derived_.emplace(e.get(), result);
+    return result;
+  }
+  Expr d_node(const Expr& e);
 
   const std::string& v;
   std::unordered_map<const Node*, bool> memo_;
+  std::unordered_map<const Node*, Expr> derived_;
 };
 
-Expr Differentiator::d(const Expr& e) {
+Expr Differentiator::d_node(const Expr& e) {
   if (!depends(e)) return num(0);
   const auto& a = e->args;
   switch (e->kind) {
@@ -1048,16 +1073,23 @@ Expr rule(const Expr& e) {
   return e;
 }
 
-Expr simplify_once(const Expr& e) {
+// One bottom-up pass, memoised per node so that a subexpression shared by several uses is
+// rewritten once and stays shared: the pass is linear in the distinct nodes, not in the size of
+// the expanded tree.
+Expr simplify_once(const Expr& e, std::unordered_map<const Node*, Expr>& done) {
   if (e->args.empty()) return e;
+  auto it = done.find(e.get());
+  if (it != done.end()) return it->second;
   std::vector<Expr> args;
   bool changed = false;
   for (const auto& a : e->args) {
-    args.push_back(simplify_once(a));
+    args.push_back(simplify_once(a, done));
     changed = changed || args.back() != a;
   }
   Expr rebuilt = changed ? make(e->kind, std::move(args), e->name, e->value) : e;
-  return rule(rebuilt);
+  Expr result = rule(rebuilt);
+  done.emplace(e.get(), result);
+  return result;
 }
 
 }  // namespace
@@ -1065,7 +1097,8 @@ Expr simplify_once(const Expr& e) {
 Expr simplify(const Expr& e) {
   Expr current = e;
   for (int pass = 0; pass < 32; ++pass) {
-    Expr next = simplify_once(current);
+    std::unordered_map<const Node*, Expr> done;
+    Expr next = simplify_once(current, done);
     if (equal(next, current)) return next;
     // Rewrites reassociate (constants float to the front): a pass may deepen the tree. The
     // walkers' stack stays bounded because a pass that would go past the limit is not taken.

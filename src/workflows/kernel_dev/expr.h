@@ -77,14 +77,19 @@ inline constexpr int kMaxNesting = 200;                  // parentheses, call ar
 inline constexpr int kMaxTreeDepth = 1000;               // the IR after substitution
 inline constexpr std::uint64_t kMaxTreeNodes = 200000;   // the IR after substitution, expanded
 inline constexpr std::size_t kMaxSourceBytes = 256 * 1024;  // expression or PyTorch text (util::kMaxKernelDevInputBytes)
+// The raw (unsimplified) derivative with respect to any input or parameter, expanded. The product
+// rule roughly triples a term, so a sum at the kMaxTreeNodes limit still has its gradient.
+inline constexpr std::uint64_t kMaxDerivativeNodes = 4 * kMaxTreeNodes;
+inline constexpr std::uint64_t kTreeNodesCap = std::uint64_t{1} << 62;  // TreeShape::nodes saturates here
 
 struct TreeShape {
   int depth = 0;
-  std::uint64_t nodes = 0;  // saturates at kMaxTreeNodes + 1
+  std::uint64_t nodes = 0;  // expanded (shared subtrees once per use); saturates at kTreeNodesCap
 };
 // Iterative (works on any tree, shared subtrees counted once per use).
 TreeShape tree_shape(const Expr& e);
-// "" when `e` is within kMaxTreeDepth / kMaxTreeNodes, else a sentence naming the limit.
+// "" when `e` is within kMaxTreeDepth / kMaxTreeNodes and its derivative with respect to each
+// free symbol within kMaxDerivativeNodes, else a sentence naming the limit.
 std::string tree_limit_problem(const Expr& e);
 
 // One precedence level of a chain: terms[0] ops[1] terms[1] ops[2] terms[2] ... with ops '+'/'-'
