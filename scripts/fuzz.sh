@@ -11,6 +11,7 @@
 #   LIGER_FUZZ_DIR       build and work directory (default: build-fuzz)
 #   LIGER_FUZZ_TARGETS   targets to run (default: "expr_fuzz python_source_fuzz profile_fuzz")
 #   LIGER_FUZZ_RUNS      stop a target after this many executions instead (-runs=N; time still bounds it)
+#   LIGER_FUZZ_FORK      run N fuzzing processes per target (libFuzzer -fork=N) on a machine with cores to spare
 #   LIGER_SKIP_APT=1     never call apt-get (fail with the list of missing packages instead)
 # New inputs the fuzzer finds go to $LIGER_FUZZ_DIR/corpus/<target>/, never into fuzz/corpus/
 # (only `merge` writes there, keeping the smallest set of inputs with the same coverage).
@@ -76,6 +77,7 @@ for target in "${targets[@]}"; do
   args=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=8192 -print_final_stats=1
         -artifact_prefix="$artifacts/")
   [ -n "${LIGER_FUZZ_RUNS:-}" ] && args+=(-runs="$LIGER_FUZZ_RUNS")
+  [ -n "${LIGER_FUZZ_FORK:-}" ] && args+=(-fork="$LIGER_FUZZ_FORK")
   log "$target: ${seconds}s on $(ls "$seeds" | wc -l) seeds"
   # The first corpus directory receives new inputs; the committed seeds are only read.
   rc=0
