@@ -20,6 +20,9 @@ debian_packages=(
   libgtest-dev libgmock-dev libkainjow-mustache-dev gnuplot-nox
 )
 
+# Optional: only scripts/fuzz.sh needs them (clang's libFuzzer and sanitizer runtimes).
+fuzz_debian_packages=(clang-14 libclang-rt-14-dev)
+
 log() { printf '[setup] %s\n' "$*" >&2; }
 
 install_missing_packages() {
@@ -76,6 +79,13 @@ configure_and_build() {
     cmake --build "$build_dir" -j "$(nproc)" >&2
   fi
 }
+
+# scripts/fuzz.sh sources this file with LIGER_SETUP_PACKAGES_ONLY=fuzz: packages only, no build.
+if [ "${LIGER_SETUP_PACKAGES_ONLY:-}" = fuzz ]; then
+  debian_packages+=("${fuzz_debian_packages[@]}")
+  install_missing_packages
+  return 0 2>/dev/null || exit 0
+fi
 
 install_missing_packages
 find_nvcc

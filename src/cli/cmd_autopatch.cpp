@@ -8,6 +8,7 @@
 #include "liger/error.h"
 #include "liger/input_check.h"
 #include "liger/workflows.h"
+#include "util/input_limits.h"
 
 namespace liger::cli {
 
@@ -61,6 +62,7 @@ void register_autopatch_command(CLI::App& app, GlobalOptions& options) {
                   "pass the path of an existing modeling_<model>.py file, or a transformers model type (letters, "
                   "digits, _ . -) such as qwen3");
     }
+    if (given.is_file) util::check_autopatch_input(given.file.string());  // size limit, before a run exists
     engine::RunRequest request;
     request.workflow = "autopatch";
     request.label = std::filesystem::path(args->model).stem().string();

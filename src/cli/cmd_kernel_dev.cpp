@@ -6,6 +6,7 @@
 #include "cli/tree.h"
 #include "liger/input_check.h"
 #include "liger/workflows.h"
+#include "util/input_limits.h"
 
 namespace liger::cli {
 
@@ -49,6 +50,7 @@ void register_kernel_dev_command(CLI::App& app, GlobalOptions& options) {
     if (args->description.find_first_not_of(" \t\r\n") == std::string::npos)
       throw Error(ErrorKind::Usage, "kernel-dev needs a request: words, an expression or PyTorch code",
                   "e.g. liger-agent kernel-dev \"ReLU squared activation function\" or \"y = x * sigmoid(1.702 * x)\"");
+    util::check_kernel_dev_input(args->description);
     engine::RunRequest request;
     request.workflow = "kernel-dev";
     request.label = !args->name.empty() ? args->name : !args->modify.empty() ? args->modify : args->description;

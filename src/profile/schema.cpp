@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "liger/error.h"
+#include "util/input_limits.h"
 #include "liger/profile.h"
 #include "liger/util.h"
 
@@ -525,6 +526,11 @@ YAML::Node parse_yaml(const std::string& text, const std::string& origin) {
 }
 
 YAML::Node load_yaml_file(const std::filesystem::path& path) {
+  // Checked before reading: a profile is a few KiB, and yaml-cpp needs many times a document's
+  // size in memory.
+  util::check_file_size(path, path.string(), util::kMaxProfileBytes,
+                        "a profile (or other YAML document the engine loads) is a few KiB; restore it from the run's "
+                        "history or regenerate it");
   return parse_yaml(util::read_file(path), path.string());
 }
 

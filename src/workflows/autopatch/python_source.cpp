@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "liger/error.h"
+#include "util/input_limits.h"
 
 namespace liger::autopatch {
 
@@ -24,6 +25,10 @@ const std::set<std::string>& keywords() {
       "try", "while", "with", "yield"};
   return k;
 }
+
+// CPython's limits: 200 nested brackets (parser), 100 indentation levels (tokenizer).
+constexpr size_t kMaxBracketNesting = 200;
+constexpr size_t kMaxIndentLevels = 100;
 
 [[noreturn]] void lex_error(const std::string& origin, int line, const std::string& what) {
   throw Error(ErrorKind::Usage, origin + ":" + std::to_string(line) + ": " + what,
@@ -89,6 +94,9 @@ LexResult tokenize(std::string_view src, const std::string& origin) {
       }
       if (width > indents.back()) {
         indents.push_back(width);
+        if (indents.size() > kMaxIndentLevels + 1)
+          lex_error(origin, line, "column " + std::to_string(width + 1) + ": more than " +
+                                      std::to_string(kMaxIndentLevels) + " levels of indentation (Python's own limit)");
         push(TokKind::Indent, "", line, width);
       } else {
         while (width < indents.back()) {
@@ -226,7 +234,15 @@ LexResult tokenize(std::string_view src, const std::string& origin) {
       for (const char* o : ops2)
         if (src.substr(i, 2) == o) { op = o; break; }
     if (op.empty()) op = std::string(1, c);
-    if (op == "(" || op == "[" || op == "{") brackets.push_back({c, line});
+    if (op == "(" || op == "[" || op == "{") {
+      brackets.push_back({c, line});
+      // CPython stops at the same depth ("too many nested parentheses"); the analysis helpers
+      // rescan bracketed spans, so unbounded nesting would make them quadratic.
+      if (brackets.size() > kMaxBracketNesting)
+        lex_error(origin, line,
+                  "column " + std::to_string(col + 1) + ": brackets nest deeper than " +
+                      std::to_string(kMaxBracketNesting) + " levels (Python's own limit)");
+    }
     if (op == ")" || op == "]" || op == "}") {
       if (!brackets.empty()) brackets.pop_back();
     }
@@ -586,9 +602,11 @@ size_t block_end(const std::vector<Statement>& sts, size_t idx) {
 
 std::optional<std::string> copied_from_marker(const PythonModule& m, int first_line) {
   // The marker is a comment on the line(s) directly above the class (or its decorators).
-  for (const auto& c : m.comments) {
-    if (c.line >= first_line - 2 && c.line < first_line && c.text.rfind("Copied from", 0) == 0)
-      return trim(c.text.substr(std::string("Copied from").size()));
+  // Comments are in line order: a binary search keeps this linear over a file of many classes.
+  auto it = std::lower_bound(m.comments.begin(), m.comments.end(), first_line - 2,
+                             [](const Comment& c, int line) { return c.line < line; });
+  for (; it != m.comments.end() && it->line < first_line; ++it) {
+    if (it->text.rfind("Copied from", 0) == 0) return trim(it->text.substr(std::string("Copied from").size()));
   }
   return std::nullopt;
 }
@@ -596,6 +614,8 @@ std::optional<std::string> copied_from_marker(const PythonModule& m, int first_l
 }  // namespace
 
 PythonModule parse_python(std::string_view source, const std::string& origin) {
+  util::check_input_size(origin, source.size(), util::kMaxModelingFileBytes,
+                         "autopatch reads HuggingFace modeling files (a few hundred KiB at most)");
   PythonModule m;
   m.origin = origin;
   {
@@ -727,6 +747,9 @@ PythonModule parse_python(std::string_view source, const std::string& origin) {
 }
 
 PythonModule parse_python_file(const std::filesystem::path& path) {
+  util::check_file_size(path, path.string(), util::kMaxModelingFileBytes,
+                        "autopatch reads HuggingFace modeling files (a few hundred KiB at most); pass the "
+                        "modeling_<model>.py file itself");
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw Error(ErrorKind::Io, "cannot read " + path.string(),

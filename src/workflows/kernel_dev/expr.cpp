@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <sstream>
+#include <unordered_map>
 
 namespace liger::kernel_dev {
 
@@ -146,6 +147,100 @@ std::size_t node_count(const Expr& e) {
   std::size_t n = 1;
   for (const auto& a : e->args) n += node_count(a);
   return n;
+}
+
+TreeShape tree_shape(const Expr& root) {
+  // Post-order over the DAG with an explicit stack; each distinct node is measured once.
+  std::unordered_map<const Node*, TreeShape> done;
+  std::vector<std::pair<const Node*, bool>> stack{{root.get(), false}};
+  while (!stack.empty()) {
+    auto [node, children_done] = stack.back();
+    stack.pop_back();
+    if (done.count(node)) continue;
+    if (!children_done) {
+      stack.push_back({node, true});
+      for (const auto& a : node->args)
+        if (!done.count(a.get())) stack.push_back({a.get(), false});
+      continue;
+    }
+    TreeShape shape{1, 1};
+    for (const auto& a : node->args) {
+      const TreeShape& c = done.at(a.get());
+      shape.depth = std::max(shape.depth, c.depth + 1);
+      shape.nodes = std::min<std::uint64_t>(shape.nodes + c.nodes, kTreeNodesCap);
+    }
+    done[node] = shape;
+  }
+  return done.at(root.get());
+}
+
+std::string tree_limit_problem(const Expr& e) {
+  TreeShape shape = tree_shape(e);
+  if (shape.depth > kMaxTreeDepth)
+    return "the expression nests " + std::to_string(shape.depth) + " operations deep once assignments are substituted (limit " +
+           std::to_string(kMaxTreeDepth) + "); write it with fewer nested operations";
+  if (shape.nodes > kMaxTreeNodes)
+    return "the expression has more than " + std::to_string(kMaxTreeNodes) +
+           " operations once assignments are substituted (limit " + std::to_string(kMaxTreeNodes) +
+           "); an intermediate variable used many times multiplies its size: write a smaller expression";
+  // Understand derives the gradient of every input and parameter, and the backward kernel is
+  // generated from it: a few lines can have a small expression whose derivative is huge (the
+  // product rule copies a subexpression per use), so the derivative is held to a limit too.
+  for (const auto& variable : free_symbols(e)) {
+    Expr raw;
+    try {
+      raw = differentiate(e, variable);
+    } catch (const std::invalid_argument&) {
+      continue;  // a function without a derivative: reported where gradients are derived
+    }
+    if (tree_shape(raw).nodes > kMaxDerivativeNodes)
+      return "the derivative with respect to " + variable + " has more than " + std::to_string(kMaxDerivativeNodes) +
+             " operations once assignments are substituted (limit " + std::to_string(kMaxDerivativeNodes) +
+             "); an intermediate variable used many times multiplies its size: write a smaller expression";
+  }
+  return "";
+}
+
+namespace {
+// Left-associative run terms[lo..hi) with signs relative to terms[lo].
+Expr chain_range(const std::vector<Expr>& terms, const std::vector<bool>& inverted, std::size_t lo, std::size_t hi,
+                 bool additive) {
+  constexpr std::size_t kLeaf = 16;
+  if (hi - lo <= kLeaf) {
+    Expr out = terms[lo];
+    for (std::size_t i = lo + 1; i < hi; ++i) {
+      bool inverse = inverted[i] != inverted[lo];
+      out = additive ? (inverse ? sub(out, terms[i]) : add(out, terms[i]))
+                     : (inverse ? div(out, terms[i]) : mul(out, terms[i]));
+    }
+    return out;
+  }
+  // a0 ± ... ± a(m-1) ± am ± ... = (a0 ± ... ) (+|-) (am ± ... with signs relative to am):
+  // the same value whichever way it is grouped.
+  std::size_t mid = lo + (hi - lo) / 2;
+  Expr left = chain_range(terms, inverted, lo, mid, additive);
+  Expr right = chain_range(terms, inverted, mid, hi, additive);
+  bool inverse = inverted[mid] != inverted[lo];
+  return additive ? (inverse ? sub(left, right) : add(left, right)) : (inverse ? div(left, right) : mul(left, right));
+}
+}  // namespace
+
+Expr build_chain(const std::vector<Expr>& terms, const std::vector<char>& ops) {
+  if (terms.empty()) throw std::invalid_argument("build_chain: no terms");
+  bool additive = ops.size() < 2 || ops[1] == '+' || ops[1] == '-';
+  std::vector<bool> inverted(terms.size(), false);
+  for (std::size_t i = 1; i < terms.size(); ++i) inverted[i] = ops[i] == '-' || ops[i] == '/';
+  // Short chains keep the written (left-associative) grouping: their trees print and round-trip
+  // exactly as before, and shallow depth is not at stake.
+  constexpr std::size_t kBalanceFrom = 32;
+  if (terms.size() < kBalanceFrom) {
+    Expr out = terms[0];
+    for (std::size_t i = 1; i < terms.size(); ++i)
+      out = additive ? (inverted[i] ? sub(out, terms[i]) : add(out, terms[i]))
+                     : (inverted[i] ? div(out, terms[i]) : mul(out, terms[i]));
+    return out;
+  }
+  return chain_range(terms, inverted, 0, terms.size(), additive);
 }
 
 const std::vector<PrimitiveFunction>& primitive_functions() {
@@ -330,6 +425,7 @@ class Parser {
   }
 
   Expr expression() {
+    Nest guard(*this);
     Expr left = additive();
     static const char* ops[] = {"<", "<=", ">", ">=", "==", "!="};
     for (const char* op : ops) {
@@ -346,31 +442,58 @@ class Parser {
   std::size_t pos() const { return pos_; }
 
  private:
+  // Counts source nesting (a parenthesised or argument expression, a sign, an exponent) so the
+  // recursive descent cannot exhaust the stack: the error names where the limit was crossed.
+  struct Nest {
+    explicit Nest(Parser& p) : parser(p) {
+      if (++parser.nesting_ > kMaxNesting) {
+        const Token& t = parser.peek();
+        std::string where = "line " + std::to_string(t.line) + ", column " + std::to_string(t.column);
+        throw ParseError(where + ": the expression nests deeper than " + std::to_string(kMaxNesting) +
+                             " levels (parentheses, function calls, signs, powers); write it with fewer nested levels",
+                         t.line, t.column, "at most " + std::to_string(kMaxNesting) + " nesting levels");
+      }
+    }
+    ~Nest() { --parser.nesting_; }
+    Parser& parser;
+  };
+
   Expr additive() {
-    Expr left = term();
+    std::vector<Expr> terms{term()};
+    std::vector<char> ops{'+'};
     while (true) {
       if (accept("+")) {
-        left = add(left, term());
+        ops.push_back('+');
       } else if (accept("-")) {
-        left = sub(left, term());
+        ops.push_back('-');
       } else {
-        return left;
+        return build_chain(terms, ops);
       }
+      terms.push_back(term());
     }
   }
   Expr term() {
-    Expr left = unary();
+    std::vector<Expr> terms{unary()};
+    std::vector<char> ops{'*'};
     while (true) {
       if (accept("*")) {
-        left = mul(left, unary());
+        ops.push_back('*');
       } else if (accept("/")) {
-        left = div(left, unary());
+        ops.push_back('/');
       } else {
-        return left;
+        return build_chain(terms, ops);
       }
+      terms.push_back(unary());
     }
   }
   Expr unary() {
+    if (at_op("-") || at_op("+")) {
+      Nest guard(*this);
+      return signed_unary();
+    }
+    return power();
+  }
+  Expr signed_unary() {
     if (accept("-")) {
       Expr operand = unary();
       if (operand->kind == Kind::Number) return num(-operand->value);
@@ -381,7 +504,10 @@ class Parser {
   }
   Expr power() {
     Expr base = primary();
-    if (accept("^") || accept("**")) return pow(base, unary());
+    if (accept("^") || accept("**")) {
+      Nest guard(*this);
+      return pow(base, unary());
+    }
     return base;
   }
   Expr primary() {
@@ -492,6 +618,7 @@ class Parser {
 
   std::vector<Token> tokens_;
   std::size_t pos_ = 0;
+  int nesting_ = 0;
   const FunctionResolver& resolver_;
   std::map<std::string, Expr> locals_;
 };
@@ -515,11 +642,16 @@ std::optional<ParamDecl> default_param_for_name(const std::string& name) {
 }
 
 Program parse_program(const std::string& text, const FunctionResolver& resolver) {
+  if (text.size() > kMaxSourceBytes)
+    throw ParseError("line 1, column 1: the expression is " + std::to_string(text.size()) + " bytes, more than the " +
+                         std::to_string(kMaxSourceBytes / 1024) + " KiB limit; write one element-wise op",
+                     1, 1, "at most " + std::to_string(kMaxSourceBytes / 1024) + " KiB");
   std::vector<Token> tokens = lex(text);
   Parser parser(tokens, resolver, {});
   Program program;
   std::vector<ParamDecl> declared;
   Expr last;
+  Token last_statement;
   std::string last_name = "y";
   // Statement boundaries are found on the token stream: IDENT '=' starts an assignment.
   std::size_t index = 0;
@@ -558,11 +690,13 @@ Program parse_program(const std::string& text, const FunctionResolver& resolver)
       declared.push_back(decl);
     } else {
       std::string target;
+      const Token first_token = first;
       if (first.type == Tok::Ident && parser.peek(1).type == Tok::Op && parser.peek(1).text == "=") {
         target = parser.next().text;
         parser.next();
       }
       Expr value = parser.expression();
+      last_statement = first_token;
       if (target.empty()) target = "y";
       parser.locals()[target] = value;
       last = value;
@@ -574,6 +708,15 @@ Program parse_program(const std::string& text, const FunctionResolver& resolver)
     skip_newlines();
   }
   if (!last) fail_at(parser.peek(), "an assignment such as 'y = relu(x)^2'");
+  // Checked once, on the output: nothing walks the intermediate values during parsing.
+  std::string problem = tree_limit_problem(last);
+  if (!problem.empty()) {
+    throw ParseError("line " + std::to_string(last_statement.line) + ", column " + std::to_string(last_statement.column) +
+                         ": " + problem,
+                     last_statement.line, last_statement.column,
+                     "at most " + std::to_string(kMaxTreeDepth) + " levels and " + std::to_string(kMaxTreeNodes) +
+                         " operations");
+  }
   program.output = last_name;
   program.expression = last;
   std::vector<std::string> names;
@@ -676,8 +819,47 @@ float eval_f32(const Expr& e, const Environment& env) { return evaluate<float>(e
 // ============================================================================================
 // Differentiation
 
-Expr differentiate(const Expr& e, const std::string& v) {
-  if (!free_symbols(e).count(v)) return num(0);
+namespace {
+// Whether a subtree mentions the variable, memoised per node: asking free_symbols() at every
+// node made differentiation quadratic in the size of the expression.
+class Differentiator {
+ public:
+  explicit Differentiator(const std::string& variable) : v(variable) {}
+  Expr operator()(const Expr& e) { return d(e); }
+
+ private:
+  bool depends(const Expr& e) {
+    if (e->kind == Kind::Symbol) return e->name == v;
+    auto it = memo_.find(e.get());
+    if (it != memo_.end()) return it->second;
+    bool result = false;
+    for (const auto& a : e->args)
+      if (depends(a)) {
+        result = true;
+        break;
+      }
+    memo_[e.get()] = result;
+    return result;
+  }
+  Expr differentiate(const Expr& e, const std::string&) { return d(e); }
+  // Memoised per node: a subexpression shared by assignments is differentiated once, and the
+  // result is shared in turn (without it, t = t * t + 1 repeated k times costs 2^k calls).
+  Expr d(const Expr& e) {
+    auto it = derived_.find(e.get());
+    if (it != derived_.end()) return it->second;
+    Expr result = d_node(e);
+    derived_.emplace(e.get(), result);
+    return result;
+  }
+  Expr d_node(const Expr& e);
+
+  const std::string& v;
+  std::unordered_map<const Node*, bool> memo_;
+  std::unordered_map<const Node*, Expr> derived_;
+};
+
+Expr Differentiator::d_node(const Expr& e) {
+  if (!depends(e)) return num(0);
   const auto& a = e->args;
   switch (e->kind) {
     case Kind::Number: return num(0);
@@ -688,12 +870,12 @@ Expr differentiate(const Expr& e, const std::string& v) {
     case Kind::Mul: return add(mul(differentiate(a[0], v), a[1]), mul(a[0], differentiate(a[1], v)));
     case Kind::Div: {
       Expr da = differentiate(a[0], v);
-      if (!free_symbols(a[1]).count(v)) return div(da, a[1]);
+      if (!depends(a[1])) return div(da, a[1]);
       return sub(div(da, a[1]), div(mul(a[0], differentiate(a[1], v)), pow(a[1], num(2))));
     }
     case Kind::Pow: {
       Expr da = differentiate(a[0], v);
-      if (!free_symbols(a[1]).count(v)) return mul(mul(a[1], pow(a[0], sub(a[1], num(1)))), da);
+      if (!depends(a[1])) return mul(mul(a[1], pow(a[0], sub(a[1], num(1)))), da);
       // a^b (b' log a + b a'/a)
       return mul(e, add(mul(differentiate(a[1], v), call("log", {a[0]})), div(mul(a[1], da), a[0])));
     }
@@ -735,6 +917,9 @@ Expr differentiate(const Expr& e, const std::string& v) {
   else throw std::invalid_argument("cannot differentiate function '" + f + "'");
   return mul(outer, du);
 }
+}  // namespace
+
+Expr differentiate(const Expr& e, const std::string& variable) { return Differentiator(variable)(e); }
 
 // ============================================================================================
 // Simplification
@@ -888,16 +1073,23 @@ Expr rule(const Expr& e) {
   return e;
 }
 
-Expr simplify_once(const Expr& e) {
+// One bottom-up pass, memoised per node so that a subexpression shared by several uses is
+// rewritten once and stays shared: the pass is linear in the distinct nodes, not in the size of
+// the expanded tree.
+Expr simplify_once(const Expr& e, std::unordered_map<const Node*, Expr>& done) {
   if (e->args.empty()) return e;
+  auto it = done.find(e.get());
+  if (it != done.end()) return it->second;
   std::vector<Expr> args;
   bool changed = false;
   for (const auto& a : e->args) {
-    args.push_back(simplify_once(a));
+    args.push_back(simplify_once(a, done));
     changed = changed || args.back() != a;
   }
   Expr rebuilt = changed ? make(e->kind, std::move(args), e->name, e->value) : e;
-  return rule(rebuilt);
+  Expr result = rule(rebuilt);
+  done.emplace(e.get(), result);
+  return result;
 }
 
 }  // namespace
@@ -905,8 +1097,12 @@ Expr simplify_once(const Expr& e) {
 Expr simplify(const Expr& e) {
   Expr current = e;
   for (int pass = 0; pass < 32; ++pass) {
-    Expr next = simplify_once(current);
+    std::unordered_map<const Node*, Expr> done;
+    Expr next = simplify_once(current, done);
     if (equal(next, current)) return next;
+    // Rewrites reassociate (constants float to the front): a pass may deepen the tree. The
+    // walkers' stack stays bounded because a pass that would go past the limit is not taken.
+    if (tree_shape(next).depth > 2 * kMaxTreeDepth) return current;
     current = next;
   }
   return current;

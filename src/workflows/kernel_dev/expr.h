@@ -19,6 +19,7 @@
 // FunctionResolver (the activation catalogue: gelu(a), silu(x), leaky_relu(x, 0.2)...).
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -65,6 +66,37 @@ Expr substitute(const Expr& e, const std::map<std::string, Expr>& bindings);
 bool contains_function(const Expr& e, const std::string& function);
 // Number of nodes (used to report how much simplification removed).
 std::size_t node_count(const Expr& e);
+
+// --------------------------------------------------------------------------------------------
+// Limits. Every walker over the IR (printing, evaluation, differentiation, simplification, code
+// generation) recurses over the tree, and intermediate assignments are substituted by sharing,
+// so a few lines of input can describe a tree that is very deep or astronomically large once
+// expanded. The parsers enforce these limits so that the walkers stay within a bounded stack
+// and bounded time, whatever the input.
+inline constexpr int kMaxNesting = 200;                  // parentheses, call arguments, signs, powers in the source
+inline constexpr int kMaxTreeDepth = 1000;               // the IR after substitution
+inline constexpr std::uint64_t kMaxTreeNodes = 200000;   // the IR after substitution, expanded
+inline constexpr std::size_t kMaxSourceBytes = 256 * 1024;  // expression or PyTorch text (util::kMaxKernelDevInputBytes)
+// The raw (unsimplified) derivative with respect to any input or parameter, expanded. The product
+// rule roughly triples a term, so a sum at the kMaxTreeNodes limit still has its gradient.
+inline constexpr std::uint64_t kMaxDerivativeNodes = 4 * kMaxTreeNodes;
+inline constexpr std::uint64_t kTreeNodesCap = std::uint64_t{1} << 62;  // TreeShape::nodes saturates here
+
+struct TreeShape {
+  int depth = 0;
+  std::uint64_t nodes = 0;  // expanded (shared subtrees once per use); saturates at kTreeNodesCap
+};
+// Iterative (works on any tree, shared subtrees counted once per use).
+TreeShape tree_shape(const Expr& e);
+// "" when `e` is within kMaxTreeDepth / kMaxTreeNodes and its derivative with respect to each
+// free symbol within kMaxDerivativeNodes, else a sentence naming the limit.
+std::string tree_limit_problem(const Expr& e);
+
+// One precedence level of a chain: terms[0] ops[1] terms[1] ops[2] terms[2] ... with ops '+'/'-'
+// (or '*'/'/'); ops[0] is ignored. Short chains are left-associative as written; long ones are
+// grouped into a balanced tree of the same value, so a 20 000-term sum is a tree of depth ~30
+// rather than 20 000.
+Expr build_chain(const std::vector<Expr>& terms, const std::vector<char>& ops);
 
 // --------------------------------------------------------------------------------------------
 // Functions the IR knows natively (evaluation, differentiation, CUDA emission).

@@ -69,25 +69,32 @@ std::vector<LogicalLine> logical_lines(const std::string& source) {
     logical.raw = text;
     logical.indent = static_cast<int>(text.find_first_not_of(" \t"));
     std::string joined = strip_comment(text);
-    auto depth_of = [](const std::string& s) {
-      int depth = 0;
-      char quote = 0;
-      for (std::size_t k = 0; k < s.size(); ++k) {
-        char c = s[k];
+    // Bracket depth of `joined`, scanned incrementally as lines are appended (rescanning the
+    // whole joined text per line is quadratic in a long unclosed bracket). A trailing '\\' is
+    // left unscanned: it is either removed (line continuation) or the last character.
+    int depth = 0;
+    char quote = 0;
+    std::size_t scanned = 0;
+    auto scan = [&](std::size_t upto) {
+      for (; scanned < upto; ++scanned) {
+        char c = joined[scanned];
         if (quote) {
-          if (c == '\\') ++k;
+          if (c == '\\') ++scanned;
           else if (c == quote) quote = 0;
         } else if (c == '"' || c == '\'') quote = c;
         else if (c == '(' || c == '[' || c == '{') ++depth;
         else if (c == ')' || c == ']' || c == '}') --depth;
       }
-      return depth;
     };
-    while (i + 1 < physical.size() &&
-           (depth_of(joined) > 0 || (!joined.empty() && joined.find_last_not_of(" \t") != std::string::npos &&
-                                     joined[joined.find_last_not_of(" \t")] == '\\'))) {
+    auto continued = [&] {
       std::size_t last = joined.find_last_not_of(" \t");
-      if (last != std::string::npos && joined[last] == '\\') joined = joined.substr(0, last);
+      bool backslash = last != std::string::npos && joined[last] == '\\';
+      scan(backslash ? last : joined.size());
+      return backslash || depth > 0;
+    };
+    while (i + 1 < physical.size() && continued()) {
+      std::size_t last = joined.find_last_not_of(" \t");
+      if (last != std::string::npos && joined[last] == '\\') joined.resize(last);
       joined += " " + strip_comment(physical[++i]);
     }
     std::size_t first = joined.find_first_not_of(" \t");
@@ -106,6 +113,7 @@ struct PyToken {
   PyTok type = PyTok::End;
   std::string text;
   double number = 0.0;
+  std::size_t offset = 0;  // in the text being lexed, for error columns
 };
 
 std::vector<PyToken> py_lex(const std::string& text) {
@@ -118,6 +126,7 @@ std::vector<PyToken> py_lex(const std::string& text) {
       continue;
     }
     PyToken t;
+    t.offset = i;
     if (std::isdigit(static_cast<unsigned char>(c)) ||
         (c == '.' && i + 1 < text.size() && std::isdigit(static_cast<unsigned char>(text[i + 1])))) {
       std::size_t j = i;
@@ -157,19 +166,28 @@ std::vector<PyToken> py_lex(const std::string& text) {
     }
     out.push_back(t);
   }
-  out.push_back(PyToken{});
+  PyToken end;
+  end.offset = text.size();
+  out.push_back(end);
   return out;
 }
 
 // --------------------------------------------------------------------------------------------
 // Values during translation.
+// A named argument: a struct, not std::pair<std::string, Value>, because std::pair needs the
+// complete Value where Value declares the vector (clang rejects it; GCC let it pass).
+struct NamedValue;
 struct Value {
   enum Type { Tensor, String, Path, Method, Module, None, Tuple } type = None;
   Expr expr;                 // Tensor
   std::string text;          // String literal / dotted path / module functional name
   Expr receiver;             // Method
-  std::vector<std::pair<std::string, Value>> module_args;  // Module: constructor arguments
+  std::vector<NamedValue> module_args;  // Module: constructor arguments
   std::vector<Value> items;  // Tuple
+};
+struct NamedValue {
+  std::string first;
+  Value second;
 };
 
 Value tensor(Expr e) {
@@ -269,10 +287,14 @@ class Translator {
   };
   std::map<std::string, Helper> helpers;  // top-level defs usable as functions
   std::function<Value(const std::string&, const std::vector<Arg>&)> call_helper;
+  // Where the text given to evaluate() starts in the file, for error positions.
+  int line = 0;
+  int column_base = 0;
 
   Value evaluate(const std::string& text) {
     tokens_ = py_lex(text);
     pos_ = 0;
+    nesting_ = 0;
     Value v = expression();
     if (peek().type != PyTok::End) {
       if (peek().text == ",") {  // a tuple
@@ -309,7 +331,23 @@ class Translator {
     if (!accept(op)) throw Reject{std::string("expected '") + op + "' near '" + peek().text + "'", 0};
   }
 
+  // Source nesting (parentheses, arguments, signs, exponents) is bounded so the recursive descent
+  // cannot exhaust the stack on adversarial input.
+  struct Nest {
+    explicit Nest(Translator& t) : translator(t) {
+      if (++translator.nesting_ > kMaxNesting)
+        throw Reject{"line " + std::to_string(translator.line) + ", column " +
+                         std::to_string(translator.column_base + static_cast<int>(translator.peek().offset) + 1) +
+                         ": the expression nests deeper than " + std::to_string(kMaxNesting) +
+                         " levels (parentheses, calls, signs, powers); write it with fewer nested levels",
+                     0};
+    }
+    ~Nest() { --translator.nesting_; }
+    Translator& translator;
+  };
+
   Value expression() {
+    Nest guard(*this);
     if (peek().type == PyTok::Name && peek().text == "lambda") throw Reject{"lambda expressions are not supported", 0};
     Value left = additive();
     static const char* ops[] = {"<", "<=", ">", ">=", "==", "!="};
@@ -322,25 +360,44 @@ class Translator {
       throw Reject{"conditional expressions (a if c else b) are not supported; use torch.where", 0};
     return left;
   }
+  // Chains are collected and built by build_chain (balanced when long: a 20 000-term sum must not
+  // become a 20 000-deep tree).
   Value additive() {
-    Value left = term();
+    Value first = term();
+    std::vector<Expr> terms;
+    std::vector<char> ops{'+'};
     while (true) {
-      if (accept("+")) left = tensor(add(as_tensor(left, "a tensor"), as_tensor(term(), "a tensor")));
-      else if (accept("-")) left = tensor(sub(as_tensor(left, "a tensor"), as_tensor(term(), "a tensor")));
-      else return left;
+      char op = accept("+") ? '+' : accept("-") ? '-' : 0;
+      if (!op) return terms.empty() ? first : tensor(build_chain(terms, ops));
+      if (terms.empty()) terms.push_back(as_tensor(first, "a tensor"));
+      ops.push_back(op);
+      terms.push_back(as_tensor(term(), "a tensor"));
     }
   }
   Value term() {
-    Value left = unary();
+    Value first = unary();
+    std::vector<Expr> terms;
+    std::vector<char> ops{'*'};
     while (true) {
-      if (accept("*")) left = tensor(mul(as_tensor(left, "a tensor"), as_tensor(unary(), "a tensor")));
-      else if (accept("/")) left = tensor(div(as_tensor(left, "a tensor"), as_tensor(unary(), "a tensor")));
+      char op = 0;
+      if (accept("*")) op = '*';
+      else if (accept("/")) op = '/';
       else if (accept("@")) throw Reject{"'@' is a matrix multiplication (GEMM)", 3};
       else if (accept("//") || accept("%")) throw Reject{"integer division / modulo is not a floating-point element-wise op", 0};
-      else return left;
+      if (!op) return terms.empty() ? first : tensor(build_chain(terms, ops));
+      if (terms.empty()) terms.push_back(as_tensor(first, "a tensor"));
+      ops.push_back(op);
+      terms.push_back(as_tensor(unary(), "a tensor"));
     }
   }
   Value unary() {
+    if (peek().type == PyTok::Op && (peek().text == "-" || peek().text == "+")) {
+      Nest guard(*this);
+      return signed_unary();
+    }
+    return power();
+  }
+  Value signed_unary() {
     if (accept("-")) {
       Expr e = as_tensor(unary(), "a tensor");
       return tensor(is_number(e) ? num(-e->value) : neg(e));
@@ -350,7 +407,10 @@ class Translator {
   }
   Value power() {
     Value base = postfix();
-    if (accept("**")) return tensor(pow(as_tensor(base, "a tensor"), as_tensor(unary(), "an exponent")));
+    if (accept("**")) {
+      Nest guard(*this);
+      return tensor(pow(as_tensor(base, "a tensor"), as_tensor(unary(), "an exponent")));
+    }
     return base;
   }
   std::vector<Arg> arguments() {
@@ -617,6 +677,8 @@ class Translator {
     }
     if (path == "math.sqrt" || path == "math.exp" || path == "math.log" || path == "math.tanh") {
       Expr x = as_tensor(args.at(0).value, "a number");
+      std::string problem = tree_limit_problem(x);
+      if (!problem.empty()) throw Reject{problem, 0};
       return tensor(simplify(call(path.substr(5), {x})));
     }
     if (path == "float" || path == "torch.tensor" || path == "torch.as_tensor") return args.at(0).value;
@@ -630,6 +692,7 @@ class Translator {
   std::vector<std::string>& notes_;
   std::vector<PyToken> tokens_;
   std::size_t pos_ = 0;
+  int nesting_ = 0;
 };
 
 struct Def {
@@ -706,6 +769,11 @@ bool looks_like_pytorch(const std::string& text) {
 
 TorchTranslation translate_pytorch(const std::string& source, const Catalogue& catalogue) {
   TorchTranslation result;
+  if (source.size() > kMaxSourceBytes) {
+    result.rejection = "the PyTorch source is " + std::to_string(source.size()) + " bytes, more than the " +
+                       std::to_string(kMaxSourceBytes / 1024) + " KiB limit; pass the function that defines the op";
+    return result;
+  }
   std::vector<LogicalLine> lines = logical_lines(source);
   // Structure: top-level defs and classes with their methods.
   std::vector<Def> functions;
@@ -767,6 +835,8 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
       if (t == "pass" || t.rfind("super(", 0) == 0 || t.rfind("assert ", 0) == 0) continue;
       if (t.rfind("return", 0) == 0) {
         std::string rest = t.substr(6);
+        translator.line = l.number;
+        translator.column_base = l.indent + 6;
         Value v = translator.evaluate(rest);
         if (v.type == Value::Tuple) throw Reject{"the function returns several outputs; the built-in analyser handles one", 0};
         return v;
@@ -803,13 +873,30 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
         throw Reject{"tuple unpacking ('" + target + " = ...') splits a tensor; not element-wise on one shape", 0};
       if (target.rfind("self.", 0) == 0 || target.find('[') != std::string::npos)
         throw Reject{"assigning to '" + target + "' in forward (state or indexing) is not element-wise", 0};
-      if (!augmented.empty()) value = target + " " + augmented + " (" + value + ")";
+      translator.line = l.number;
+      translator.column_base = l.indent + static_cast<int>(eq) + 1;
+      if (!augmented.empty()) {
+        value = target + " " + augmented + " (" + value + ")";
+        translator.column_base -= static_cast<int>(target.size()) + 4;  // the text added in front
+      }
       translator.locals[target] = translator.evaluate(value);
     }
     throw Reject{"no return statement", 0};
   };
 
+  // Helpers may call helpers; a cycle (or a very deep chain) would recurse without end.
+  constexpr int kMaxHelperDepth = 32;
+  int helper_depth = 0;
   translator.call_helper = [&](const std::string& name, const std::vector<Arg>& args) -> Value {
+    struct Depth {
+      int& value;
+      explicit Depth(int& v) : value(++v) {}
+      ~Depth() { --value; }
+    } depth_guard(helper_depth);
+    if (helper_depth > kMaxHelperDepth)
+      throw Reject{name + "(): helper functions call each other more than " + std::to_string(kMaxHelperDepth) +
+                       " levels deep (recursion is not supported by the built-in analyser)",
+                   0};
     const Def* def = nullptr;
     for (const auto& f : functions)
       if (f.name == name) def = &f;
@@ -985,6 +1072,7 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
     current = nullptr;
     Value out = run_body(entry->body);
     Expr expression = translator.as_tensor(out, "a tensor result");
+    if (std::string problem = tree_limit_problem(expression); !problem.empty()) throw Reject{problem, 0};
     result.elementwise = true;
     result.program.output = "y";
     result.program.expression = expression;

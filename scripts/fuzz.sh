@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer parser targets (fuzz/) with clang + ASan/UBSan and runs each for a bounded
+# time on its committed corpus. Fails (non-zero) on any crash, sanitizer report, leak or timeout;
+# the reproducer is left in $LIGER_FUZZ_DIR/artifacts/<target>/ (upload it from CI).
+#
+#   scripts/fuzz.sh [seconds-per-target]     default 60
+#   scripts/fuzz.sh smoke                    CI: 30 s per target
+#   scripts/fuzz.sh merge                    minimise fuzz/corpus/<target>/ with what runs found
+#
+# Environment:
+#   LIGER_FUZZ_DIR       build and work directory (default: build-fuzz)
+#   LIGER_FUZZ_TARGETS   targets to run (default: "expr_fuzz python_source_fuzz profile_fuzz")
+#   LIGER_FUZZ_RUNS      stop a target after this many executions instead (-runs=N; time still bounds it)
+#   LIGER_FUZZ_FORK      run N fuzzing processes per target (libFuzzer -fork=N) on a machine with cores to spare
+#   LIGER_SKIP_APT=1     never call apt-get (fail with the list of missing packages instead)
+# New inputs the fuzzer finds go to $LIGER_FUZZ_DIR/corpus/<target>/, never into fuzz/corpus/
+# (only `merge` writes there, keeping the smallest set of inputs with the same coverage).
+set -euo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+mode="${1:-60}"
+work="${LIGER_FUZZ_DIR:-$repo_root/build-fuzz}"
+targets=(${LIGER_FUZZ_TARGETS:-expr_fuzz python_source_fuzz profile_fuzz})
+
+log() { printf '[fuzz] %s\n' "$*" >&2; }
+
+case "$mode" in
+  smoke) seconds=30 ;;
+  merge) seconds=0 ;;
+  ''|*[!0-9]*)
+    log "usage: scripts/fuzz.sh [seconds-per-target | smoke | merge] (got '$mode')"
+    exit 2 ;;
+  *) seconds="$mode" ;;
+esac
+
+# The build's own packages plus clang and its libFuzzer/sanitizer runtimes (setup.sh's optional
+# fuzzing list), installed when missing; nothing else of setup.sh runs.
+LIGER_SETUP_PACKAGES_ONLY=fuzz bash "$repo_root/scripts/setup.sh"
+
+cc="$(command -v clang-14 || command -v clang)"
+cxx="$(command -v clang++-14 || command -v clang++)"
+if [ ! -f "$work/build.ninja" ]; then
+  log "configuring in $work"
+  launcher=()
+  command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  CC="$cc" CXX="$cxx" cmake -S "$repo_root" -B "$work" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DLIGER_BUILD_KERNELS=OFF -DLIGER_BUILD_TESTS=OFF -DLIGER_BUILD_BENCHMARKS=OFF -DLIGER_BUILD_FUZZERS=ON \
+    "${launcher[@]}" >&2
+fi
+cmake --build "$work" -j "$(nproc)" --target "${targets[@]}" >&2
+
+corpus_size() { printf '%s files, %s bytes' "$(find "$1" -type f | wc -l)" "$(find "$1" -type f -printf '%s\n' | awk '{s+=$1} END {print s+0}')"; }
+
+if [ "$mode" = merge ]; then
+  for target in "${targets[@]}"; do
+    name="${target%_fuzz}"
+    seeds="$repo_root/fuzz/corpus/$name"
+    merged="$work/merged/$name"
+    rm -rf "$merged" && mkdir -p "$merged" "$work/corpus/$name"
+    # -merge=1 keeps, from the committed seeds first and then the found inputs, only those that add
+    # coverage; the committed directory is replaced only once the merge has succeeded.
+    "$work/fuzz/$target" -merge=1 -timeout=10 -rss_limit_mb=2048 -max_len=8192 "$merged" "$seeds" "$work/corpus/$name" \
+      >"$work/$target.merge.log" 2>&1 || { log "$target: merge failed, see $work/$target.merge.log"; exit 1; }
+    log "$target: $(corpus_size "$seeds") -> $(corpus_size "$merged")"
+    rm -rf "$seeds" && cp -r "$merged" "$seeds"
+  done
+  exit 0
+fi
+
+failed=()
+for target in "${targets[@]}"; do
+  name="${target%_fuzz}"
+  seeds="$repo_root/fuzz/corpus/$name"
+  corpus="$work/corpus/$name"
+  artifacts="$work/artifacts/$name"
+  mkdir -p "$corpus" "$artifacts"
+  args=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=8192 -print_final_stats=1
+        -artifact_prefix="$artifacts/")
+  [ -n "${LIGER_FUZZ_RUNS:-}" ] && args+=(-runs="$LIGER_FUZZ_RUNS")
+  [ -n "${LIGER_FUZZ_FORK:-}" ] && args+=(-fork="$LIGER_FUZZ_FORK")
+  log "$target: ${seconds}s on $(ls "$seeds" | wc -l) seeds"
+  # The first corpus directory receives new inputs; the committed seeds are only read.
+  rc=0
+  start=$(date +%s)
+  "$work/fuzz/$target" "${args[@]}" "$corpus" "$seeds" >"$work/$target.log" 2>&1 || rc=$?
+  wall=$(( $(date +%s) - start ))
+  grep -E '^(==[0-9]+==ERROR|SUMMARY|stat::number_of_executed_units|stat::average_exec_per_sec)' "$work/$target.log" >&2 || true
+  if [ "$rc" -eq 0 ]; then
+    log "$target: no crash; ${wall}s wall; found corpus $(corpus_size "$corpus")"
+  else
+    log "$target: FAILED (exit $rc), see $work/$target.log and the reproducer in $artifacts/"
+    failed+=("$target")
+  fi
+done
+if [ ${#failed[@]} -gt 0 ]; then
+  log "crashes or timeouts in: ${failed[*]}"
+  exit 1
+fi
