@@ -59,6 +59,17 @@ if "$work/venv/bin/python" -c "import torch, pytest, sys; sys.exit(0 if torch.cu
   echo "== binding tests against the installed wheel"
   env -u LIGER_KERNELS_LIBRARY -u PYTHONPATH LIGER_TEST_INSTALLED=1 "$work/venv/bin/python" -m pytest -q -p no:cacheprovider \
     "$repo/tests/python/test_abi.py" "$repo/tests/python/test_ops.py"
+elif "$py" -c "import torch, pytest, sys; sys.exit(0 if torch.cuda.is_available() else 1)" >/dev/null 2>&1; then
+  # torch lives in the interpreter's own environment (a venv of its own, as on the GPU machine), which
+  # a new venv does not see: install the wheel into a target folder for that interpreter instead.
+  "$py" -m pip install --no-index --no-deps --target "$work/site" "$wheel_file" >"$work/install-target.log" 2>&1 ||
+    { cat "$work/install-target.log"; echo "pip install --target of the wheel failed"; exit 1; }
+  (cd "$work" && env -u LIGER_KERNELS_LIBRARY PYTHONPATH="$work/site" "$py" -c \
+    "import liger_kernels, sys; f = liger_kernels.__file__; assert f.startswith(sys.argv[1]), f; print('liger_kernels from', f)" \
+    "$work/site")
+  echo "== binding tests against the installed wheel ($work/site)"
+  env -u LIGER_KERNELS_LIBRARY PYTHONPATH="$work/site" LIGER_TEST_INSTALLED=1 "$py" -m pytest -q -p no:cacheprovider \
+    "$repo/tests/python/test_abi.py" "$repo/tests/python/test_ops.py" ${LIGER_WHEEL_PYTEST_ARGS:-}
 else
   echo "binding tests against the wheel: not run (no torch with a CUDA device in this interpreter)"
 fi
