@@ -12,6 +12,7 @@
 #   LIGER_FUZZ_TARGETS   targets to run (default: "expr_fuzz python_source_fuzz profile_fuzz")
 #   LIGER_FUZZ_RUNS      stop a target after this many executions instead (-runs=N; time still bounds it)
 #   LIGER_FUZZ_FORK      run N fuzzing processes per target (libFuzzer -fork=N) on a machine with cores to spare
+#   LIGER_FUZZ_MAX_LEN   longest input (-max_len, default 8192); `merge` truncates found inputs to it
 #   LIGER_SKIP_APT=1     never call apt-get (fail with the list of missing packages instead)
 # New inputs the fuzzer finds go to $LIGER_FUZZ_DIR/corpus/<target>/, never into fuzz/corpus/
 # (only `merge` writes there, keeping the smallest set of inputs with the same coverage).
@@ -21,6 +22,7 @@ repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 mode="${1:-60}"
 work="${LIGER_FUZZ_DIR:-$repo_root/build-fuzz}"
 targets=(${LIGER_FUZZ_TARGETS:-expr_fuzz python_source_fuzz profile_fuzz})
+max_len="${LIGER_FUZZ_MAX_LEN:-8192}"
 
 log() { printf '[fuzz] %s\n' "$*" >&2; }
 
@@ -57,9 +59,11 @@ if [ "$mode" = merge ]; then
     seeds="$repo_root/fuzz/corpus/$name"
     merged="$work/merged/$name"
     rm -rf "$merged" && mkdir -p "$merged" "$work/corpus/$name"
-    # -merge=1 keeps, from the committed seeds first and then the found inputs, only those that add
-    # coverage; the committed directory is replaced only once the merge has succeeded.
-    "$work/fuzz/$target" -merge=1 -timeout=10 -rss_limit_mb=2048 -max_len=8192 "$merged" "$seeds" "$work/corpus/$name" \
+    # Named inputs (hand-written seeds, regression inputs) are kept as they are; of the rest
+    # (40-hex names, from earlier merges) and the found inputs, -merge=1 keeps only those that add
+    # coverage. The committed directory is replaced only once the merge has succeeded.
+    find "$seeds" -maxdepth 1 -type f ! -regex '.*/[0-9a-f]\{40\}' -exec cp {} "$merged/" \;
+    "$work/fuzz/$target" -merge=1 -timeout=10 -rss_limit_mb=2048 -max_len="$max_len" "$merged" "$seeds" "$work/corpus/$name" \
       >"$work/$target.merge.log" 2>&1 || { log "$target: merge failed, see $work/$target.merge.log"; exit 1; }
     log "$target: $(corpus_size "$seeds") -> $(corpus_size "$merged")"
     rm -rf "$seeds" && cp -r "$merged" "$seeds"
@@ -74,7 +78,7 @@ for target in "${targets[@]}"; do
   corpus="$work/corpus/$name"
   artifacts="$work/artifacts/$name"
   mkdir -p "$corpus" "$artifacts"
-  args=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=8192 -print_final_stats=1
+  args=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len="$max_len" -print_final_stats=1
         -artifact_prefix="$artifacts/")
   [ -n "${LIGER_FUZZ_RUNS:-}" ] && args+=(-runs="$LIGER_FUZZ_RUNS")
   [ -n "${LIGER_FUZZ_FORK:-}" ] && args+=(-fork="$LIGER_FUZZ_FORK")
