@@ -440,3 +440,43 @@ TEST(KernelDevPyTorch, RejectsNonElementwiseCodeWithTheLine) {
   EXPECT_FALSE(t.elementwise);
   EXPECT_EQ(t.tier_guess, 3);
 }
+
+// Python's one-line forms and spellings the reader must take as the block forms (issue 18):
+// a body on the def line, ';'-separated statements, lambdas, torch.nn.functional.<f>, and inputs
+// named like the default output.
+TEST(KernelDevPyTorch, OneLineDefsLambdasAndFullFunctionalPaths) {
+  struct Case {
+    const char* source;
+    const char* expected;
+  };
+  for (const Case& c : {Case{"def f(x): return x * torch.sigmoid(x)", "x * sigmoid(x)"},
+                        Case{"def f(x) -> torch.Tensor: t = torch.tanh(x); return t * x", "tanh(x) * x"},
+                        Case{"lambda x: x * torch.tanh(F.softplus(x))", "x * tanh(softplus(x))"},
+                        Case{"act = lambda a, b: a * torch.sigmoid(b) + b", "a * sigmoid(b) + b"},
+                        Case{"def f(x): return torch.nn.functional.silu(x) * 2", "2 * x * sigmoid(x)"},
+                        Case{"class M(torch.nn.Module):\n    def forward(self, x): return torch.nn.functional.relu(x) ** 2",
+                             "relu(x)^2"}}) {
+    auto t = torch(c.source);
+    ASSERT_TRUE(t.elementwise) << c.source << ": " << t.rejection << " at line " << t.line;
+    expect_same_function(t.program, kd::parse_expression(c.expected, catalogue().resolver()), c.source);
+  }
+  // A lambda whose body is not a tensor function is still refused with the reason, not misread.
+  auto t = torch("lambda x: x.sum(dim=-1)");
+  EXPECT_FALSE(t.elementwise);
+  EXPECT_FALSE(t.rejection.empty());
+}
+
+TEST(KernelDevPyTorch, GradientNamesNeverClashWithInputs) {
+  auto t = torch("def f(x, y): return torch.maximum(x, y) * 0.5");
+  ASSERT_TRUE(t.elementwise) << t.rejection;
+  EXPECT_EQ(t.program.inputs, (std::vector<std::string>{"x", "y"}));
+  EXPECT_NE(t.program.output, "y");
+  EXPECT_NE(t.program.output, "x");
+  // The expression language: an input named like the default output.
+  auto p = kd::parse_program("y = relu(y)^2", catalogue().resolver());
+  EXPECT_EQ(p.inputs, (std::vector<std::string>{"y"}));
+  EXPECT_NE(p.output, "y");
+  EXPECT_EQ(kd::unclashing_output_name("y", {"x", "y", "out"}, {}), "z");
+  EXPECT_EQ(kd::unclashing_output_name("y", {"dy"}, {}), "out");  // d<output> must not be an input either
+  EXPECT_EQ(kd::unclashing_output_name("c", {"a", "b"}, {}), "c");
+}

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <set>
 #include <sstream>
 #include <unordered_map>
 
@@ -731,7 +732,21 @@ Program parse_program(const std::string& text, const FunctionResolver& resolver)
       program.inputs.push_back(name);
     }
   }
+  program.output = unclashing_output_name(program.output, program.inputs, program.params);
   return program;
+}
+
+std::string unclashing_output_name(const std::string& preferred, const std::vector<std::string>& inputs,
+                                   const std::vector<ParamDecl>& params) {
+  std::set<std::string> taken;
+  for (const auto& n : inputs) taken.insert({n, "d" + n});
+  for (const auto& p : params) taken.insert({p.name, "d" + p.name});
+  auto free = [&](const std::string& n) { return !taken.count(n) && !taken.count("d" + n); };
+  if (free(preferred)) return preferred;
+  for (const char* candidate : {"y", "out", "z", "result", "output"})
+    if (free(candidate)) return candidate;
+  for (int i = 1;; ++i)
+    if (std::string c = "y" + std::to_string(i); free(c)) return c;
 }
 
 Expr parse_expression(const std::string& text, const FunctionResolver& resolver) {

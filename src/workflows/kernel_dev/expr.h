@@ -153,6 +153,12 @@ struct Program {
 // learnable-parameter names (alpha, beta, gamma, weight, bias, scale, shift...) are inputs.
 // Throws ParseError naming line, column and what was expected.
 Program parse_program(const std::string& text, const FunctionResolver& resolver = {});
+
+// The output's name: `preferred` unless it (or its gradient d<name>) collides with an input's or a
+// parameter's name or gradient, else the first free of y, out, z, result, ... Inputs may be named
+// anything (`def f(x, y): return x * y`), and the generated code names every gradient d<name>.
+std::string unclashing_output_name(const std::string& preferred, const std::vector<std::string>& inputs,
+                                   const std::vector<ParamDecl>& params);
 Expr parse_expression(const std::string& text, const FunctionResolver& resolver = {});
 
 // Heuristic shape/initial value for a parameter named in an expression without a declaration.

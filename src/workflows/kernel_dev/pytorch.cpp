@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <regex>
 #include <sstream>
 
 namespace liger::kernel_dev {
@@ -102,6 +103,81 @@ std::vector<LogicalLine> logical_lines(const std::string& source) {
     logical.text = joined.substr(first);
     while (!logical.text.empty() && std::isspace(static_cast<unsigned char>(logical.text.back()))) logical.text.pop_back();
     out.push_back(logical);
+  }
+  return out;
+}
+
+// Positions in `text` of `wanted` outside strings and brackets.
+std::vector<std::size_t> top_level(const std::string& text, char wanted) {
+  std::vector<std::size_t> at;
+  int depth = 0;
+  char quote = 0;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (quote) {
+      if (c == '\\') ++i;
+      else if (c == quote) quote = 0;
+    } else if (c == '"' || c == '\'') quote = c;
+    else if (c == '(' || c == '[' || c == '{') ++depth;
+    else if (c == ')' || c == ']' || c == '}') --depth;
+    else if (c == wanted && depth == 0) at.push_back(i);
+  }
+  return at;
+}
+
+std::string trimmed(const std::string& text) {
+  const std::size_t b = text.find_first_not_of(" \t");
+  if (b == std::string::npos) return {};
+  return text.substr(b, text.find_last_not_of(" \t") - b + 1);
+}
+
+// Python's one-line forms, rewritten into the block forms the reader walks:
+//   def f(x): return x * 2          -> def f(x): / return x * 2 (body indented)
+//   a = x * 2; return a             -> two statements
+//   f = lambda x, y=1.0: x * y      -> def f(x, y=1.0): / return x * y (a bare lambda is `f`)
+// Each piece keeps the physical line number, so errors still point at what the user wrote.
+std::vector<LogicalLine> expand_compound(const std::vector<LogicalLine>& lines) {
+  std::vector<LogicalLine> out;
+  auto push = [&](const LogicalLine& base, int indent, const std::string& text) {
+    LogicalLine l = base;
+    l.indent = indent;
+    l.text = text;
+    out.push_back(l);
+  };
+  static const std::regex lambda_line(R"(^(?:([A-Za-z_][A-Za-z0-9_]*)\s*=\s*)?lambda\b(.*)$)");
+  for (const auto& line : lines) {
+    std::smatch m;
+    if (std::regex_match(line.text, m, lambda_line)) {
+      const std::string rest = m[2].str();
+      const auto colons = top_level(rest, ':');
+      if (!colons.empty()) {
+        const std::string name = m[1].matched ? m[1].str() : "f";
+        push(line, line.indent, "def " + name + "(" + trimmed(rest.substr(0, colons.front())) + "):");
+        push(line, line.indent + 4, "return " + trimmed(rest.substr(colons.front() + 1)));
+        continue;
+      }
+    }
+    std::vector<std::string> statements;
+    std::size_t from = 0;
+    for (std::size_t at : top_level(line.text, ';')) {
+      statements.push_back(trimmed(line.text.substr(from, at - from)));
+      from = at + 1;
+    }
+    statements.push_back(trimmed(line.text.substr(from)));
+    int indent = line.indent;
+    for (const auto& statement : statements) {
+      if (statement.empty()) continue;
+      // A header with its body on the same line: the first top-level ':' ends the header.
+      const bool header = statement.rfind("def ", 0) == 0 || statement.rfind("class ", 0) == 0;
+      const auto colons = header ? top_level(statement, ':') : std::vector<std::size_t>{};
+      if (!colons.empty() && !trimmed(statement.substr(colons.front() + 1)).empty()) {
+        push(line, indent, statement.substr(0, colons.front() + 1));
+        indent += 4;
+        push(line, indent, trimmed(statement.substr(colons.front() + 1)));
+      } else {
+        push(line, indent, statement);
+      }
+    }
   }
   return out;
 }
@@ -652,7 +728,9 @@ class Translator {
     }
     if (callee.type != Value::Path) throw Reject{"calling a value that is not a function", 0};
     const std::string& path = callee.text;
-    if (path.rfind("nn.", 0) == 0 || path.rfind("torch.nn.", 0) == 0) {
+    // nn.<Module>(...) builds a module; nn.functional.<f> / torch.nn.functional.<f> is a function.
+    const bool functional = path.rfind("nn.functional.", 0) == 0 || path.rfind("torch.nn.functional.", 0) == 0;
+    if (!functional && (path.rfind("nn.", 0) == 0 || path.rfind("torch.nn.", 0) == 0)) {
       std::string cls = path.substr(path.rfind('.') + 1);
       auto it = module_functionals().find(cls);
       if (it == module_functionals().end()) throw Reject{path + " is not a module the built-in analyser knows", 0};
@@ -774,7 +852,7 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
                        std::to_string(kMaxSourceBytes / 1024) + " KiB limit; pass the function that defines the op";
     return result;
   }
-  std::vector<LogicalLine> lines = logical_lines(source);
+  std::vector<LogicalLine> lines = expand_compound(logical_lines(source));
   // Structure: top-level defs and classes with their methods.
   std::vector<Def> functions;
   std::vector<ClassDef> classes;
@@ -1089,6 +1167,7 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
       if (!known) throw Reject{"name '" + name + "' is neither an input nor a parameter", 0};
     }
     if (result.program.inputs.empty()) throw Reject{"the result does not depend on any tensor input", 0};
+    result.program.output = unclashing_output_name("y", result.program.inputs, result.program.params);
     return result;
   } catch (const Reject& r) {
     return reject(r);
