@@ -18,6 +18,8 @@ debian_packages=(
   build-essential cmake ninja-build git python3 pkg-config
   libcli11-dev nlohmann-json3-dev libcurl4-openssl-dev libfmt-dev libspdlog-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libkainjow-mustache-dev gnuplot-nox
+  # the wheel test (CTest python_wheel): an offline `pip wheel --no-build-isolation` into a venv
+  python3-venv python3-setuptools python3-wheel python3-pip
 )
 
 # Optional: only scripts/fuzz.sh needs them (clang's libFuzzer and sanitizer runtimes).
