@@ -25,6 +25,7 @@ _TORCH_NAMES = (
     "LigerRMSNorm",
     "LigerSwiGLUMLP",
     "liger_rotary_pos_emb",
+    "optimize",
 )
 
 if _importlib_util.find_spec("torch") is not None:
@@ -40,6 +41,12 @@ if _importlib_util.find_spec("torch") is not None:
         LigerSwiGLUMLP,
         liger_rotary_pos_emb,
     )
+
+    def optimize(model, policy=None, goal=None, **compile_kwargs):
+        """torch.compile(model) with the liger backend (liger_kernels.compile; docs/compile.md)."""
+        from .compile import optimize as _optimize
+
+        return _optimize(model, policy=policy, goal=goal, **compile_kwargs)
 else:
 
     def __getattr__(name: str):
@@ -76,4 +83,5 @@ __all__ = [
     "liger_rotary_pos_emb",
     "LigerCrossEntropyLoss",
     "LigerFusedLinearCrossEntropyLoss",
+    "optimize",
 ]
