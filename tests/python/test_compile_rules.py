@@ -238,7 +238,7 @@ def test_lm_head_plus_loss_becomes_fused_linear_cross_entropy():
     module = CausalLMLoss(return_logits=False).to(torch.bfloat16)
     gm, decisions, calls = _rewrite(module, hidden, labels)
     assert [c.target for c in calls] == [R.fused_linear_cross_entropy]
-    assert calls[0].args[-1] == torch.float32  # the loss keeps the dtype the graph had
+    assert calls[0].args[9] == torch.float32  # the loss keeps the dtype the graph had
     assert not any(n.op == "call_function" and n.target is F.linear for n in gm.graph.nodes)
 
 
@@ -266,6 +266,23 @@ def test_final_logit_softcap_is_folded_into_the_fused_loss():
     _, _, calls = _rewrite(SoftcapLoss(False), hidden, labels)
     assert [c.target for c in calls] == [R.fused_linear_cross_entropy]
     assert calls[0].args[8] == 30.0
+
+
+class ScaledLogitsLoss(CausalLMLoss):
+    """granite: logits = lm_head(h) / logits_scaling before the loss."""
+
+    def forward(self, hidden, labels):
+        logits = self.lm_head(hidden) / 8.0
+        return F.cross_entropy(logits.float().view(-1, VOCAB), labels.view(-1))
+
+
+def test_constant_logit_scale_folds_into_the_fused_loss():
+    hidden = torch.randn(2, 3, 8)
+    labels = torch.randint(0, VOCAB, (2, 3))
+    gm, _, calls = _rewrite(ScaledLogitsLoss(False), hidden, labels)
+    assert [c.target for c in calls] == [R.fused_linear_cross_entropy]
+    assert calls[0].args[10] == 1.0 / 8.0
+    assert not any(n.op == "call_function" and n.target is operator.truediv for n in gm.graph.nodes)
 
 
 def test_policy_table_without_a_measurement_keeps_inductor_and_says_how_to_measure(monkeypatch):

@@ -52,9 +52,12 @@ def cross_entropy(logits: Tensor, target: Tensor, class_weight: Optional[Tensor]
 
 def fused_linear_cross_entropy(hidden: Tensor, weight: Tensor, target: Tensor, bias: Optional[Tensor],
                                class_weight: Optional[Tensor], ignore_index: int, label_smoothing: float,
-                               reduction: str, softcap: Optional[float], out_dtype) -> Tensor:
+                               reduction: str, softcap: Optional[float], out_dtype, scale: float = 1.0) -> Tensor:
     from .. import functional as LF
 
+    if scale != 1.0:  # a constant logit scale, folded into the hidden states (and the bias)
+        hidden = hidden * scale
+        bias = bias * scale if bias is not None else None
     loss = LF.fused_linear_cross_entropy(hidden, weight, target, bias, ce_weight=class_weight,
                                          ignore_index=ignore_index, label_smoothing=label_smoothing,
                                          softcap=softcap, reduction=reduction)

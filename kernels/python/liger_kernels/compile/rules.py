@@ -432,23 +432,44 @@ def cross_entropy(graph: fx.Graph) -> Scan:
         common = dict(target=target, class_weight=class_weight, ignore_index=ignore_index,
                       label_smoothing=float(label_smoothing), reduction=reduction, softcap=cap, out_dtype=out_dtype)
         detail = f"reduction={reduction} ignore_index={ignore_index}" + (f" softcap={cap:g}" if cap else "")
-        if G.kind(pre) == "linear" and len(pre.users) == 1:
-            hidden = G.arg(pre, 0, "input")
-            weight = G.arg(pre, 1, "weight")
-            bias = G.arg(pre, 2, "bias")
+        # Between lm_head and the loss a model may view, cast or scale the logits by a constant
+        # (granite divides by logits_scaling). A scale folds into the hidden states,
+        # linear(h, W, b) / s == linear(h / s, W, b / s), so the fused loss still applies.
+        lin, scale, lin_chain = pre, 1.0, []
+        while isinstance(lin, fx.Node) and len(lin.users) == 1:
+            k = G.kind(lin)
+            if k in _CE_CHAIN and isinstance(lin.args[0], fx.Node):
+                lin_chain.append(lin)
+                lin = lin.args[0]
+                continue
+            if k in ("div", "mul"):
+                a, b = G.operands(lin)
+                if k == "mul" and G.literal(a) and isinstance(b, fx.Node):
+                    a, b = b, a
+                if isinstance(a, fx.Node) and G.literal(b) and float(b) != 0.0:
+                    scale *= 1.0 / float(b) if k == "div" else float(b)
+                    lin_chain.append(lin)
+                    lin = a
+                    continue
+            break
+        if G.kind(lin) == "linear" and len(lin.users) == 1:
+            hidden = G.arg(lin, 0, "input")
+            weight = G.arg(lin, 1, "weight")
+            bias = G.arg(lin, 2, "bias")
             if isinstance(hidden, fx.Node) and isinstance(weight, fx.Node) and (bias is None or isinstance(bias, fx.Node)):
 
-                def apply(g, n=n, hidden=hidden, weight=weight, bias=bias, common=common):
+                def apply(g, n=n, hidden=hidden, weight=weight, bias=bias, common=common, scale=scale):
                     c = common
                     G.replace(g, n, R.fused_linear_cross_entropy,
                               (hidden, weight, c["target"], bias, c["class_weight"], c["ignore_index"],
-                               c["label_smoothing"], c["reduction"], c["softcap"], c["out_dtype"]))
+                               c["label_smoothing"], c["reduction"], c["softcap"], c["out_dtype"], scale))
 
                 hidden_size = int(G.shape(hidden)[-1]) if G.shape(hidden) else 0
-                matches.append(Match("fused_linear_cross_entropy", n, [n, pre] + chain + cap_nodes,
-                                     {"rows": rows, "cols": vocab, "hidden": hidden_size}, apply, detail))
+                matches.append(Match("fused_linear_cross_entropy", n, [n, lin] + chain + cap_nodes + lin_chain,
+                                     {"rows": rows, "cols": vocab, "hidden": hidden_size}, apply,
+                                     detail + (f" logit_scale={scale:g}" if scale != 1.0 else "")))
                 continue
-        elif G.kind(pre) == "linear":
+        elif G.kind(lin) == "linear":
             misses.append(Miss("fused_linear_cross_entropy", n,
                                "the logits are used outside the loss (returned or read again), so they must exist"))
 
