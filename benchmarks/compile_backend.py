@@ -132,12 +132,17 @@ def main():
                     LT.MODEL_TYPE_TO_REVERT_LIGER_FN[model_type]()
                 torch.cuda.empty_cache()
         results[model_type] = row
+        write(args, results)  # after each model: a run cut short keeps what it measured
+
+
+def write(args, results):
     meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "transformers": transformers.__version__,
             "commit": os.environ.get("LIGER_COMMIT", ""), "size": args.size, "batch": args.batch, "seq": args.seq,
             "dtype": args.dtype, "attn": args.attn}
     if args.json:
-        with open(args.json, "w") as f:
+        with open(args.json + ".tmp", "w") as f:
             json.dump({"meta": meta, "results": results}, f, indent=1)
+        os.replace(args.json + ".tmp", args.json)
 
 
 if __name__ == "__main__":
