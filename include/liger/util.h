@@ -23,6 +23,9 @@ void write_file_atomic(const fs::path& path, std::string_view content);
 // The same without scrubbing, for byte-exact copies of the user's own files (apply's backups,
 // applying and restoring them), which must come back exactly as they were.
 void write_file_atomic_verbatim(const fs::path& path, std::string_view content);
+// Writes all of `content` to the open descriptor `fd` (retrying short writes and EINTR); an
+// error names `path`, the file behind `fd`.
+void write_all(int fd, std::string_view content, const fs::path& path);
 
 // Current UTC time as ISO-8601 ("2024-05-01T12:00:00Z") and as a run-name stamp
 // ("20240501-120000", local time so users recognise it).

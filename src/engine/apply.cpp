@@ -132,17 +132,7 @@ void write_tree_file(const fs::path& target, std::string_view content, fs::perms
   int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) throw io_error("cannot create", temp, errno);
   try {
-    const char* data = content.data();
-    std::size_t left = content.size();
-    while (left > 0) {
-      ssize_t written = ::write(fd, data, left);
-      if (written < 0) {
-        if (errno == EINTR) continue;
-        throw io_error("cannot write", temp, errno);
-      }
-      data += written;
-      left -= static_cast<std::size_t>(written);
-    }
+    util::write_all(fd, content, temp);
     if (::fchmod(fd, static_cast<mode_t>(mode)) != 0) throw io_error("cannot set permissions of", temp, errno);
     if (::fsync(fd) != 0) throw io_error("cannot fsync", temp, errno);
   } catch (...) {

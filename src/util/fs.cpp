@@ -24,6 +24,8 @@ Error io_error(const std::string& what, const fs::path& path, int err) {
                "check that the path exists and is writable by this user");
 }
 
+}  // namespace
+
 void write_all(int fd, std::string_view content, const fs::path& path) {
   const char* data = content.data();
   std::size_t left = content.size();
@@ -37,8 +39,6 @@ void write_all(int fd, std::string_view content, const fs::path& path) {
     left -= static_cast<std::size_t>(written);
   }
 }
-
-}  // namespace
 
 std::string read_file(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);

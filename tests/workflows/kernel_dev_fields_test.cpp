@@ -5,6 +5,9 @@
 // no GPU: the staged output is render() plus the ops.yaml entry, exactly what Act stages.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -251,6 +254,53 @@ TEST(KernelDevProfileFields, TilingSetsTheDefaultLaunchOfTheGeneratedKernel) {
   EXPECT_NE(rows.find("{80, 256, {128}}"), std::string::npos) << rows;
   EXPECT_NE(rows.find("{90, 4096, {512}}"), std::string::npos) << rows;
   EXPECT_NE(rows.find("{90, INT64_MAX, {1024}}"), std::string::npos) << rows;
+}
+
+// Tier 2: vector_bytes is the width of the row passes' accesses (kVectorBytes in tuning.h, read by
+// the row kernel's launch), and the kernel still compiles with nvcc where nvcc is installed.
+TEST(KernelDevProfileFields, Tier2VectorBytesSetsTheRowKernelsAccessWidth) {
+  auto file = [](const std::map<std::string, std::string>& files, const std::string& suffix) {
+    for (const auto& [path, content] : files)
+      if (path.size() > suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0) return content;
+    return std::string();
+  };
+  YAML::Node row = base("softmax");
+  const auto before = staged(row);
+  EXPECT_NE(file(before, "/tuning.h").find("inline constexpr int kVectorBytes = 4;"), std::string::npos);
+  EXPECT_NE(file(before, ".cu").find("std::max(kVectorBytes, elem)"), std::string::npos) << "the launch reads it";
+  row["tiling"]["vector_bytes"] = 16;
+  const auto after = staged(row);
+  EXPECT_NE(file(after, "/tuning.h").find("inline constexpr int kVectorBytes = 16;"), std::string::npos);
+  row["tiling"]["vector_bytes"] = 3;  // not a width the kernel loads
+  EXPECT_THROW(staged(row), std::invalid_argument);
+
+  std::string nvcc;
+  for (const char* candidate : {"/usr/local/cuda/bin/nvcc", "/usr/bin/nvcc"})
+    if (fs::exists(candidate)) nvcc = candidate;
+  if (nvcc.empty()) GTEST_SKIP() << "nvcc not found: the Tier-2 kernel with 16-byte accesses was not compiled";
+  const std::string pattern = (fs::temp_directory_path() / "kd-vector-XXXXXX").string();
+  std::vector<char> name(pattern.begin(), pattern.end());
+  name.push_back('\0');
+  const fs::path root = ::mkdtemp(name.data());
+  std::string cu;
+  for (const auto& [key, content] : after) {
+    if (key.find('#') != std::string::npos) continue;
+    fs::create_directories((root / key).parent_path());
+    std::ofstream(root / key) << content;
+    if (key.size() > 3 && key.compare(key.size() - 3, 3, ".cu") == 0) cu = key;
+  }
+  ASSERT_FALSE(cu.empty());
+  const std::string command = nvcc + " -std=c++17 -c --expt-relaxed-constexpr -arch=sm_90 -Werror all-warnings -I" +
+                              (root / "kernels/include").string() + " -I" + (root / "kernels/src").string() + " -I" +
+                              (kSource / "kernels/include").string() + " -I" + (kSource / "kernels/src").string() + " " +
+                              (root / cu).string() + " -o " + (root / "kernel.o").string() + " >" + (root / "nvcc.log").string() +
+                              " 2>&1";
+  const int status = std::system(command.c_str());
+  std::ifstream log(root / "nvcc.log");
+  std::stringstream text;
+  text << log.rdbuf();
+  EXPECT_EQ(status, 0) << text.str();
+  fs::remove_all(root);
 }
 
 }  // namespace

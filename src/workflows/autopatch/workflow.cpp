@@ -288,6 +288,9 @@ StageResult understand(StageContext& ctx) {
   ModelProfile p = analyse_model(src);
   YAML::Node doc = p.to_yaml();
   fill_with_llm(ctx, doc, p, result);
+  // What the plan was derived from (after the LLM, whose answers keep their parts declined): Act
+  // re-derives the items of any decision edited at the checkpoint (plan_edits.cpp).
+  doc["patch_plan"]["derived_from"] = decision_values(doc["decisions"]);
 
   const std::string module = sanitize_module(in.module.empty() ? src.model_type : in.module);
   const std::string rel = std::string(kPkg) + "/" + module + ".py";
@@ -398,6 +401,19 @@ bool applies(const Plan& pl, const std::string& kernel) {
   return false;
 }
 
+// What a plan item records beyond its kernel and target, for the docstring line: an applied
+// item's note and source file; a declined item's module, attributes and params as well, so the
+// reviewer reads what moving it to apply would patch.
+std::string item_record(const YAML::Node& it, bool declined) {
+  std::string out;
+  if (declined && it["module"]) out += "; module " + it["module"].as<std::string>();
+  if (declined && it["attributes"] && it["attributes"].size() > 0) out += "; attributes " + emit(it["attributes"]);
+  if (declined && it["params"] && it["params"].size() > 0) out += "; params " + emit(it["params"]);
+  if (!declined && it["reason"]) out += "; " + it["reason"].as<std::string>();
+  if (it["source"]) out += " (read from " + it["source"].as<std::string>() + ")";
+  return util::escape_code_text(out);  // inside the docstring: no quote may close it
+}
+
 std::string module_text(const YAML::Node& doc, const Plan& pl, const std::string& sidecar) {
   data view;
   view.set("module", pl.module);
@@ -409,6 +425,7 @@ std::string module_text(const YAML::Node& doc, const Plan& pl, const std::string
   view.set("base_attr", pl.base_attr);
   view.set("sidecar", fs::path(sidecar).filename().string());
   view.set("reference", pl.reference);
+  view.set("reference_reason", doc["reference_integration"]["reason"].as<std::string>(""));
   {
     std::string digest;
     for (const auto& key : decision_keys()) {
@@ -440,6 +457,9 @@ std::string module_text(const YAML::Node& doc, const Plan& pl, const std::string
   for (const auto& it : pl.apply) {
     const std::string k = it["kernel"].as<std::string>(), target = it["target"].as<std::string>();
     const std::string field = "patch_plan.apply[" + std::to_string(index++) + "]";
+    // The docstring is the plan as reviewed: the item's own record (where it was read, its note) too.
+    const std::string record = item_record(it, false);
+    auto add_applied = [&](const std::string& line) { applied_lines.push_back(line + record); };
     if (k == "rms_norm" || k == "layer_norm" || k == "swiglu" || k == "geglu" || k == "rope")
       require(python_name, target, field + ".target", "a Python class or function name");
     std::vector<std::string> attrs;
@@ -462,7 +482,7 @@ std::string module_text(const YAML::Node& doc, const Plan& pl, const std::string
       n.set("in_place", prm["in_place"] && prm["in_place"].as<bool>() ? "True" : "False");
       n.set("init_fn", prm["init_fn"] ? prm["init_fn"].as<std::string>() : "ones");
       norms.push_back(n);
-      applied_lines.push_back(target + " -> LigerRMSNorm (offset " + n.get("offset")->string_value() + ", casting " +
+      add_applied(target + " -> LigerRMSNorm (offset " + n.get("offset")->string_value() + ", casting " +
                               n.get("casting_mode")->string_value() + ", in_place " + n.get("in_place")->string_value() + ")");
     } else if (k == "layer_norm") {
       data n;
@@ -470,7 +490,7 @@ std::string module_text(const YAML::Node& doc, const Plan& pl, const std::string
       n.set("cls", target);
       n.set("attrs", py_list(attrs));
       layer_norms.push_back(n);
-      applied_lines.push_back(target + " -> LigerLayerNorm");
+      add_applied(target + " -> LigerLayerNorm");
     } else if (k == "swiglu" || k == "geglu") {
       data n;
       n.set("module_kv", module_kv);
@@ -485,23 +505,23 @@ std::string module_text(const YAML::Node& doc, const Plan& pl, const std::string
                ", \"down\": " + py_str(get("down", "down_proj"));
       n.set("projections", proj);
       mlps.push_back(n);
-      applied_lines.push_back(target + ".forward -> the fused " + (k == "swiglu" ? std::string("SwiGLU") : "GeGLU") +
+      add_applied(target + ".forward -> the fused " + (k == "swiglu" ? std::string("SwiGLU") : "GeGLU") +
                               " kernel (projections kept)");
     } else if (k == "rope") {
       rope_fn = py_str(target);
       if (it["module"]) rope_module = py_str(it["module"].as<std::string>());
-      applied_lines.push_back(target + " -> liger_rotary_pos_emb (rotate-half)");
+      add_applied(target + " -> liger_rotary_pos_emb (rotate-half)");
     } else if (k == "fused_linear_cross_entropy") {
-      applied_lines.push_back(pl.causal_lm + ".forward -> the fused linear cross-entropy forward" +
+      add_applied(pl.causal_lm + ".forward -> the fused linear cross-entropy forward" +
                               (pl.softcap_attr.empty() ? std::string() : " (soft-capping config." + pl.softcap_attr + ")"));
     } else if (k == "cross_entropy") {
-      applied_lines.push_back("transformers' fixed_cross_entropy -> the liger cross-entropy kernel (cross_entropy=True)");
+      add_applied("transformers' fixed_cross_entropy -> the liger cross-entropy kernel (cross_entropy=True)");
     }
   }
   for (const auto& it : pl.declined) {
     const std::string k = it["kernel"].as<std::string>(), target = it["target"].as<std::string>();
     const std::string reason = it["reason"] ? it["reason"].as<std::string>() : "";
-    declined_lines.push_back(k + " (" + target + "): " + reason);
+    declined_lines.push_back(k + " (" + target + "): " + reason + item_record(it, true));
     data n;
     n.set("kernel", k);
     n.set("target", target);
@@ -694,7 +714,10 @@ YAML::Node repaired_profile(StageContext& ctx, StageResult& result, bool* change
 StageResult act(StageContext& ctx) {
   StageResult result;
   bool mini_repaired = false;
-  const YAML::Node doc = repaired_profile(ctx, result, &mini_repaired);
+  std::vector<std::string> edited;
+  const YAML::Node doc = apply_decision_edits(repaired_profile(ctx, result, &mini_repaired), &edited);
+  for (const auto& key : edited)
+    result.note("decision " + key + " was edited at review: the patch plan follows it");
   const Plan pl = plan_of(doc);
   const YAML::Node gen = doc["generation"];
   const std::string rel = gen["integration"].as<std::string>();
@@ -714,6 +737,8 @@ StageResult act(StageContext& ctx) {
       if (r.as<std::string>() == "test") regen_test = true;
     }
     if (!fs::exists(ctx.tree_root / test_rel)) regen_test = true;
+    // change_impact compared the analysis with the recorded profile; an edit at review is a change too.
+    if (!edited.empty()) regen_module = regen_test = true;
   }
   regen_test |= mini_repaired;
   if (regen_module) {

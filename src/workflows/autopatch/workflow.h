@@ -4,6 +4,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <string>
+#include <vector>
 
 #include "liger/workflow.h"
 
@@ -24,5 +25,12 @@ std::string classify_pytest_failure(const std::string& message);
 // fields walk into text_config / vision_config) and recorded in mini_model.derivations.
 YAML::Node parse_mini_config_fixes(const std::string& pytest_output);
 YAML::Node apply_mini_config_fixes(const YAML::Node& profile, const YAML::Node& fixes);
+
+// Decision edits (plan_edits.cpp). decision_values: each decision's value, as Understand records
+// them in patch_plan.derived_from. apply_decision_edits: the profile with the patch plan
+// re-derived for every decision whose value differs from derived_from (the keys in `edited`);
+// throws liger::Error(Usage) naming the field when the plan cannot follow an edit.
+YAML::Node decision_values(const YAML::Node& decisions);
+YAML::Node apply_decision_edits(const YAML::Node& profile, std::vector<std::string>* edited = nullptr);
 
 }  // namespace liger::autopatch

@@ -42,6 +42,30 @@ std::string strip_comment(const std::string& line) {
   return line;
 }
 
+// Python's lexical nesting, scanned left to right: inside which string quote (backslash escapes
+// included) and how many brackets deep. One scanner for logical_lines (is a line continued?)
+// and top_level (where are the separators?), so both read a line the same way.
+struct Nesting {
+  int depth = 0;
+  char quote = 0;
+  // Consumes text[i] and, for a backslash inside a string, the character it escapes; returns
+  // the index of the last character consumed. `plain` (when given) tells whether text[i] was
+  // outside strings and neither a quote nor a bracket.
+  std::size_t step(const std::string& text, std::size_t i, bool* plain = nullptr) {
+    const char c = text[i];
+    bool outside = false;
+    if (quote) {
+      if (c == '\\') ++i;
+      else if (c == quote) quote = 0;
+    } else if (c == '"' || c == '\'') quote = c;
+    else if (c == '(' || c == '[' || c == '{') ++depth;
+    else if (c == ')' || c == ']' || c == '}') --depth;
+    else outside = true;
+    if (plain) *plain = outside;
+    return i;
+  }
+};
+
 std::vector<LogicalLine> logical_lines(const std::string& source) {
   std::vector<std::string> physical;
   std::istringstream in(source);
@@ -73,25 +97,16 @@ std::vector<LogicalLine> logical_lines(const std::string& source) {
     // Bracket depth of `joined`, scanned incrementally as lines are appended (rescanning the
     // whole joined text per line is quadratic in a long unclosed bracket). A trailing '\\' is
     // left unscanned: it is either removed (line continuation) or the last character.
-    int depth = 0;
-    char quote = 0;
+    Nesting nesting;
     std::size_t scanned = 0;
     auto scan = [&](std::size_t upto) {
-      for (; scanned < upto; ++scanned) {
-        char c = joined[scanned];
-        if (quote) {
-          if (c == '\\') ++scanned;
-          else if (c == quote) quote = 0;
-        } else if (c == '"' || c == '\'') quote = c;
-        else if (c == '(' || c == '[' || c == '{') ++depth;
-        else if (c == ')' || c == ']' || c == '}') --depth;
-      }
+      for (; scanned < upto; ++scanned) scanned = nesting.step(joined, scanned);
     };
     auto continued = [&] {
       std::size_t last = joined.find_last_not_of(" \t");
       bool backslash = last != std::string::npos && joined[last] == '\\';
       scan(backslash ? last : joined.size());
-      return backslash || depth > 0;
+      return backslash || nesting.depth > 0;
     };
     while (i + 1 < physical.size() && continued()) {
       std::size_t last = joined.find_last_not_of(" \t");
@@ -110,17 +125,11 @@ std::vector<LogicalLine> logical_lines(const std::string& source) {
 // Positions in `text` of `wanted` outside strings and brackets.
 std::vector<std::size_t> top_level(const std::string& text, char wanted) {
   std::vector<std::size_t> at;
-  int depth = 0;
-  char quote = 0;
+  Nesting nesting;
   for (std::size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    if (quote) {
-      if (c == '\\') ++i;
-      else if (c == quote) quote = 0;
-    } else if (c == '"' || c == '\'') quote = c;
-    else if (c == '(' || c == '[' || c == '{') ++depth;
-    else if (c == ')' || c == ']' || c == '}') --depth;
-    else if (c == wanted && depth == 0) at.push_back(i);
+    bool plain = false;
+    i = nesting.step(text, i, &plain);
+    if (plain && text[i] == wanted && nesting.depth == 0) at.push_back(i);
   }
   return at;
 }

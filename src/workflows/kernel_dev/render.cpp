@@ -163,8 +163,13 @@ void tier1_tuning(const KernelProfile& p, mu::data& d) {
 
 // Tier 2: one block per row; threads_per_block is the block for rows of up to 4096 columns and
 // the other row-length classes scale with it (64..1024), as 64/128/256/512/1024 do around 256.
+// vector_bytes is the width of the row passes' accesses (kVectorBytes).
 void tier2_tuning(const KernelProfile& p, mu::data& d) {
   const int threads = p.tiling ? p.tiling->threads_per_block : 256;
+  const int vector = p.tiling ? p.tiling->vector_bytes : 16;
+  if (vector != 2 && vector != 4 && vector != 8 && vector != 16)
+    throw std::invalid_argument("render: tiling.vector_bytes = " + std::to_string(vector) + " (want 16, 8, 4 or 2)");
+  d.set("vector_bytes", std::to_string(vector));
   if (threads < 64 || threads > 1024 || threads % 32 != 0)
     throw std::invalid_argument("render: tiling.threads_per_block = " + std::to_string(threads) +
                                 " is not a block the row kernel launches (64..1024, a multiple of 32)");
