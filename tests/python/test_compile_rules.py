@@ -353,3 +353,17 @@ def test_pattern_entry_matches_its_function_in_other_spellings():
     matches[0].apply(gm.graph)
     (call,) = [n for n in gm.graph.nodes if n.target is replacement]
     assert [a.name if isinstance(a, fx.Node) else a for a in call.args][1:] == ["alpha", "weight", "bias"]
+
+
+def test_a_win_inside_the_spread_is_not_a_win():
+    from liger_kernels.compile.registry import library_wins
+
+    base = {"library_ms": 0.95, "inductor_ms": 1.0}
+    assert library_wins(dict(base), "speed")[0]  # no ranges recorded: the medians decide
+    noisy = dict(base, library_ms_range=[0.9, 1.05], inductor_ms_range=[0.97, 1.1])
+    wins, why = library_wins(noisy, "speed")
+    assert not wins and "inside the spread" in why
+    clear = dict(base, library_ms_range=[0.9, 0.96], inductor_ms_range=[0.97, 1.1])
+    assert library_wins(clear, "speed")[0]
+    memory = dict(base, library_ms=1.08, library_peak_mib=500, inductor_peak_mib=2000)
+    assert library_wins(memory, "memory")[0] and not library_wins(dict(memory, library_ms=1.2), "memory")[0]
