@@ -128,7 +128,7 @@ const std::vector<std::string> kOps = {"ReLU squared activation function", "SwiG
 
 TEST(KernelDevRender, RendersEveryFileWithTheLibraryConventions) {
   auto files = render("ReLU squared activation function");
-  ASSERT_EQ(files.size(), 14u);
+  ASSERT_EQ(files.size(), 15u);
   const auto& header = file(files, "include/liger_kernels/relu_squared.h");
   EXPECT_NE(header.content.find("LIGER_API liger_status liger_relu_squared_forward(const void* x, int64_t x_row_stride, "
                                 "void* y, int64_t y_row_stride, int64_t rows, int64_t cols, liger_dtype dtype, "

@@ -146,6 +146,7 @@ const std::vector<std::string> kReluSquaredFiles = {
     "docs/kernels/relu_squared.md",
     "kernels/include/liger_kernels/relu_squared.h",
     "kernels/ops.yaml",
+    "kernels/python/liger_kernels/compile/generated/relu_squared.py",
     "kernels/python/liger_kernels/functional.py",
     "kernels/python/liger_kernels/ops/relu_squared.py",
     "kernels/reference/relu_squared_ref.cpp",

@@ -20,6 +20,7 @@
 #include "liger/profile.h"
 #include "liger/util.h"
 #include "liger/workflows.h"
+#include "workflows/kernel_dev/compile_entry.h"
 #include "workflows/summaries.h"
 
 namespace liger::kernel_dev {
@@ -504,6 +505,19 @@ StageResult act(StageContext& ctx) {
   files.push_back({"kernels/ops.yaml", ops_yaml_entry(p), "(ops.yaml entry)", true, "  - name: "});
 
   const fs::path& tree = ctx.tree_root;
+  // The compile backend's entry: none where the forward has no pattern (said here), and none for
+  // an op the backend already has a hand-written rule for (--modify rms_norm must not replace the
+  // built-in rule, which finds more spellings than one traced pattern).
+  const std::string entry_path = "kernels/python/liger_kernels/compile/generated/" + p.op_name + ".py";
+  if (const CompileEntryPlan plan = plan_compile_entry(p); !plan.skipped.empty()) {
+    result.note("no compile-backend entry for '" + p.op_name + "': " + plan.skipped);
+  } else if (read_or_empty(tree / "kernels/python/liger_kernels/compile/builtin_ops.py")
+                 .find("register_op(\"" + p.op_name + "\"") != std::string::npos) {
+    files.erase(std::remove_if(files.begin(), files.end(), [&](const RenderedFile& f) { return f.path == entry_path; }),
+                files.end());
+    result.note("no compile-backend entry for '" + p.op_name + "': the backend's built-in rules already place it "
+                "(liger_kernels/compile/builtin_ops.py)");
+  }
   std::map<std::string, std::string> content;  // path -> new content
   auto current = [&](const std::string& path) -> std::string {
     if (auto it = content.find(path); it != content.end()) return it->second;
