@@ -427,3 +427,21 @@ TEST(KernelDevWorkflow, CompilePatternCheckRunsWhereTorchImports) {
   const YAML::Node profile = YAML::LoadFile((out.run_dir / "profile.yaml").string());
   EXPECT_EQ(source_seen, profile["forward"]["expression"].as<std::string>());
 }
+
+// --modify of an op the compile backend has a built-in rule for: no generated entry replaces it.
+TEST(KernelDevWorkflow, NoCompileEntryForAnOpWithABuiltinRule) {
+  Tree t;
+  fs::create_directories(t.tree / "kernels/python/liger_kernels/compile");
+  std::ofstream(t.tree / "kernels/python/liger_kernels/compile/builtin_ops.py")
+      << "register_op(\"swiglu\", rules.glu, bench_dims=_GLU_DIMS, bench=_bench_glu(\"swiglu\"))\n";
+  const auto out = t.run("SwiGLU", {{"modify", "swiglu"}});
+  ASSERT_EQ(out.status, "completed") << out.message;
+  EXPECT_FALSE(t.exists("kernels/python/liger_kernels/compile/generated/swiglu.py"));
+  EXPECT_TRUE(t.exists("kernels/python/liger_kernels/ops/swiglu.py"));
+  EXPECT_NE(util::read_file(out.run_dir / "report.md").find("the backend's built-in rules already place it"),
+            std::string::npos);
+  EXPECT_NE(util::read_file(out.run_dir / "kernel-dev/verify.md")
+                .find("| compile pattern matches the source | not run: no compile-backend entry |"),
+            std::string::npos)
+      << util::read_file(out.run_dir / "kernel-dev/verify.md");
+}

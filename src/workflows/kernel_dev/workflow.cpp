@@ -506,7 +506,7 @@ StageResult act(StageContext& ctx) {
 
   const fs::path& tree = ctx.tree_root;
   // The compile backend's entry: none where the forward has no pattern (said here), and none for
-  // an op the backend already has a hand-written rule for (--modify rms_norm must not replace the
+  // an op the backend already has a hand-written rule for (--modify swiglu must not replace the
   // built-in rule, which finds more spellings than one traced pattern).
   const std::string entry_path = "kernels/python/liger_kernels/compile/generated/" + p.op_name + ".py";
   if (const CompileEntryPlan plan = plan_compile_entry(p); !plan.skipped.empty()) {
