@@ -32,6 +32,8 @@ struct FakeRunner : kernel_dev::ToolRunner {
   std::vector<std::vector<std::string>> calls;
   // Reference tests fail while this returns true (inspects the tree).
   std::function<bool()> reference_fails = [] { return false; };
+  // Answers python3 calls when set (else: torch is not importable).
+  std::function<toolchain::ProcessResult(const std::vector<std::string>&)> python;
 
   toolchain::ProcessResult run(const std::vector<std::string>& argv, const fs::path&, std::chrono::seconds,
                                const std::map<std::string, std::string>&) override {
@@ -67,6 +69,8 @@ struct FakeRunner : kernel_dev::ToolRunner {
         {"op": "relu_squared", "mode": "full", "shape": "16384x4096", "ok": true, "median_us": 150, "copy_fraction": 0.92, "extra_mib": 0},
         {"op": "swiglu", "mode": "forward", "shape": "16384x14336", "ok": true, "median_us": 400, "copy_fraction": 0.865, "extra_mib": 0}]})";
       r.output = "ok\n";
+    } else if (exe == "python3" && python) {
+      return python(argv);
     } else if (exe == "python3") {
       r.exit_code = 3;
       r.output = "not run: torch not importable (ModuleNotFoundError)\n";
@@ -146,6 +150,7 @@ const std::vector<std::string> kReluSquaredFiles = {
     "docs/kernels/relu_squared.md",
     "kernels/include/liger_kernels/relu_squared.h",
     "kernels/ops.yaml",
+    "kernels/python/liger_kernels/compile/generated/relu_squared.py",
     "kernels/python/liger_kernels/functional.py",
     "kernels/python/liger_kernels/ops/relu_squared.py",
     "kernels/reference/relu_squared_ref.cpp",
@@ -216,6 +221,10 @@ TEST(KernelDevWorkflow, WordsToReluSquaredThroughVerifyWithoutGpu) {
   EXPECT_EQ(verify.find("| GPU tests | passed"), std::string::npos) << verify;
   EXPECT_NE(verify.find("| benchmark | not run: no GPU"), std::string::npos) << verify;
   EXPECT_NE(verify.find("verdict: **unverified on GPU"), std::string::npos) << verify;
+  // The compile pattern check asked python3 for torch, got none, and says so.
+  EXPECT_NE(verify.find("| compile pattern matches the source | not run: python3 cannot import torch |"), std::string::npos)
+      << verify;
+  EXPECT_EQ(t.runner->count("python3"), 1);
   const std::string report = util::read_file(out.run_dir / "report.md");
   EXPECT_NE(report.find("not run: no GPU"), std::string::npos) << report;
   EXPECT_EQ(t.runner->count("kernel_tests"), 0);
@@ -325,6 +334,7 @@ TEST(KernelDevWorkflow, AttemptLoopOnPersistentBuildFailure) {
   EXPECT_NE(report.find("the same failure persisted"), std::string::npos) << report;
   // The tree is restored byte for byte.
   EXPECT_FALSE(t.exists("kernels/src/relu_squared/relu_squared.cu"));
+  EXPECT_FALSE(t.exists("kernels/python/liger_kernels/compile/generated/relu_squared.py"));
   EXPECT_EQ(t.read("kernels/ops.yaml"), liger::testing::committed_text(repo(), "kernels/ops.yaml"));
 }
 
@@ -346,4 +356,92 @@ TEST(KernelDevWorkflow, OpsYamlInsertKeepsOrderAndIsIdempotent) {
   EXPECT_EQ(kernel_dev::insert_ops_yaml_entry(text, "zeta", "  - name: zeta\n"), text + "  - name: zeta\n");
   EXPECT_EQ(kernel_dev::insert_ops_yaml_entry(text, "aa", "  - name: aa\n"),
             "ops:\n  - name: aa\n  - name: alpha\n    tier: 1\n  - name: gamma\n    tier: 2\n");
+}
+
+// The compile pattern check where python3 imports torch: run on the op's source (the PyTorch module
+// it came from, else its forward expression); a match passes, no match is a warning (the entry is
+// inert), a broken entry fails Verify.
+TEST(KernelDevWorkflow, CompilePatternCheckRunsWhereTorchImports) {
+  struct Case {
+    int exit_code;
+    std::string output, status, row;
+  };
+  const std::vector<Case> cases = {
+      {0, "matched: the dy_t pattern finds the PyTorch function it came from (one region)\n", "completed",
+       "| compile pattern matches the source | passed | against the PyTorch source: matched: the dy_t pattern"},
+      {1, "FAILED: the dy_t pattern does not match the PyTorch function it came from\n", "completed",
+       "| compile pattern matches the source | failed (warning) | FAILED: the dy_t pattern does not match"},
+      {4, "BROKEN: the pattern passes the source's `bias` as the op's `weight`\n", "verification_failed",
+       "| compile pattern matches the source | failed | BROKEN: the pattern passes"},
+  };
+  const fs::path dyt = repo() / "tests/workflows/fixtures/kernel_dev/ops/dyt.py";
+  for (const auto& c : cases) {
+    Tree t;
+    std::vector<std::string> check_argv;
+    std::string source_seen;
+    t.runner->python = [&](const std::vector<std::string>& argv) {
+      toolchain::ProcessResult r;
+      r.exit_code = 0;
+      if (argv.size() > 1 && argv[1] == "-c") return r;  // the torch probe
+      if (argv.size() > 1 && fs::path(argv[1]).filename() == "compile_pattern_check.py") {
+        check_argv = argv;
+        auto at = std::find(argv.begin(), argv.end(), "--source-file");
+        if (at != argv.end()) source_seen = util::read_file(*(at + 1));
+        r.exit_code = c.exit_code;
+        r.output = c.output;
+        return r;
+      }
+      r.exit_code = 3;
+      r.output = "not run: no CUDA device visible to torch\n";
+      return r;
+    };
+    const auto out = t.run(util::read_file(dyt));
+    EXPECT_EQ(out.status, c.status) << c.exit_code << ": " << out.message;
+    ASSERT_FALSE(check_argv.empty()) << "the check did not run";
+    EXPECT_NE(std::find(check_argv.begin(), check_argv.end(), "--op"), check_argv.end());
+    EXPECT_EQ(source_seen, util::read_file(dyt));  // the module the op came from, verbatim
+    const std::string md = util::read_file(out.run_dir / "kernel-dev/verify.md");
+    EXPECT_NE(md.find(c.row), std::string::npos) << md;
+    if (c.exit_code == 1)
+      EXPECT_NE(util::read_file(out.run_dir / "report.md").find("will not find"), std::string::npos);
+    // Applied with the op when Verify passes; rolled back with it when a broken entry fails Verify.
+    EXPECT_EQ(t.exists("kernels/python/liger_kernels/compile/generated/dy_t.py"), c.exit_code != 4);
+  }
+
+  // An op from an expression is checked against its forward expression.
+  Tree t;
+  std::string source_seen;
+  t.runner->python = [&](const std::vector<std::string>& argv) {
+    toolchain::ProcessResult r;
+    r.exit_code = argv.size() > 1 && argv[1] == "-c" ? 0 : 3;
+    auto at = std::find(argv.begin(), argv.end(), "--source-file");
+    if (at != argv.end()) {
+      source_seen = util::read_file(*(at + 1));
+      r.exit_code = 0;
+      r.output = "matched\n";
+    }
+    return r;
+  };
+  const auto out = t.run("y = relu(x)^2", {{"name", "relu_squared"}});
+  ASSERT_EQ(out.status, "completed") << out.message;
+  const YAML::Node profile = YAML::LoadFile((out.run_dir / "profile.yaml").string());
+  EXPECT_EQ(source_seen, profile["forward"]["expression"].as<std::string>());
+}
+
+// --modify of an op the compile backend has a built-in rule for: no generated entry replaces it.
+TEST(KernelDevWorkflow, NoCompileEntryForAnOpWithABuiltinRule) {
+  Tree t;
+  fs::create_directories(t.tree / "kernels/python/liger_kernels/compile");
+  std::ofstream(t.tree / "kernels/python/liger_kernels/compile/builtin_ops.py")
+      << "register_op(\"swiglu\", rules.glu, bench_dims=_GLU_DIMS, bench=_bench_glu(\"swiglu\"))\n";
+  const auto out = t.run("SwiGLU", {{"modify", "swiglu"}});
+  ASSERT_EQ(out.status, "completed") << out.message;
+  EXPECT_FALSE(t.exists("kernels/python/liger_kernels/compile/generated/swiglu.py"));
+  EXPECT_TRUE(t.exists("kernels/python/liger_kernels/ops/swiglu.py"));
+  EXPECT_NE(util::read_file(out.run_dir / "report.md").find("the backend's built-in rules already place it"),
+            std::string::npos);
+  EXPECT_NE(util::read_file(out.run_dir / "kernel-dev/verify.md")
+                .find("| compile pattern matches the source | not run: no compile-backend entry |"),
+            std::string::npos)
+      << util::read_file(out.run_dir / "kernel-dev/verify.md");
 }

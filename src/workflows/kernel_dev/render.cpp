@@ -10,6 +10,7 @@
 
 #include "liger/text_escape.h"
 #include "workflows/kernel_dev/codegen.h"
+#include "workflows/kernel_dev/compile_entry.h"
 #include "workflows/kernel_dev/row_program.h"
 
 namespace liger::kernel_dev {
@@ -379,7 +380,7 @@ std::vector<RenderedFile> render(const KernelProfile& profile, const std::filesy
   };
   // Tier 2 has its own kernel, reference, tests, benchmark, binding and page; the reference
   // header (a section for its comment), the docs row and the exports are shared.
-  const std::vector<Target> targets = {
+  std::vector<Target> targets = {
       {row ? "row_header.h.mustache" : "header.h.mustache", "kernels/include/liger_kernels/" + op + ".h", false},
       {row ? "row_kernel.cu.mustache" : "kernel.cu.mustache", "kernels/src/" + op + "/" + op + ".cu", false},
       {row ? "row_tuning.h.mustache" : "tuning.h.mustache", "kernels/src/" + op + "/tuning.h", false},
@@ -397,6 +398,13 @@ std::vector<RenderedFile> render(const KernelProfile& profile, const std::filesy
       {"exports_alias.py.mustache", "kernels/python/liger_kernels/functional.py", true, "liger_"},
       {"exports_all.py.mustache", "kernels/python/liger_kernels/functional.py", true, "    \""},
   };
+  // The compile backend's registry entry, where the forward has a PyTorch pattern (Tier 1; the
+  // reason otherwise is in plan_compile_entry and noted by Act).
+  const CompileEntryPlan entry = plan_compile_entry(profile);
+  if (!entry.expression.empty()) {
+    data.set("pattern_expression", entry.expression);
+    targets.push_back({"compile_entry.py.mustache", "kernels/python/liger_kernels/compile/generated/" + op + ".py", false});
+  }
   std::vector<RenderedFile> files;
   for (const auto& target : targets) {
     std::filesystem::path path = templates_dir / target.template_name;

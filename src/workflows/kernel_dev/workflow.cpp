@@ -20,6 +20,7 @@
 #include "liger/profile.h"
 #include "liger/util.h"
 #include "liger/workflows.h"
+#include "workflows/kernel_dev/compile_entry.h"
 #include "workflows/summaries.h"
 
 namespace liger::kernel_dev {
@@ -504,6 +505,19 @@ StageResult act(StageContext& ctx) {
   files.push_back({"kernels/ops.yaml", ops_yaml_entry(p), "(ops.yaml entry)", true, "  - name: "});
 
   const fs::path& tree = ctx.tree_root;
+  // The compile backend's entry: none where the forward has no pattern (said here), and none for
+  // an op the backend already has a hand-written rule for (--modify swiglu must not replace the
+  // built-in rule, which finds more spellings than one traced pattern).
+  const std::string entry_path = "kernels/python/liger_kernels/compile/generated/" + p.op_name + ".py";
+  if (const CompileEntryPlan plan = plan_compile_entry(p); !plan.skipped.empty()) {
+    result.note("no compile-backend entry for '" + p.op_name + "': " + plan.skipped);
+  } else if (read_or_empty(tree / "kernels/python/liger_kernels/compile/builtin_ops.py")
+                 .find("register_op(\"" + p.op_name + "\"") != std::string::npos) {
+    files.erase(std::remove_if(files.begin(), files.end(), [&](const RenderedFile& f) { return f.path == entry_path; }),
+                files.end());
+    result.note("no compile-backend entry for '" + p.op_name + "': the backend's built-in rules already place it "
+                "(liger_kernels/compile/builtin_ops.py)");
+  }
   std::map<std::string, std::string> content;  // path -> new content
   auto current = [&](const std::string& path) -> std::string {
     if (auto it = content.find(path); it != content.end()) return it->second;
@@ -795,6 +809,50 @@ StageResult verify(StageContext& ctx) {
     checks.push_back({"agreement with PyTorch (fp64, " + eager + ")", !ran ? "not run" : agree_all ? "passed" : "failed", summary});
   } else if (!gpu_tests_passed) {
     checks.push_back({"agreement with PyTorch", "not run: GPU tests did not pass or did not run", ""});
+  }
+
+  // 4b. the compile backend's pattern against the PyTorch the op came from (CPU PyTorch; no GPU).
+  // An entry that does not match is inert (models keep their PyTorch): a warning. An entry that
+  // would pass the wrong values or compute other values where it matches is broken: hard.
+  {
+    const std::string name = "compile pattern matches the source";
+    const std::string entry = "kernels/python/liger_kernels/compile/generated/" + p.op_name + ".py";
+    if (!fs::exists(tree / entry)) {
+      const CompileEntryPlan plan = plan_compile_entry(p);
+      checks.push_back({name, "not run: no compile-backend entry" + (plan.skipped.empty() ? std::string() : " (" + plan.skipped + ")"), ""});
+    } else if (!runner->has_tool("python3")) {
+      checks.push_back({name, "not run: python3 not found", ""});
+      result.warn("compile pattern check not run: python3 not found");
+    } else if (auto probe = runner->run({"python3", "-c", "import torch"}, tree, seconds(300)); !probe.ok()) {
+      const std::string why = "python3 cannot import torch";
+      checks.push_back({name, "not run: " + why, util::trim(tail_lines(probe.output, 1))});
+      result.warn("compile pattern check not run: " + why + " (the check needs CPU PyTorch)");
+    } else {
+      // The PyTorch the op came from, else its forward (evaluated with the PyTorch calls models make).
+      const bool from_pytorch = p.source_kind == "pytorch" && !p.source_text.empty();
+      const fs::path source = log_dir / "compile_pattern_source.txt";
+      util::write_file_atomic(source, from_pytorch ? p.source_text : (p.forward ? p.forward->expression : std::string{}));
+      auto r = run_logged("compile_pattern",
+                          {"python3", (tree / "benchmarks/compile_pattern_check.py").string(), "--op", p.op_name,
+                           "--source-file", source.string()},
+                          600);
+      const std::string against = from_pytorch ? "the PyTorch source" : "the forward expression";
+      const std::string first = util::trim(r.output.substr(0, r.output.find('\n')));
+      if (r.exit_code == 0) {
+        checks.push_back({name, "passed", "against " + against + ": " + first});
+      } else if (r.exit_code == 3) {
+        checks.push_back({name, "not run: " + util::trim(tail_lines(r.output, 1)), ""});
+        result.warn("compile pattern check not run", tail_lines(r.output, 1));
+      } else if (r.exit_code == 4) {
+        checks.push_back({name, "failed", first});
+        result.fail("the compile-backend entry " + entry + " is broken: it must not be installed", error_excerpt(r.output));
+      } else {
+        checks.push_back({name, "failed (warning)", first});
+        result.warn("the compile backend will not find " + p.op_name + " in models written like " + against +
+                        " (its entry " + entry + " does not match it); the kernel is unaffected",
+                    error_excerpt(r.output));
+      }
+    }
   }
 
   // 5. benchmarks (soft, GPU only)
