@@ -367,3 +367,34 @@ def test_a_win_inside_the_spread_is_not_a_win():
     assert library_wins(clear, "speed")[0]
     memory = dict(base, library_ms=1.08, library_peak_mib=500, inductor_peak_mib=2000)
     assert library_wins(memory, "memory")[0] and not library_wins(dict(memory, library_ms=1.2), "memory")[0]
+
+
+def test_pattern_value_used_twice_must_be_one_graph_value():
+    from liger_kernels.compile.pattern import Pattern
+
+    def squared_softplus(x):
+        s = F.softplus(x)
+        return s * s
+
+    p = Pattern("squared_softplus", squared_softplus, {"x": "input"}, lambda x: x)
+
+    class TwoCopies(nn.Module):
+        def forward(self, x):
+            return F.softplus(x) * F.softplus(x)  # equal values, but not the pattern's one value
+
+    class OneCopy(nn.Module):
+        def forward(self, x):
+            s = F.softplus(x)
+            return s * s
+
+    for module, expect in ((TwoCopies(), 0), (OneCopy(), 1)):
+        gm = _trace(module)
+        ShapeProp(gm).propagate(torch.randn(3, 5))
+        assert len(p.scan(gm.graph)[0]) == expect, type(module).__name__
+
+
+def test_pattern_with_an_unused_parameter_is_refused_when_registered():
+    from liger_kernels.compile.pattern import Pattern
+
+    with pytest.raises(ValueError, match="not used"):
+        Pattern("bad", lambda x, unused: x * 2, {"x": "input", "unused": "scalar"}, lambda x, unused: x)

@@ -34,9 +34,16 @@ class Pattern:
         if not isinstance(result, fx.Node) or result.op == "placeholder":
             raise ValueError(f"pattern {op}: the function must compute one tensor from its parameters")
         self.result = result
+        used = set()
+        for n in self.traced.graph.nodes:
+            used.update(a for a in n.all_input_nodes if a.op == "placeholder")
+        unused = [p for p in self.params if not any(u.target == p for u in used)]
+        if unused:
+            raise ValueError(f"pattern {op}: parameter(s) {unused} are not used by the function, "
+                             "so a match could not bind them")
 
     # ------------------------------------------------------------ matching
-    def _bind(self, p: fx.Node, t: Any, env: Dict[str, Any]) -> bool:
+    def _bind(self, p: fx.Node, t: Any, env: Dict[Any, Any], anchor) -> bool:
         name = p.target
         if name in env:
             bound = env[name]
@@ -44,7 +51,7 @@ class Pattern:
         role = self.roles[name]
         # Roles are checked while binding, not after: with operands of add/mul tried in both orders,
         # a shape-blind bind could take x * alpha as alpha * x and bind alpha to the activations.
-        out_shape, out_dtype = self._anchor
+        out_shape, out_dtype = anchor
         if role == "scalar":
             if not G.literal(t):
                 return False
@@ -57,14 +64,17 @@ class Pattern:
         env[name] = t
         return True
 
-    def _match(self, p: Any, t: Any, env: Dict[str, Any], region: List[fx.Node]) -> bool:
+    def _match(self, p: Any, t: Any, env: Dict[Any, Any], region: List[fx.Node], anchor) -> bool:
         if isinstance(p, fx.Node) and p.op == "placeholder":
-            return self._bind(p, t, env)
+            return self._bind(p, t, env, anchor)
         if not isinstance(p, fx.Node):
             if isinstance(p, (list, tuple)):
                 return isinstance(t, (list, tuple)) and len(p) == len(t) and all(
-                    self._match(a, b, env, region) for a, b in zip(p, t))
+                    self._match(a, b, env, region, anchor) for a, b in zip(p, t))
             return not isinstance(t, fx.Node) and p == t
+        # A pattern value used twice (s * s) must be one graph value, not two equal computations.
+        if p in env:
+            return env[p] is t
         if not isinstance(t, fx.Node) or G.kind(p) is None or G.kind(p) != G.kind(t):
             return False
         if len(p.args) != len(t.args) or set(p.kwargs) != set(t.kwargs):
@@ -74,8 +84,9 @@ class Pattern:
             orders.append([t.args[1], t.args[0]])
         for order in orders:
             saved_env, saved_region = dict(env), list(region)
-            if all(self._match(a, b, env, region) for a, b in zip(p.args, order)) and all(
-                    self._match(p.kwargs[k], t.kwargs[k], env, region) for k in p.kwargs):
+            if all(self._match(a, b, env, region, anchor) for a, b in zip(p.args, order)) and all(
+                    self._match(p.kwargs[k], t.kwargs[k], env, region, anchor) for k in p.kwargs):
+                env[p] = t
                 region.append(t)
                 return True
             env.clear()
@@ -90,13 +101,12 @@ class Pattern:
         for n in list(graph.nodes):
             if G.kind(n) != want:
                 continue
-            env: Dict[str, Any] = {}
+            env: Dict[Any, Any] = {}
             region: List[fx.Node] = []
             out_shape = G.shape(n)
             if not out_shape:
                 continue
-            self._anchor = (out_shape, G.dtype(n))
-            if not self._match(self.result, n, env, region):
+            if not self._match(self.result, n, env, region, (out_shape, G.dtype(n))):
                 continue
             inside = set(region)
             escaping = [r for r in region if r is not n and not G.users_within(r, inside)]
