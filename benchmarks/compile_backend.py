@@ -84,7 +84,9 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--attn", default="sdpa")
-    ap.add_argument("--variants", default="hf_eager,hf_compiled,liger_backend,liger_always,patched_compiled")
+    ap.add_argument("--variants", default="hf_eager,hf_compiled,liger_backend,liger_always,patched_compiled",
+                    help="hf_eager, hf_compiled, liger_backend (table, goal speed), liger_memory (table, goal "
+                         "memory), liger_always (every match), patched_compiled (monkey patch + Inductor)")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
     dtype = getattr(torch, args.dtype)
@@ -112,7 +114,10 @@ def main():
                 elif variant in ("hf_compiled", "patched_compiled"):
                     run = torch.compile(loss_fn)
                 else:
-                    backend = Backend(policy="table" if variant == "liger_backend" else "always")
+                    policy = {"liger_backend": "table", "liger_memory": "table", "liger_always": "always"}.get(variant)
+                    if policy is None:
+                        raise ValueError(f"unknown variant {variant}")
+                    backend = Backend(policy=policy, goal="memory" if variant == "liger_memory" else "speed")
                     run = torch.compile(loss_fn, backend=backend)
                 r = measure(model, run, ids, labels, args.steps)
                 r["tokens_per_s"] = round(args.batch * args.seq / (r["ms"] / 1e3))
