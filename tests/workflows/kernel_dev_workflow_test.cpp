@@ -338,6 +338,32 @@ TEST(KernelDevWorkflow, AttemptLoopOnPersistentBuildFailure) {
   EXPECT_EQ(t.read("kernels/ops.yaml"), liger::testing::committed_text(repo(), "kernels/ops.yaml"));
 }
 
+// Formulas that fail their own gradient check make every kernel built from them disagree with
+// PyTorch too: the agreement check is not run (and its consequences are not sent to a model as
+// diagnostics), and the report says why.
+TEST(KernelDevWorkflow, AgreementWithPyTorchWaitsForTheReferenceTests) {
+  Tree t;
+  t.runner->gpu = true;
+  t.runner->reference_fails = [] { return true; };
+  int compare_calls = 0;
+  t.runner->python = [&](const std::vector<std::string>& argv) {
+    toolchain::ProcessResult r;
+    const bool compare = std::any_of(argv.begin(), argv.end(), [](const std::string& a) {
+      return a.find("kernel_dev_compare.py") != std::string::npos;
+    });
+    compare_calls += compare ? 1 : 0;
+    r.exit_code = compare ? 0 : 3;
+    r.output = compare ? "agree\n" : "not run: torch not importable (ModuleNotFoundError)\n";
+    return r;
+  };
+  const auto out = t.run("y = relu(x)^2", {{"name", "relu_squared"}});
+  EXPECT_EQ(out.status, "verification_failed") << out.message;
+  EXPECT_EQ(compare_calls, 0);
+  EXPECT_GE(t.runner->count("kernel_tests"), 1);  // the GPU tests still ran
+  const std::string report = util::read_file(out.run_dir / "report.md");
+  EXPECT_NE(report.find("not run: the reference tests failed"), std::string::npos) << report;
+}
+
 TEST(KernelDevWorkflow, AttemptLoopRecoversFromATransientBuildFailure) {
   Tree t;
   t.runner->build_failures = 1;

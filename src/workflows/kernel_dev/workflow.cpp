@@ -695,6 +695,7 @@ StageResult verify(StageContext& ctx) {
   }
 
   // 2. reference tests (hard)
+  bool reference_passed = false;
   if (built) {
     auto r = run_logged("reference_tests", {(build / "tests/kernels/reference_tests").string(), "--gtest_filter=" + camel + "Reference.*"}, 1800);
     r.output = relative_output(r.output, tree);
@@ -706,6 +707,7 @@ StageResult verify(StageContext& ctx) {
       result.fail("reference tests: no test matched " + camel + "Reference.* (the generated test is not in the build?)", tail_lines(r.output));
       checks.push_back({"reference tests", "failed", "no test ran"});
     } else {
+      reference_passed = true;
       checks.push_back({"reference tests", "passed", fmt::format("{} test(s)", passed)});
     }
   } else {
@@ -747,9 +749,11 @@ StageResult verify(StageContext& ctx) {
   // binding against the op's PyTorch form evaluated in fp64 on the same inputs, per dtype of the
   // tolerance table. The GPU tests compare with the generated fp64 reference, which comes from the
   // same profile as the kernel; this check is the one that can catch a profile that misread the
-  // request.
+  // request. It runs only when the reference tests passed: formulas that fail their own gradient
+  // check make every kernel built from them disagree too, and a repair request carrying both would
+  // bury the root cause under its consequences.
   const std::string eager = eager_expression(p);
-  if (gpu_tests_passed && !eager.empty() && runner->has_tool("python3")) {
+  if (gpu_tests_passed && reference_passed && !eager.empty() && runner->has_tool("python3")) {
     std::string inputs;
     for (const auto& t : p.inputs) inputs += (inputs.empty() ? "" : ",") + t.name;
     std::string params;
@@ -809,6 +813,8 @@ StageResult verify(StageContext& ctx) {
     checks.push_back({"agreement with PyTorch (fp64, " + eager + ")", !ran ? "not run" : agree_all ? "passed" : "failed", summary});
   } else if (!gpu_tests_passed) {
     checks.push_back({"agreement with PyTorch", "not run: GPU tests did not pass or did not run", ""});
+  } else if (!reference_passed) {
+    checks.push_back({"agreement with PyTorch", "not run: the reference tests failed (the formulas are wrong; the kernels implement them)", ""});
   }
 
   // 4b. the compile backend's pattern against the PyTorch the op came from (CPU PyTorch; no GPU).
