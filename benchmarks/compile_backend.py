@@ -86,7 +86,7 @@ def main():
     ap.add_argument("--attn", default="sdpa")
     ap.add_argument("--variants", default="hf_eager,hf_compiled,liger_backend,liger_always,patched_compiled",
                     help="hf_eager, hf_compiled, liger_backend (table, goal speed), liger_memory (table, goal "
-                         "memory), liger_always (every match), patched_compiled (monkey patch + Inductor)")
+                         "memory), liger_device (table, GPU-time metric), liger_always (every match), patched_compiled (monkey patch + Inductor)")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
     dtype = getattr(torch, args.dtype)
@@ -114,10 +114,12 @@ def main():
                 elif variant in ("hf_compiled", "patched_compiled"):
                     run = torch.compile(loss_fn)
                 else:
-                    policy = {"liger_backend": "table", "liger_memory": "table", "liger_always": "always"}.get(variant)
+                    policy = {"liger_backend": "table", "liger_memory": "table", "liger_device": "table",
+                              "liger_always": "always"}.get(variant)
                     if policy is None:
                         raise ValueError(f"unknown variant {variant}")
-                    backend = Backend(policy=policy, goal="memory" if variant == "liger_memory" else "speed")
+                    backend = Backend(policy=policy, goal="memory" if variant == "liger_memory" else "speed",
+                                      metric="device" if variant == "liger_device" else "wall")
                     run = torch.compile(loss_fn, backend=backend)
                 r = measure(model, run, ids, labels, args.steps)
                 r["tokens_per_s"] = round(args.batch * args.seq / (r["ms"] / 1e3))

@@ -398,3 +398,17 @@ def test_pattern_with_an_unused_parameter_is_refused_when_registered():
 
     with pytest.raises(ValueError, match="not used"):
         Pattern("bad", lambda x, unused: x * 2, {"x": "input", "unused": "scalar"}, lambda x, unused: x)
+
+
+def test_device_metric_uses_gpu_time_and_falls_back_to_wall_time():
+    from liger_kernels.compile.registry import library_wins
+
+    e = {"library_ms": 1.2, "inductor_ms": 1.0, "library_device_ms": 0.3, "inductor_device_ms": 0.5}
+    assert not library_wins(e, "speed", "wall")[0]
+    wins, why = library_wins(e, "speed", "device")
+    assert wins and "GPU time" in why
+    no_device = {"library_ms": 1.2, "inductor_ms": 1.0}
+    wins, why = library_wins(no_device, "speed", "device")
+    assert not wins and "wall time decided" in why
+    with pytest.raises(ValueError, match="metric"):
+        Backend(metric="latency")

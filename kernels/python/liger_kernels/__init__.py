@@ -42,11 +42,11 @@ if _importlib_util.find_spec("torch") is not None:
         liger_rotary_pos_emb,
     )
 
-    def optimize(model, policy=None, goal=None, **compile_kwargs):
+    def optimize(model, policy=None, goal=None, metric=None, **compile_kwargs):
         """torch.compile(model) with the liger backend (liger_kernels.compile; docs/compile.md)."""
         from .compile import optimize as _optimize
 
-        return _optimize(model, policy=policy, goal=goal, **compile_kwargs)
+        return _optimize(model, policy=policy, goal=goal, metric=metric, **compile_kwargs)
 else:
 
     def __getattr__(name: str):

@@ -22,7 +22,7 @@ import torch
 from torch import fx
 
 from . import graph as G
-from .registry import GOALS, POLICIES, DecisionTable, library_wins, registry, shape_class
+from .registry import GOALS, METRICS, POLICIES, DecisionTable, library_wins, registry, shape_class
 
 _LOG = logging.getLogger("liger_kernels.compile")
 
@@ -57,17 +57,23 @@ def _device_sm(example_inputs) -> Optional[int]:
 class Backend:
     """The backend object. policy: "table" (default: replace where decisions.json says the library
     wins), "always" (replace every match: parity tests), "never" (plain Inductor, decisions still
-    logged). goal: "speed" or "memory". inner: the compiler the rewritten graph goes to ("inductor",
+    logged). goal: "speed" or "memory". metric: "wall" (whole-step time, host work included: the
+    default) or "device" (GPU kernel time: for large models whose host runs ahead). inner: the compiler the rewritten graph goes to ("inductor",
     or a callable backend; "eager" runs the rewritten graph uncompiled)."""
 
     def __init__(self, policy: Optional[str] = None, goal: Optional[str] = None, inner="inductor",
-                 table: Optional[DecisionTable] = None, ops: Optional[List[str]] = None):
+                 table: Optional[DecisionTable] = None, ops: Optional[List[str]] = None,
+                 metric: Optional[str] = None):
         policy = policy or os.environ.get("LIGER_COMPILE_POLICY", "table")
         goal = goal or os.environ.get("LIGER_COMPILE_GOAL", "speed")
         if policy not in POLICIES:
             raise ValueError(f"liger compile: policy must be one of {POLICIES}, got {policy!r}")
         if goal not in GOALS:
             raise ValueError(f"liger compile: goal must be one of {GOALS}, got {goal!r}")
+        metric = metric or os.environ.get("LIGER_COMPILE_METRIC", "wall")
+        if metric not in METRICS:
+            raise ValueError(f"liger compile: metric must be one of {METRICS}, got {metric!r}")
+        self.metric = metric
         self.policy, self.goal, self.inner = policy, goal, inner
         self.table = table if table is not None else DecisionTable()
         self.ops = set(ops) if ops is not None else None
@@ -122,7 +128,7 @@ class Backend:
         if entry is None:
             return False, (f"decisions.json has no measurement for sm_{sm} {cls}: Inductor keeps it "
                            "(python benchmarks/compile_registry.py measures this GPU)")
-        wins, why = library_wins(entry, self.goal)
+        wins, why = library_wins(entry, self.goal, self.metric)
         return wins, ("library wins: " if wins else "Inductor wins: ") + why
 
     # ------------------------------------------------------------ the torch.compile entry point
@@ -150,9 +156,10 @@ def backend(gm: fx.GraphModule, example_inputs):
     return Backend()(gm, example_inputs)
 
 
-def optimize(model, policy: Optional[str] = None, goal: Optional[str] = None, **compile_kwargs):
+def optimize(model, policy: Optional[str] = None, goal: Optional[str] = None, metric: Optional[str] = None,
+             **compile_kwargs):
     """torch.compile(model) with the liger backend; the Backend is at result._liger_backend."""
-    b = Backend(policy=policy, goal=goal)
+    b = Backend(policy=policy, goal=goal, metric=metric)
     compiled = torch.compile(model, backend=b, **compile_kwargs)
     try:
         compiled._liger_backend = b

@@ -21,6 +21,9 @@ VOCAB_BOUNDS = (32768, 131072)
 HEAD_BOUNDS = (64, 128)
 POLICIES = ("table", "always", "never")
 GOALS = ("speed", "memory")
+# wall: CUDA-event time of whole steps, host work included (what bounds small models);
+# device: GPU kernel time only (what bounds large-model training, where the host runs ahead).
+METRICS = ("wall", "device")
 
 
 @dataclass
@@ -68,10 +71,21 @@ class DecisionTable:
         return self.entries.get((op, sm, cls))
 
 
-def library_wins(entry: Dict, goal: str) -> Tuple[bool, str]:
+def library_wins(entry: Dict, goal: str, metric: str = "wall") -> Tuple[bool, str]:
     """Speed: the library's slowest repeat beats Inductor's fastest (medians where no ranges were
     recorded), so a difference inside the run-to-run spread never flips a decision. Memory: less
-    peak memory at no more than 10% more time."""
+    peak memory at no more than 10% more time. metric "device" compares GPU kernel time instead
+    (no spread: kernel time is stable); a table without it falls back to wall time, and says so."""
+    if metric == "device":
+        lib_d, ind_d = entry.get("library_device_ms"), entry.get("inductor_device_ms")
+        if lib_d is not None and ind_d is not None:
+            timing = f"GPU time: library {lib_d:.3f} ms vs Inductor {ind_d:.3f} ms"
+            if goal == "memory" and entry.get("library_peak_mib") is not None:
+                lm, im = entry["library_peak_mib"], entry["inductor_peak_mib"]
+                return lm < im and lib_d <= 1.10 * ind_d, f"{timing}, peak {lm:.0f} vs {im:.0f} MiB"
+            return lib_d < ind_d, timing
+        wins, why = library_wins(entry, goal, "wall")
+        return wins, why + " (no GPU time in the table: wall time decided)"
     lib, ind = entry["library_ms"], entry["inductor_ms"]
     timing = f"library {lib:.3f} ms vs Inductor {ind:.3f} ms"
     if goal == "memory":
