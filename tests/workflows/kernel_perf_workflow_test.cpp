@@ -198,8 +198,8 @@ TEST(KernelPerfStages, ProfileOnlyWithoutGpuProducesTheCompilerReport) {
   EXPECT_EQ(wf.name, "kernel-perf");
   auto r = wf.understand(ctx);
   ASSERT_TRUE(r.ok()) << (r.hard.empty() ? "" : r.hard[0].summary + r.hard[0].detail);
-  // nvcc ran on the op's source for sm_90 with -Xptxas -v.
-  ASSERT_EQ(fake->calls.size(), 1u);
+  // nvcc ran on the op's source for sm_90 with -Xptxas -v, then once per code variant setting.
+  ASSERT_GE(fake->calls.size(), 2u);
   const auto& argv = fake->calls[0];
   EXPECT_NE(std::find(argv.begin(), argv.end(), "-arch=sm_90"), argv.end());
   EXPECT_NE(std::find(argv.begin(), argv.end(), "-v"), argv.end());
@@ -209,7 +209,16 @@ TEST(KernelPerfStages, ProfileOnlyWithoutGpuProducesTheCompilerReport) {
   EXPECT_EQ(p["architecture"]["family"].as<std::string>(), "hopper");
   EXPECT_EQ(p["compiler_resources"]["kernels"].size(), 48u);
   EXPECT_EQ(p["compiler_resources"]["max_registers"].as<int>(), 128);
+  // The fixture's log has no spills in the variant instantiation: no compile-time diagnosis.
   EXPECT_EQ(p["bottleneck"]["class"].as<std::string>(), "unknown");
+  // The code variants are reported with the compiler's numbers (the fixture's first kernel).
+  ASSERT_GE(p["code_variants"].size(), 3u);
+  EXPECT_EQ(p["code_variants"][0]["variant"].as<std::string>(), "current");
+  EXPECT_EQ(p["code_variants"][0]["line"].as<std::string>(), "using BwdVariant = norm::BwdVariant<0, 0, 0>;");
+  EXPECT_TRUE(p["code_variants"][0]["compiled"].as<bool>());
+  EXPECT_EQ(fake->calls.size(), 1 + p["code_variants"].size());
+  const auto& variant_argv = fake->calls[1];
+  EXPECT_NE(std::find(variant_argv.begin(), variant_argv.end(), "-gencode=arch=compute_90,code=sm_90"), variant_argv.end());
   EXPECT_EQ(p["strategy_order"][0]["kind"].as<std::string>(), "tunable_search");
   // The snapshot holds the kernel's sources.
   EXPECT_TRUE(fs::exists(run.dir / "input/snapshot/kernels/src/rms_norm/rms_norm.cu"));
@@ -226,6 +235,33 @@ TEST(KernelPerfStages, ProfileOnlyWithoutGpuProducesTheCompilerReport) {
   const std::string md = liger::util::read_file(run.dir / "optimization/final/report.md");
   EXPECT_NE(md.find("liger::kernels::norm::norm_backward_kernel"), std::string::npos);
   EXPECT_NE(md.find("| 128 |"), std::string::npos);
+  EXPECT_NE(md.find("| current | dw_first=0 cache_fp32=0 min_blocks=0 |"), std::string::npos) << md;
+  set_runner_for_testing(nullptr);
+}
+
+TEST(KernelPerfStages, ProfileOnlyDiagnosesASpillingVariantAsRegisterBound) {
+  auto fake = std::make_shared<FakeRunner>();
+  fake->tools = {"nvcc"};
+  fake->outputs["nvcc"] =
+      "ptxas info    : Compiling entry function "
+      "'_ZN5liger7kernels4norm27norm_backward_staged_kernelILNS1_4KindE0E13__nv_bfloat16S4_Li8ELi4ENS1_10BwdVariantILi0ELi1ELi0EEEEEvNS1_9BwdParamsE' for 'sm_90'\n"
+      "ptxas info    : Function properties for x\n"
+      "    352 bytes stack frame, 360 bytes spill stores, 352 bytes spill loads\n"
+      "ptxas info    : Used 128 registers, used 1 barriers, 352 bytes cumulative stack size\n";
+  set_runner_for_testing(fake);
+  RunDir run;
+  liger::engine::Staging staging(run.dir / "staging");
+  auto ctx = make_ctx(run, {{"op", "rms_norm"}, {"profile_only", true}, {"target_gpu", "hopper"}}, &staging);
+  auto r = make_workflow().understand(ctx);
+  ASSERT_TRUE(r.ok());
+  const YAML::Node& p = ctx.profile;
+  EXPECT_EQ(p["bottleneck"]["class"].as<std::string>(), "register-bound");
+  const std::string evidence = p["bottleneck"]["evidence"].as<std::string>();
+  EXPECT_NE(evidence.find("128 registers"), std::string::npos) << evidence;
+  EXPECT_NE(evidence.find("712 bytes"), std::string::npos) << evidence;
+  bool code_variant = false;
+  for (const auto& s : p["strategy_order"]) code_variant |= s["kind"].as<std::string>() == "code_variant";
+  EXPECT_TRUE(code_variant) << "a register-bound profile lists code variants";
   set_runner_for_testing(nullptr);
 }
 

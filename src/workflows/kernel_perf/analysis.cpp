@@ -347,7 +347,42 @@ std::map<std::string, double> NcuMetrics::rule_metrics() const {
   take("sm__throughput.avg.pct_of_peak_sustained_elapsed", "sm_pct");
   take("sm__warps_active.avg.pct_of_peak_sustained_active", "achieved_occupancy_pct");
   take("sm__maximum_warps_per_active_cycle_pct", "theoretical_occupancy_pct");
+  take("launch__registers_per_thread", "ncu_registers");
+  // Local-memory instructions (spills; also any stack arrays) per 100 executed instructions.
+  auto ld = mean.find("smsp__sass_inst_executed_op_local_ld.sum");
+  auto st = mean.find("smsp__sass_inst_executed_op_local_st.sum");
+  auto all = mean.find("smsp__inst_executed.sum");
+  if (ld != mean.end() && st != mean.end() && all != mean.end() && all->second > 0)
+    m["ncu_spill_pct"] = 100.0 * (ld->second + st->second) / all->second;
   return m;
+}
+
+const std::vector<std::string>& stall_reasons() {
+  static const std::vector<std::string> r = {"long_scoreboard", "short_scoreboard", "barrier",      "lg_throttle",
+                                             "mio_throttle",    "math_pipe_throttle", "wait",       "not_selected",
+                                             "no_instruction",  "membar",           "drain"};
+  return r;
+}
+
+namespace {
+std::string stall_metric(const std::string& reason) {
+  return "smsp__average_warps_issue_stalled_" + reason + "_per_issue_active.ratio";
+}
+}  // namespace
+
+std::string stall_metrics_csv() {
+  std::string out;
+  for (const auto& r : stall_reasons()) out += (out.empty() ? "" : ",") + stall_metric(r);
+  return out;
+}
+
+std::vector<std::pair<std::string, double>> top_stalls(const NcuMetrics& m, std::size_t n) {
+  std::vector<std::pair<std::string, double>> out;
+  for (const auto& r : stall_reasons())
+    if (auto it = m.mean.find(stall_metric(r)); it != m.mean.end() && it->second > 0) out.push_back({r, it->second});
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  if (out.size() > n) out.resize(n);
+  return out;
 }
 
 // ---------------------------------------------------------------- liger-bench JSON
@@ -462,7 +497,8 @@ Classification classify(const std::vector<ClassRule>& rules, const std::map<std:
 }
 
 std::string overall_class(const std::vector<std::string>& per_case) {
-  static const std::vector<std::string> order = {"memory-bound", "compute-bound", "latency-bound", "balanced"};
+  static const std::vector<std::string> order = {"register-bound", "memory-bound", "compute-bound", "latency-bound",
+                                                 "balanced"};
   std::string best = "balanced";
   long best_count = 0;
   for (const auto& c : order) {
@@ -492,6 +528,10 @@ std::vector<Strategy> parse_strategies(const YAML::Node& doc) {
       for (const auto& p : n["preconditions"]) s.preconditions.push_back(p.as<std::string>());
     s.changes = n["changes"].as<std::string>("");
     s.expected = n["expected"].as<std::string>("");
+    if (n["knobs"])
+      for (const auto& k : n["knobs"]) s.knobs[k.first.as<std::string>()] = k.second.as<int>();
+    if (s.kind == "code_variant" && s.knobs.empty())
+      throw Error(ErrorKind::Internal, "strategies.yaml: code_variant strategy '" + s.id + "' sets no knobs");
     out.push_back(s);
   }
   return out;

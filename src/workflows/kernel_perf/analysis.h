@@ -101,6 +101,12 @@ struct NcuMetrics {
 // `ncu --csv --metrics ...` output (one row per metric per launch); tolerates the "==PROF=="
 // lines before the header and thousands separators in values.
 NcuMetrics parse_ncu_csv(const std::string& text);
+// Stall reasons asked of Nsight Compute (smsp__average_warps_issue_stalled_<reason>_per_issue_active:
+// warps stalled for that reason per issued instruction) and the `--metrics` list of them.
+const std::vector<std::string>& stall_reasons();
+std::string stall_metrics_csv();
+// The n largest stall reasons of a run, largest first, as (reason, warps per issue).
+std::vector<std::pair<std::string, double>> top_stalls(const NcuMetrics& m, std::size_t n);
 
 // ---------------------------------------------------------------- liger-bench --json
 struct BenchCaseResult {
@@ -147,16 +153,17 @@ struct Classification {
 // First rule whose every condition holds wins; a condition on a metric that is absent is false.
 // A rule with no conditions matches always (the fallback).
 Classification classify(const std::vector<ClassRule>& rules, const std::map<std::string, double>& metrics);
-// The class most cases have (ties: the order memory, compute, latency, balanced).
+// The class most cases have (ties: the order register, memory, compute, latency, balanced).
 std::string overall_class(const std::vector<std::string>& per_case);
 
 // ---------------------------------------------------------------- strategies
 struct Strategy {
-  std::string id, name, kind;  // kind: tunable_search | split_size_class | neighbour_search | llm_code
+  std::string id, name, kind;  // kind: tunable_search | split_size_class | neighbour_search | code_variant | llm_code
   std::vector<std::string> applies_to;     // bottleneck classes, or "any"
   std::vector<std::string> preconditions;  // op traits that must hold ("table", "row_wise", ...)
   std::string changes;
   std::string expected;
+  std::map<std::string, int> knobs;  // code_variant: knob values set over the current best's
 };
 std::vector<Strategy> parse_strategies(const YAML::Node& doc);
 // Parameter tuning first; then the strategies that apply to `bottleneck` whose preconditions the

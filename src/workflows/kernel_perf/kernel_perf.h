@@ -20,6 +20,7 @@
 #include "liger/process.h"
 #include "liger/workflow.h"
 #include "workflows/kernel_perf/analysis.h"
+#include "workflows/kernel_perf/code_variants.h"
 #include "workflows/kernel_perf/tuning_table.h"
 
 namespace liger::kernel_perf {
@@ -78,6 +79,7 @@ struct OpSpec {
   std::set<std::string> traits;
   SearchSpace space;
   TableSpec table;
+  CodeKnobSpec code;  // compile-time code strategies (absent: none)
 };
 // Throws Usage listing the known ops when `op` is not in the data.
 OpSpec load_op_spec(const std::filesystem::path& search_spaces_yaml, const std::string& op);

@@ -186,6 +186,8 @@ OpSpec load_op_spec(const std::filesystem::path& path, const std::string& op) {
       for (const auto& it : t["map"]) s.table.map[it.first.as<std::string>()] = it.second.as<int>();
       s.table.derive = t["derive"].as<std::string>("");
     }
+    s.code = parse_code_knobs(n["code_knobs"]);
+    for (const auto& k : s.code.knobs) s.traits.insert("knob:" + k.name);
   } catch (const std::exception& e) {
     throw Error(ErrorKind::Internal, path.string() + ": op " + op + ": " + e.what());
   }

@@ -157,11 +157,36 @@ bool run_tests(const StageContext& ctx, const OpSpec& spec, const fs::path& log,
 
 // ---------------------------------------------------------------- profile helpers
 
-std::map<std::string, double> case_metrics(const BenchCaseResult& r, double occupancy, const NcuMetrics* ncu) {
+// Whether a ptxas kernel serves a benchmark case: the pass in its name (forward / backward; a
+// full case runs both) and the case's activation dtype.
+bool kernel_serves(const KernelResources& k, const BenchCaseResult& r) {
+  if (r.mode != "full" && k.name.find(r.mode) == std::string::npos) return false;
+  const bool bf16 = k.name.find("__nv_bfloat16") != std::string::npos, fp16 = k.name.find("__half") != std::string::npos;
+  if (r.dtype == "bf16") return bf16;
+  if (r.dtype == "fp16") return fp16;
+  if (r.dtype == "fp32") return !bf16 && !fp16;
+  return true;
+}
+
+std::map<std::string, double> case_metrics(const BenchCaseResult& r, double occupancy, const NcuMetrics* ncu,
+                                           const std::vector<KernelResources>& kernels) {
   std::map<std::string, double> m;
   m["copy_fraction"] = r.copy_fraction;
   m["median_us"] = r.median_us;
   if (occupancy > 0) m["occupancy"] = occupancy;
+  // The worst instantiation of the case's pass and dtype (the one the largest rows use).
+  bool any = false;
+  double spill = 0, regs = 0;
+  for (const auto& k : kernels)
+    if (kernel_serves(k, r)) {
+      any = true;
+      spill = std::max(spill, static_cast<double>(k.spill_store_bytes + k.spill_load_bytes));
+      regs = std::max(regs, static_cast<double>(k.registers));
+    }
+  if (any) {
+    m["spill_bytes"] = spill;
+    m["registers"] = regs;
+  }
   if (ncu)
     for (const auto& [k, v] : ncu->rule_metrics()) m[k] = v;
   return m;
@@ -176,9 +201,97 @@ YAML::Node strategies_node(const std::vector<Strategy>& order) {
     n["kind"] = s.kind;
     n["changes"] = s.changes;
     n["expected"] = s.expected;
+    for (const auto& [k, v] : s.knobs) n["knobs"][k] = v;
     list.push_back(n);
   }
   return list;
+}
+
+// The op's code variants (search_spaces.yaml code_knobs x the catalogue's code_variant
+// strategies), each compiled as one instantiation with -Xptxas -v: what a variant would do to
+// registers and spills is known before anything is built or benchmarked, and the notebooks
+// quote it as the prediction. The "current" entry is the tuning header as it is.
+YAML::Node profile_code_variants(StageContext& ctx, const OpSpec& spec, const std::string& tuning_text,
+                                 const std::vector<Strategy>& catalogue, const ArchLimits& arch, int sm,
+                                 StageResult& result) {
+  YAML::Node list(YAML::NodeType::Sequence);
+  if (!spec.code.present) return list;
+  const auto current = read_knobs(spec.code, tuning_text);
+  if (!current) {
+    result.warn("the tuning header has no `using " + spec.code.alias + " = " + spec.code.tmpl +
+                "<...>;` line: code variants are off for this run");
+    return list;
+  }
+  auto runner = current_runner();
+  for (const auto& [label, setting] : variant_settings(spec.code, *current, catalogue)) {
+    const fs::path dir = opt_dir(ctx) / "profile" / "variants" / label;
+    const fs::path cu = write_variant_unit(spec.code, spec.tuning, render_knobs(spec.code, tuning_text, setting), dir);
+    ctx.progress("compiling code variant " + label + " (" + knob_text(spec.code, setting) + ")");
+    auto r = run_logged(ctx, variant_compile_argv(ctx.tree_root, dir, cu, dir / "variant.o", sm), {}, 600,
+                        dir / "ptxas.log");
+    YAML::Node n;
+    n["variant"] = label;
+    n["knobs"] = knob_text(spec.code, setting);
+    n["line"] = "using " + spec.code.alias + " = " + spec.code.tmpl + "<" + [&] {
+      std::string a;
+      for (const auto& k : spec.code.knobs) a += (a.empty() ? "" : ", ") + std::to_string(setting.at(k.name));
+      return a;
+    }() + ">;";
+    n["kernel"] = spec.code.kernel;
+    const auto kernels = parse_ptxas_log(r.output);
+    if (!r.ok() || kernels.empty()) {
+      n["compiled"] = false;
+      n["error"] = tail(r.output, 400);
+      if (label == "current") result.warn("the op's code-variant instantiation does not compile", tail(r.output, 600));
+    } else {
+      const KernelResources& k = kernels.front();
+      const Occupancy o = estimate_occupancy(arch, k.registers, k.smem_bytes, spec.default_threads);
+      n["compiled"] = true;
+      n["registers"] = k.registers;
+      n["spill_bytes"] = k.spill_store_bytes + k.spill_load_bytes;
+      n["stack_frame_bytes"] = k.stack_frame_bytes;
+      n["occupancy_at_default_threads"] = o.launchable ? o.fraction : 0.0;
+    }
+    list.push_back(n);
+  }
+  return list;
+}
+
+// The compile-time diagnosis of --profile-only (no benchmark): the op's representative
+// instantiation spills -> register-bound, with the numbers; else unknown.
+std::pair<std::string, std::string> compiler_diagnosis(const YAML::Node& variants) {
+  for (const auto& v : variants) {
+    if (v["variant"].as<std::string>() != "current" || !v["compiled"].as<bool>(false)) continue;
+    const long long spill = v["spill_bytes"].as<long long>(0);
+    if (spill > 0)
+      return {"register-bound", "ptxas: " + v["kernel"].as<std::string>() + " (" + v["knobs"].as<std::string>() + ") uses " +
+                                    std::to_string(v["registers"].as<int>()) + " registers and spills " +
+                                    std::to_string(spill) + " bytes per thread (stores + loads; stack frame " +
+                                    std::to_string(v["stack_frame_bytes"].as<long long>(0)) + " bytes)"};
+  }
+  return {"unknown", "--profile-only: no benchmark, so no achieved bandwidth to classify (and no spills in the "
+                     "compiler report of the op's code-variant instantiation)"};
+}
+
+// The prediction a code variant's notebook states: the compiler's registers / spills for the
+// current and the new knob setting, from the profile's per-variant report.
+std::string predicted_resources(const YAML::Node& profile, const std::string& from, const std::string& to) {
+  const YAML::Node* a = nullptr;
+  const YAML::Node* b = nullptr;
+  std::vector<YAML::Node> entries;
+  for (const auto& v : profile["code_variants"]) entries.push_back(v);
+  for (const auto& v : entries) {
+    if (v["knobs"].as<std::string>("") == from && !a) a = &v;
+    if (v["knobs"].as<std::string>("") == to && !b) b = &v;
+  }
+  auto text = [](const YAML::Node& v) {
+    if (!v["compiled"].as<bool>(false)) return std::string("does not compile");
+    return std::to_string(v["registers"].as<int>()) + " registers, " + std::to_string(v["spill_bytes"].as<long long>()) +
+           " bytes spilled, occupancy estimate " + fmt("%.0f%%", 100 * v["occupancy_at_default_threads"].as<double>(0));
+  };
+  if (!a || !b) return "Prediction: no compiler report for this setting (the profile compiled the catalogue's settings from v0's header).";
+  return "Prediction (ptxas, " + (*a)["kernel"].as<std::string>() + "): " + text(*a) + " -> " + text(*b) +
+         "; the benchmark decides whether that is faster.";
 }
 
 // ---------------------------------------------------------------- Profile (understand)
@@ -319,12 +432,15 @@ StageResult understand(StageContext& ctx) {
   const YAML::Node strategies_doc = YAML::LoadFile((skills_dir() / "strategies.yaml").string());
   const auto rules = parse_class_rules(strategies_doc["classification"]);
   const auto catalogue = parse_strategies(strategies_doc);
+  const std::string tuning_text = util::read_file(ctx.tree_root / spec.tuning);
+  profile["code_variants"] = profile_code_variants(ctx, spec, tuning_text, catalogue, *arch, sm, result);
 
   if (in.profile_only || !gpu) {
     profile["ncu"]["status"] = "not run (--profile-only)";
-    profile["bottleneck"]["class"] = "unknown";
-    profile["bottleneck"]["evidence"] = "--profile-only: no benchmark, so no achieved bandwidth to classify";
-    profile["strategy_order"] = strategies_node(strategy_order(catalogue, "balanced", spec.traits));
+    const auto [cls, evidence] = compiler_diagnosis(profile["code_variants"]);
+    profile["bottleneck"]["class"] = cls;
+    profile["bottleneck"]["evidence"] = evidence;
+    profile["strategy_order"] = strategies_node(strategy_order(catalogue, cls == "unknown" ? "balanced" : cls, spec.traits));
     ctx.profile = profile;
     result.note("profile-only: compiler report for " + std::to_string(kernels.size()) + " kernel(s) on sm_" + std::to_string(sm));
     return result;
@@ -354,7 +470,11 @@ StageResult understand(StageContext& ctx) {
     std::vector<std::string> argv = {"ncu", "--clock-control", "none", "--csv", "--kernel-name-base", "function",
                                      "-k", "regex:" + spec.ncu_kernel_regex, "--metrics",
                                      "dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed,"
-                                     "sm__warps_active.avg.pct_of_peak_sustained_active,gpu__time_duration.sum",
+                                     "sm__warps_active.avg.pct_of_peak_sustained_active,gpu__time_duration.sum,"
+                                     "launch__registers_per_thread,launch__occupancy_limit_registers,"
+                                     "sm__maximum_warps_per_active_cycle_pct,smsp__inst_executed.sum,"
+                                     "smsp__sass_inst_executed_op_local_ld.sum,smsp__sass_inst_executed_op_local_st.sum," +
+                                         stall_metrics_csv(),
                                      "-c", "20", bench_exe(ctx).string(), "--op", in.op, "--mode", biggest->mode, "--shape",
                                      biggest->shape, "--dtype", biggest->dtype, "--min-runs", "1", "--max-runs", "2",
                                      "--min-time-ms", "0", "--warmup-ms", "0", "--no-copy"};
@@ -365,6 +485,7 @@ StageResult understand(StageContext& ctx) {
       ncu = m;
       profile["ncu"]["status"] = "ran on " + biggest->key() + " (" + std::to_string(m.kernels) + " launches)";
       for (const auto& [k, v] : m.rule_metrics()) profile["ncu"][k] = v;
+      for (const auto& [reason, v] : top_stalls(m, 3)) profile["ncu"]["top_stalls"][reason] = v;
     } else {
       profile["ncu"]["status"] = "ncu did not produce metrics (exit " + std::to_string(r.exit_code) + "; see profile/ncu.log)";
       result.warn("Nsight Compute produced no metrics", tail(r.output, 600));
@@ -397,7 +518,7 @@ StageResult understand(StageContext& ctx) {
     if (r.tflops > 0) c["tflops"] = r.tflops;
     c["extra_mib"] = r.extra_mib;
     const bool use_ncu = ncu && biggest && r.key() == biggest->key();
-    const Classification cls = classify(rules, case_metrics(r, min_occ, use_ncu ? &*ncu : nullptr));
+    const Classification cls = classify(rules, case_metrics(r, min_occ, use_ncu ? &*ncu : nullptr, kernels));
     c["class"] = cls.bottleneck;
     c["evidence"] = cls.rule + ": " + cls.reason;
     if (in_target(in.goal_spec(), r.mode)) classes.push_back(cls.bottleneck);
@@ -476,6 +597,8 @@ std::vector<Strategy> profile_strategies(const YAML::Node& profile) {
     s.kind = n["kind"].as<std::string>("");
     s.changes = n["changes"].as<std::string>("");
     s.expected = n["expected"].as<std::string>("");
+    if (n["knobs"])
+      for (const auto& k : n["knobs"]) s.knobs[k.first.as<std::string>()] = k.second.as<int>();
     out.push_back(s);
   }
   return out;
@@ -719,6 +842,24 @@ StageResult act(StageContext& ctx) {
         rec.change += "(same table as the current best)";
         confirms_best = true;
       }
+    } else if (s.kind == "code_variant") {
+      ++strategy_index;
+      if (!spec.code.present) continue;
+      const auto cur = read_knobs(spec.code, best_tuning);
+      if (!cur) continue;  // the profile warned: the alias line is missing
+      KnobSetting next = *cur;
+      for (const auto& [k, v] : s.knobs) next[k] = v;
+      if (next == *cur || next.size() != cur->size()) continue;  // already so, or a knob the op lacks
+      try {
+        tuning_text = render_knobs(spec.code, best_tuning, s.knobs);
+      } catch (const Error& e) {
+        result.warn("code variant '" + s.name + "' not rendered", e.what());
+        continue;
+      }
+      rec.change = spec.code.alias + ": " + knob_text(spec.code, *cur) + " -> " + knob_text(spec.code, next);
+      nb.hypothesis = "The profile classifies the op as " + ctx.profile["bottleneck"]["class"].as<std::string>("unknown") +
+                      " (" + ctx.profile["bottleneck"]["evidence"].as<std::string>("") + "); " + s.changes + ".";
+      nb.expected = s.expected + ". " + predicted_resources(ctx.profile, knob_text(spec.code, *cur), knob_text(spec.code, next));
     } else if (s.kind == "llm_code") {
       ++strategy_index;
       const auto pc = provider_config(ctx.config);
@@ -946,6 +1087,24 @@ std::string render_report(const StageContext& ctx, const KernelPerfInput& in, co
     kernels.push_back(d);
   }
   view.set("kernels", kernels);
+  data code_rows{data::type::list};
+  std::string variant_kernel = "none";
+  for (const auto& v : p["code_variants"]) {
+    data d;
+    variant_kernel = v["kernel"].as<std::string>("");
+    d.set("variant", v["variant"].as<std::string>());
+    d.set("knobs", v["knobs"].as<std::string>());
+    const bool ok = v["compiled"].as<bool>(false);
+    d.set("registers", ok ? std::to_string(v["registers"].as<int>()) : std::string("does not compile"));
+    d.set("spills", ok ? std::to_string(v["spill_bytes"].as<long long>()) : std::string("-"));
+    d.set("occupancy", ok ? fmt("%.0f%%", v["occupancy_at_default_threads"].as<double>() * 100) : std::string("-"));
+    code_rows.push_back(d);
+  }
+  view.set("variants", code_rows);
+  view.set("has_variants", p["code_variants"].size() > 0);
+  view.set("variant_kernel", variant_kernel);
+  view.set("bottleneck", p["bottleneck"]["class"].as<std::string>("unknown") + " (" +
+                             p["bottleneck"]["evidence"].as<std::string>("") + ")");
   view.set("diff", diff.empty() ? std::string("(nothing applied)") : diff);
   return t.render(view);
 }
