@@ -28,10 +28,17 @@ class FakeRunner : public Runner {
  public:
   std::set<std::string> tools;
   std::map<std::string, std::string> outputs;  // argv[0] -> output
+  std::map<std::string, std::string> by_file;  // an argument's file name -> output (wins over argv[0])
   std::vector<std::vector<std::string>> calls;
   liger::toolchain::ProcessResult run(const std::vector<std::string>& argv, const fs::path&, std::chrono::seconds) override {
     calls.push_back(argv);
     liger::toolchain::ProcessResult r;
+    for (const auto& a : argv)
+      if (auto f = by_file.find(fs::path(a).filename().string()); f != by_file.end()) {
+        r.exit_code = 0;
+        r.output = f->second;
+        return r;
+      }
     auto it = outputs.find(argv[0]);
     r.exit_code = it == outputs.end() ? 127 : 0;
     r.output = it == outputs.end() ? "not found" : it->second;
@@ -189,6 +196,12 @@ TEST(KernelPerfStages, ProfileOnlyWithoutGpuProducesTheCompilerReport) {
   auto fake = std::make_shared<FakeRunner>();
   fake->tools = {"nvcc"};
   fake->outputs["nvcc"] = liger::util::read_file(fixtures() / "ptxas_rms_norm_sm90.log");
+  fake->by_file["variant.cu"] =
+      "ptxas info    : Compiling entry function "
+      "'_ZN5liger7kernels4norm27norm_backward_staged_kernelILNS1_4KindE0E13__nv_bfloat16S4_Li8ELi4ENS1_10BwdVariantILi0ELi0ELi0EEEEEvNS1_9BwdParamsE' for 'sm_90'\n"
+      "ptxas info    : Function properties for x\n"
+      "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+      "ptxas info    : Used 128 registers, used 1 barriers\n";
   set_runner_for_testing(fake);
   RunDir run;
   liger::engine::Staging staging(run.dir / "staging");

@@ -25,6 +25,9 @@
 
 namespace liger::kernel_perf {
 
+struct KernelResources;
+struct Strategy;
+
 struct CodeKnob {
   std::string name;
   std::vector<int> values;  // the values the template accepts
@@ -37,6 +40,11 @@ struct CodeKnobSpec {
   std::vector<CodeKnob> knobs;  // template-argument order
   std::vector<std::string> includes;
   std::string kernel, params;   // explicit instantiation: template __global__ void <kernel>(<params>);
+  std::string address_of;       // or an expression naming the kernel (its address is taken), for a
+                                // kernel picked by a constexpr helper
+  // The template's own name ("BwdVariant" of "norm::BwdVariant"): demangled kernel names carry
+  // it with the rendered arguments.
+  std::string template_name() const;
 };
 
 using KnobSetting = std::map<std::string, int>;
@@ -56,7 +64,8 @@ std::string render_knobs(const CodeKnobSpec& spec, const std::string& tuning_tex
 std::string knob_text(const CodeKnobSpec& spec, const KnobSetting& setting);
 
 // A translation unit that explicitly instantiates the spec's one kernel (the variant's tuning
-// header found first on the include path).
+// header found first on the include path). LIGER_KERNEL_VARIANT_UNIT is defined first: a source
+// included whole (kernels with internal linkage) leaves its own dispatch out under it.
 std::string instantiation_source(const CodeKnobSpec& spec);
 
 // nvcc for one instantiation with the ptxas resource report: the rendered tuning header lives
@@ -65,15 +74,17 @@ std::vector<std::string> variant_compile_argv(const std::filesystem::path& tree,
                                               const std::filesystem::path& source, const std::filesystem::path& object,
                                               int sm);
 
-// Writes the rendered tuning header and the instantiation unit under `dir` (dir/<tuning rel>,
-// dir/variant.cu); returns the .cu path.
+// Writes the rendered tuning header (dir/<tuning rel>) and the instantiation unit dir/variant.cu;
+// returns the .cu path. (A source's quoted include of "<op>/tuning.h" is not found beside it, so
+// -I resolves it, the override directory first.)
 std::filesystem::path write_variant_unit(const CodeKnobSpec& spec, const std::string& tuning_rel,
                                          const std::string& rendered_tuning, const std::filesystem::path& dir);
 
-// ---------------------------------------------------------------- the profile's per-variant report
+// Of a ptxas report, the kernel that shows the variant: the one whose name carries the variant
+// template with the most spill bytes, then registers; nullptr when none does.
+const KernelResources* variant_kernel(const std::vector<KernelResources>& kernels, const CodeKnobSpec& spec);
 
-struct KernelResources;
-struct Strategy;
+// ---------------------------------------------------------------- the profile's per-variant report
 
 struct VariantCompile {
   std::string label;       // "current" or the strategy id

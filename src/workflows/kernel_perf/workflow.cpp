@@ -225,7 +225,8 @@ YAML::Node profile_code_variants(StageContext& ctx, const OpSpec& spec, const st
   auto runner = current_runner();
   for (const auto& [label, setting] : variant_settings(spec.code, *current, catalogue)) {
     const fs::path dir = opt_dir(ctx) / "profile" / "variants" / label;
-    const fs::path cu = write_variant_unit(spec.code, spec.tuning, render_knobs(spec.code, tuning_text, setting), dir);
+    const fs::path cu =
+        write_variant_unit(spec.code, spec.tuning, render_knobs(spec.code, tuning_text, setting), dir);
     ctx.progress("compiling code variant " + label + " (" + knob_text(spec.code, setting) + ")");
     auto r = run_logged(ctx, variant_compile_argv(ctx.tree_root, dir, cu, dir / "variant.o", sm), {}, 600,
                         dir / "ptxas.log");
@@ -239,12 +240,14 @@ YAML::Node profile_code_variants(StageContext& ctx, const OpSpec& spec, const st
     }() + ">;";
     n["kernel"] = spec.code.kernel;
     const auto kernels = parse_ptxas_log(r.output);
-    if (!r.ok() || kernels.empty()) {
+    const KernelResources* shown = variant_kernel(kernels, spec.code);
+    if (!r.ok() || !shown) {
       n["compiled"] = false;
       n["error"] = tail(r.output, 400);
       if (label == "current") result.warn("the op's code-variant instantiation does not compile", tail(r.output, 600));
     } else {
-      const KernelResources& k = kernels.front();
+      const KernelResources& k = *shown;
+      n["kernel"] = k.name;
       const Occupancy o = estimate_occupancy(arch, k.registers, k.smem_bytes, spec.default_threads);
       n["compiled"] = true;
       n["registers"] = k.registers;
@@ -1088,10 +1091,10 @@ std::string render_report(const StageContext& ctx, const KernelPerfInput& in, co
   }
   view.set("kernels", kernels);
   data code_rows{data::type::list};
-  std::string variant_kernel = "none";
+  std::string shown_kernel = "none";
   for (const auto& v : p["code_variants"]) {
     data d;
-    variant_kernel = v["kernel"].as<std::string>("");
+    shown_kernel = v["kernel"].as<std::string>("");
     d.set("variant", v["variant"].as<std::string>());
     d.set("knobs", v["knobs"].as<std::string>());
     const bool ok = v["compiled"].as<bool>(false);
@@ -1102,7 +1105,7 @@ std::string render_report(const StageContext& ctx, const KernelPerfInput& in, co
   }
   view.set("variants", code_rows);
   view.set("has_variants", p["code_variants"].size() > 0);
-  view.set("variant_kernel", variant_kernel);
+  view.set("variant_kernel", shown_kernel);
   view.set("bottleneck", p["bottleneck"]["class"].as<std::string>("unknown") + " (" +
                              p["bottleneck"]["evidence"].as<std::string>("") + ")");
   view.set("diff", diff.empty() ? std::string("(nothing applied)") : diff);
