@@ -3,7 +3,9 @@
 // and stall reasons. No GPU, no nvcc (kernel_perf_variants_compile_test.cpp compiles them).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
+#include <sstream>
 
 #include "liger/error.h"
 #include "liger/util.h"
@@ -179,4 +181,76 @@ TEST(KernelPerfDiagnosis, NcuSpillShareAndTopStalls) {
   EXPECT_EQ(top[2].first, "barrier");
   // Every stall metric asked for is one top_stalls reads.
   for (const auto& reason : stall_reasons()) EXPECT_NE(stall_metrics_csv().find("_" + reason + "_"), std::string::npos);
+}
+
+namespace {
+
+BenchRun run_of(const std::vector<std::pair<std::string, double>>& cases) {
+  BenchRun r;
+  for (const auto& [key, us] : cases) {
+    BenchCaseResult c;
+    std::istringstream in(key);
+    in >> c.mode >> c.shape >> c.dtype;
+    c.op = "rms_norm";
+    c.ok = us > 0;
+    c.median_us = us;
+    r.results.push_back(c);
+  }
+  return r;
+}
+
+}  // namespace
+
+TEST(KernelPerfSearchSpeed, HalvingKeepsTheBestHalfOfEveryClass) {
+  // Two size classes; "b" is best only in the large class, "a" only in the small one.
+  const std::vector<std::vector<std::string>> classes = {{"backward 4096x1024 bf16"}, {"backward 4096x16384 bf16"}};
+  std::map<std::string, BenchRun> round;
+  round["a"] = run_of({{"backward 4096x1024 bf16", 10}, {"backward 4096x16384 bf16", 90}});
+  round["b"] = run_of({{"backward 4096x1024 bf16", 30}, {"backward 4096x16384 bf16", 50}});
+  round["c"] = run_of({{"backward 4096x1024 bf16", 20}, {"backward 4096x16384 bf16", 80}});
+  round["d"] = run_of({{"backward 4096x1024 bf16", 40}, {"backward 4096x16384 bf16", 60}});
+  round["e"] = run_of({{"backward 4096x1024 bf16", 50}, {"backward 4096x16384 bf16", 70}});
+  round["f"] = run_of({{"backward 4096x1024 bf16", -1}, {"backward 4096x16384 bf16", 40}});  // failed small case
+  // Best half (3 of 6) per class: small a, c, b (f failed there: infinite); large f, b, d.
+  EXPECT_EQ(halving_survivors(round, classes, 2), (std::set<std::string>{"a", "b", "c", "d", "f"}));
+  // `keep` is a floor per class: with keep 1 and a quarter kept... still half rounded up.
+  EXPECT_EQ(halving_survivors(round, {{"backward 4096x1024 bf16"}}, 1), (std::set<std::string>{"a", "c", "b"}));
+  // Never more survivors than candidates; a lone candidate survives.
+  std::map<std::string, BenchRun> one = {{"a", round["a"]}};
+  EXPECT_EQ(halving_survivors(one, classes, 2), (std::set<std::string>{"a"}));
+}
+
+TEST(KernelPerfWinsThatHold, InterleavedRoundsCountOnlyOutsideTheSpread) {
+  Goal speed;
+  speed.goal = "speed";
+  std::vector<BenchRun> a, b;
+  // Case 1: B always faster (ranges disjoint); case 2: B faster on the median but the ranges
+  // overlap (noise); case 3 is forward, outside the target modes below.
+  const double a1[] = {100, 102, 101, 99, 100}, b1[] = {80, 82, 81, 79, 80};
+  const double a2[] = {50, 55, 52, 51, 53}, b2[] = {48, 54, 49, 50, 47};
+  for (int r = 0; r < 5; ++r) {
+    a.push_back(run_of({{"backward 4096x16384 bf16", a1[r]}, {"backward 4096x1024 bf16", a2[r]}, {"forward 4096x1024 bf16", 10}}));
+    b.push_back(run_of({{"backward 4096x16384 bf16", b1[r]}, {"backward 4096x1024 bf16", b2[r]}, {"forward 4096x1024 bf16", 30}}));
+  }
+  Goal backward = speed;
+  backward.target_modes = {"backward"};
+  Interleaved v = judge_interleaved(a, b, backward);
+  EXPECT_EQ(v.rounds, 5);
+  ASSERT_EQ(v.cases.size(), 3u);
+  EXPECT_EQ(v.cases[0].outcome, "faster");
+  EXPECT_NEAR(v.cases[0].change_pct, -20.0, 1e-9);
+  EXPECT_EQ(v.cases[1].outcome, "same") << "inside the spread: not counted";
+  EXPECT_TRUE(v.holds);
+  EXPECT_NEAR(v.geomean_speedup, std::sqrt(100.0 / 80.0 * 1.0), 1e-9);
+  EXPECT_NE(v.summary.find("5 rounds"), std::string::npos) << v.summary;
+  // With every mode a target, the forward case is slower outside the spread: the win does not hold.
+  v = judge_interleaved(a, b, speed);
+  EXPECT_EQ(v.cases[2].outcome, "slower");
+  EXPECT_FALSE(v.holds);
+  // A failed round makes the case failed, never faster.
+  b[3] = run_of({{"backward 4096x16384 bf16", -1}, {"backward 4096x1024 bf16", 47}, {"forward 4096x1024 bf16", 30}});
+  v = judge_interleaved(a, b, backward);
+  EXPECT_EQ(v.cases[0].outcome, "failed");
+  EXPECT_FALSE(v.holds);
+  EXPECT_EQ(judge_interleaved({}, {}, speed).rounds, 0);
 }

@@ -876,4 +876,88 @@ std::optional<std::string> stop_reason(const StopInput& in) {
   return std::nullopt;
 }
 
+// ---------------------------------------------------------------- search speed and wins that hold
+
+double class_score(const BenchRun& run, const std::vector<std::string>& keys) {
+  std::vector<double> t;
+  for (const auto& k : keys) {
+    const BenchCaseResult* r = run.find(k);
+    if (!r || !r->ok) return INFINITY;
+    t.push_back(r->median_us);
+  }
+  return geomean(t);
+}
+
+std::set<std::string> halving_survivors(const std::map<std::string, BenchRun>& round,
+                                        const std::vector<std::vector<std::string>>& classes, std::size_t keep) {
+  std::set<std::string> out;
+  for (const auto& keys : classes) {
+    std::vector<std::pair<double, std::string>> ranked;
+    for (const auto& [text, run] : round) ranked.push_back({class_score(run, keys), text});
+    std::stable_sort(ranked.begin(), ranked.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+    const std::size_t n = std::min(ranked.size(), std::max(keep, (ranked.size() + 1) / 2));
+    for (std::size_t i = 0; i < n; ++i)
+      if (std::isfinite(ranked[i].first)) out.insert(ranked[i].second);
+  }
+  return out;
+}
+
+namespace {
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n == 0 ? 0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+}  // namespace
+
+Interleaved judge_interleaved(const std::vector<BenchRun>& a, const std::vector<BenchRun>& b, const Goal& goal) {
+  Interleaved out;
+  out.rounds = static_cast<int>(std::min(a.size(), b.size()));
+  if (out.rounds == 0) {
+    out.summary = "no interleaved rounds";
+    return out;
+  }
+  std::vector<double> speedups;
+  int faster = 0, slower = 0;
+  for (const auto& first : a[0].results) {
+    InterleavedCase c;
+    c.key = first.key();
+    c.mode = first.mode;
+    std::vector<double> av, bv;
+    for (int r = 0; r < out.rounds; ++r) {
+      const auto* x = a[r].find(c.key);
+      const auto* y = b[r].find(c.key);
+      if (x && x->ok) av.push_back(x->median_us);
+      if (y && y->ok) bv.push_back(y->median_us);
+    }
+    if (static_cast<int>(av.size()) < out.rounds || static_cast<int>(bv.size()) < out.rounds) {
+      c.outcome = "failed";
+      out.cases.push_back(c);
+      continue;
+    }
+    c.a_median_us = median_of(av);
+    c.b_median_us = median_of(bv);
+    c.a_min_us = *std::min_element(av.begin(), av.end());
+    c.a_max_us = *std::max_element(av.begin(), av.end());
+    c.b_min_us = *std::min_element(bv.begin(), bv.end());
+    c.b_max_us = *std::max_element(bv.begin(), bv.end());
+    c.change_pct = (c.b_median_us - c.a_median_us) / c.a_median_us * 100;
+    // Counted only outside the spread: every B round beats every A round, or the reverse.
+    c.outcome = c.b_max_us < c.a_min_us ? "faster" : c.b_min_us > c.a_max_us ? "slower" : "same";
+    if (in_target(goal, c.mode)) {
+      speedups.push_back(c.outcome == "same" ? 1.0 : c.a_median_us / c.b_median_us);
+      faster += c.outcome == "faster";
+      slower += c.outcome == "slower";
+    }
+    out.cases.push_back(c);
+  }
+  out.geomean_speedup = speedups.empty() ? 1.0 : geomean(speedups);
+  out.holds = faster > 0 && slower == 0;
+  char buf[200];
+  std::snprintf(buf, sizeof(buf), "%d rounds A/B interleaved: %d target case(s) faster and %d slower outside the spread; "
+                "%.3fx geo-mean (cases inside the spread count 1.0)", out.rounds, faster, slower, out.geomean_speedup);
+  out.summary = buf;
+  return out;
+}
+
 }  // namespace liger::kernel_perf

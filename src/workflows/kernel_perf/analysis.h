@@ -236,6 +236,32 @@ struct Verdict {
 Verdict judge(const BenchRun& base, const BenchRun& variant, const Goal& goal);
 bool in_target(const Goal& goal, const std::string& mode);
 
+// ---------------------------------------------------------------- search speed and wins that hold
+// Geometric mean of the median times of `keys` in `run` (INFINITY when one is missing or failed).
+double class_score(const BenchRun& run, const std::vector<std::string>& keys);
+// Successive halving over candidates measured in one round (candidate text -> run): for every
+// size class (its case keys), the best half (rounded up, at least `keep` and never more than
+// there are) by class_score survive; the result is the union over classes, so a candidate that
+// wins one class only is kept.
+std::set<std::string> halving_survivors(const std::map<std::string, BenchRun>& round,
+                                        const std::vector<std::vector<std::string>>& classes, std::size_t keep);
+// A baseline (A) and a variant (B) measured in alternating fresh processes, A B A B ...
+struct InterleavedCase {
+  std::string key, mode;
+  double a_median_us = 0, b_median_us = 0;  // medians over the rounds of each side's median
+  double a_min_us = 0, a_max_us = 0, b_min_us = 0, b_max_us = 0;  // ranges over the rounds
+  double change_pct = 0;   // (b - a) / a of the medians
+  std::string outcome;     // faster | slower | same (the ranges overlap) | failed
+};
+struct Interleaved {
+  int rounds = 0;
+  std::vector<InterleavedCase> cases;
+  double geomean_speedup = 1;  // a/b over target cases, a case inside the spread counting as 1
+  bool holds = false;          // some target case faster outside the spread, none slower
+  std::string summary;
+};
+Interleaved judge_interleaved(const std::vector<BenchRun>& a, const std::vector<BenchRun>& b, const Goal& goal);
+
 // ---------------------------------------------------------------- target metric and stop rules
 struct TargetMetric {
   std::string mode;   // "" any

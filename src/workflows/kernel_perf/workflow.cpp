@@ -139,6 +139,33 @@ BenchRun bench(const StageContext& ctx, const KernelPerfInput& in, const Candida
   return parse_bench_json(util::read_file(json_path));
 }
 
+// Every candidate of `list` measured in ONE liger-bench process (--candidate, case by case, so
+// drift hits them alike; one CUDA context and copy probe instead of one per candidate); the runs
+// by candidate text. Throws Toolchain when the process fails outright.
+std::map<std::string, BenchRun> bench_batch(const StageContext& ctx, const KernelPerfInput& in,
+                                            const std::vector<Candidate>& list, int min_time_ms, const fs::path& dir) {
+  std::vector<std::string> argv = {bench_exe(ctx).string(), "--op", in.op, "--json-dir", dir.string(),
+                                   "--min-time-ms", std::to_string(min_time_ms), "--warmup-ms", "10",
+                                   "--min-runs", "5", "--copy-mib", "256"};
+  if (!in.dtype.empty()) argv.insert(argv.end(), {"--dtype", in.dtype});
+  for (const auto& c : list) {
+    std::string text;
+    for (const auto& [k, v] : c) text += (text.empty() ? "" : ",") + k + "=" + std::to_string(v);
+    argv.insert(argv.end(), {"--candidate", text});
+  }
+  fs::create_directories(dir);
+  auto r = run_logged(ctx, argv, {}, 1800, dir / "bench.log");
+  if (r.exit_code == 2)
+    throw Error(ErrorKind::Toolchain, "liger-bench found no usable GPU", "run kernel-perf on a machine with an NVIDIA GPU");
+  if (r.exit_code != 0 && r.exit_code != 1) throw Error(ErrorKind::Toolchain, "liger-bench failed:\n" + tail(r.output));
+  std::map<std::string, BenchRun> out;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const fs::path json = dir / (std::to_string(i) + ".json");
+    if (fs::exists(json)) out[candidate_text(list[i])] = parse_bench_json(util::read_file(json));
+  }
+  return out;
+}
+
 // The op's GPU tests on the current work-tree build.
 bool run_tests(const StageContext& ctx, const OpSpec& spec, const fs::path& log, std::string* summary) {
   auto r = run_logged(ctx, {tests_exe(ctx).string(), "--gtest_filter=" + spec.test_filter}, {}, 1800, log);
@@ -550,7 +577,9 @@ struct VariantRecord {
 };
 
 struct SearchState {
-  std::map<std::string, BenchRun> runs;  // candidate text -> run
+  std::map<std::string, BenchRun> runs;  // candidate text -> run (its last, longest measurement)
+  std::map<std::string, BenchRun> dropped;  // losers of successive halving (never picked)
+  int batches = 0;
   std::map<std::size_t, std::string> class_winner;  // table row -> candidate text
 };
 
@@ -568,15 +597,6 @@ std::map<std::size_t, std::vector<std::string>> size_classes(const OpSpec& spec,
   return out;
 }
 
-double class_score(const BenchRun& run, const std::vector<std::string>& keys) {
-  std::vector<double> t;
-  for (const auto& k : keys) {
-    const BenchCaseResult* r = run.find(k);
-    if (!r || !r->ok) return INFINITY;
-    t.push_back(r->median_us);
-  }
-  return geomean(t);
-}
 
 int dominant_dtype_bytes(const BenchRun& run) {
   int b16 = 0, f32 = 0;
@@ -684,24 +704,56 @@ StageResult act(StageContext& ctx) {
   const auto classes = size_classes(spec, original_file, sm, v0, goal);
   const int dbytes = dominant_dtype_bytes(v0);
 
+  // Successive halving: every feasible candidate in one process at a quarter of the search time,
+  // then the best half of each size class again at twice the time, up to the full search time;
+  // the losers' runs move to search.dropped (recorded, never picked).
+  std::vector<std::vector<std::string>> class_keys;
+  for (const auto& [row, keys] : classes) class_keys.push_back(keys);
   auto measure_candidates = [&](const std::vector<Candidate>& list, const std::string& tag) {
+    const bool bwd = std::any_of(v0.results.begin(), v0.results.end(), [](const auto& r) { return r.mode != "forward"; });
+    std::vector<Candidate> live;
     for (const auto& c : list) {
       std::string why;
-      const bool bwd = std::any_of(v0.results.begin(), v0.results.end(), [](const auto& r) { return r.mode != "forward"; });
       tried.insert(c);
       if (!candidate_feasible(spec.space, c, arch, ctx.profile["compiler_resources"]["max_registers"].as<int>(0),
                               ctx.profile["compiler_resources"]["max_smem_bytes"].as<long long>(0), bwd, &why)) {
         if (ctx.log) ctx.log->info("kernel-perf: pruned {}: {}", candidate_text(c), why);
         continue;
       }
+      live.push_back(c);
+    }
+    int time_ms = std::max(10, in.search_min_time_ms / 4);
+    for (int round = 1; !live.empty(); ++round) {
       signals::throw_if_interrupted();
-      ctx.progress(tag + ": " + candidate_text(c));
-      const fs::path json = od / "search" / (std::to_string(search.runs.size()) + ".json");
+      ctx.progress(tag + ": round " + std::to_string(round) + ", " + std::to_string(live.size()) +
+                   " candidate(s) in one liger-bench process at " + std::to_string(time_ms) + " ms per case");
+      const fs::path dir = od / "search" / (std::to_string(search.batches++) + "-" + std::to_string(round));
+      std::map<std::string, BenchRun> measured;
       try {
-        search.runs[candidate_text(c)] = bench(ctx, in, c, in.search_min_time_ms, json, true);
+        measured = bench_batch(ctx, in, live, time_ms, dir);
       } catch (const Error& e) {
-        if (ctx.log) ctx.log->warn("kernel-perf: candidate {} failed: {}", candidate_text(c), e.what());
+        if (ctx.log) ctx.log->warn("kernel-perf: {} round {} failed: {}", tag, round, e.what());
+        break;
       }
+      for (const auto& [text, run] : measured) search.runs[text] = run;
+      if (time_ms >= in.search_min_time_ms) break;
+      const auto keep = halving_survivors(measured, class_keys, 2);
+      std::vector<Candidate> next;
+      for (const auto& c : live) {
+        const std::string text = candidate_text(c);
+        if (keep.count(text)) {
+          next.push_back(c);
+        } else if (search.runs.count(text)) {
+          search.dropped[text] = search.runs[text];
+          search.runs.erase(text);
+        }
+      }
+      if (next.size() == live.size() && time_ms * 2 < in.search_min_time_ms) {
+        time_ms = in.search_min_time_ms;  // nothing to drop: measure the rest once at full time
+      } else {
+        time_ms = std::min(in.search_min_time_ms, time_ms * 2);
+      }
+      live = next;
     }
   };
   auto pick_class_winners = [&]() {
@@ -1032,6 +1084,77 @@ StageResult act(StageContext& ctx) {
 
 // ---------------------------------------------------------------- Finalize (verify)
 
+constexpr int kInterleavedRounds = 5;
+
+// A copy of the work tree's liger-bench and its kernel library, so the original and the optimized
+// build can run in alternating fresh processes; "" or why not.
+std::string snapshot_bench(const StageContext& ctx, const fs::path& to) {
+  std::error_code ec;
+  fs::create_directories(to, ec);
+  fs::copy_file(bench_exe(ctx), to / "liger-bench", fs::copy_options::overwrite_existing, ec);
+  if (ec) return "cannot copy liger-bench: " + ec.message();
+  bool lib = false;
+  for (const auto& e : fs::directory_iterator(build_dir(ctx) / "kernels", ec))
+    if (e.path().filename().string().rfind("libliger_kernels.so", 0) == 0) {
+      fs::copy(e.path(), to / e.path().filename(), fs::copy_options::overwrite_existing | fs::copy_options::copy_symlinks, ec);
+      lib = !ec;
+    }
+  return lib ? "" : "no libliger_kernels.so in the work build";
+}
+
+// The winner against the original in alternating fresh processes (A B A B ..., `rounds` each),
+// from the two snapshots; the verdict counts a case only when the rounds' ranges do not overlap.
+std::optional<Interleaved> interleaved_rounds(StageContext& ctx, const KernelPerfInput& in, const fs::path& dir,
+                                              const Candidate& start, const Candidate& opt_tunables, int rounds,
+                                              std::string* why_not) {
+  auto runner = current_runner();
+  // The snapshot's own library must be the one loaded (LD_LIBRARY_PATH over the build's RUNPATH).
+  for (const char* side : {"original", "optimized"}) {
+    const fs::path snap = dir / side;
+    auto r = runner->run({"env", "LD_LIBRARY_PATH=" + snap.string(), "ldd", (snap / "liger-bench").string()}, {}, seconds(60));
+    const auto at = r.output.find("libliger_kernels.so =>");
+    if (!r.ok() || at == std::string::npos ||
+        r.output.compare(r.output.find("=>", at) + 3, snap.string().size(), snap.string()) != 0) {
+      *why_not = std::string("the ") + side + " snapshot does not load its own kernel library (ldd: " +
+                 util::trim(r.output.substr(0, 300)) + ")";
+      return std::nullopt;
+    }
+  }
+  std::vector<BenchRun> a, b;
+  const int ms = std::max(50, in.bench_min_time_ms / 4);
+  for (int i = 0; i < rounds; ++i) {
+    for (const char* side : {"original", "optimized"}) {
+      signals::throw_if_interrupted();
+      const bool orig = std::string(side) == "original";
+      ctx.progress(std::string("A/B round ") + std::to_string(i + 1) + "/" + std::to_string(rounds) + ": " + side);
+      const fs::path snap = dir / side;
+      const fs::path json = dir / (std::string(orig ? "A" : "B") + std::to_string(i) + ".json");
+      std::vector<std::string> argv = {"env", "LD_LIBRARY_PATH=" + snap.string(), (snap / "liger-bench").string(), "--op",
+                                       in.op, "--json", json.string(), "--min-time-ms", std::to_string(ms), "--no-copy"};
+      if (!in.dtype.empty()) argv.insert(argv.end(), {"--dtype", in.dtype});
+      for (const auto& [k, v] : orig ? start : opt_tunables) argv.insert(argv.end(), {"--tunable", k + "=" + std::to_string(v)});
+      auto r = run_logged(ctx, argv, {}, 900, json.string() + ".log");
+      if ((r.exit_code != 0 && r.exit_code != 1) || !fs::exists(json)) {
+        *why_not = std::string("liger-bench (") + side + ") failed in round " + std::to_string(i + 1) + ": " + tail(r.output, 300);
+        return std::nullopt;
+      }
+      (orig ? a : b).push_back(parse_bench_json(util::read_file(json)));
+    }
+  }
+  return judge_interleaved(a, b, in.goal_spec());
+}
+
+std::string interleaved_markdown(const Interleaved& v) {
+  std::string md = "## Wins that hold: A/B interleaved re-measurement\n" + v.summary +
+                   ". A = original, B = optimized, each round a fresh process of its own build.\n\n"
+                   "| case | A median us (min-max) | B median us (min-max) | change | outcome |\n|---|---:|---:|---:|---|\n";
+  for (const auto& c : v.cases)
+    md += "| " + c.key + " | " + fmt("%.2f", c.a_median_us) + " (" + fmt("%.2f", c.a_min_us) + "-" + fmt("%.2f", c.a_max_us) +
+          ") | " + fmt("%.2f", c.b_median_us) + " (" + fmt("%.2f", c.b_min_us) + "-" + fmt("%.2f", c.b_max_us) + ") | " +
+          fmt("%+.1f%%", c.change_pct) + " | " + c.outcome + " |\n";
+  return md;
+}
+
 std::string render_report(const StageContext& ctx, const KernelPerfInput& in, const OpSpec& spec, const BenchRun* orig,
                           const BenchRun* opt, const std::string& tests, const std::string& diff,
                           const std::string& plot, const std::string& torch_status, const std::string& winner,
@@ -1148,6 +1271,10 @@ StageResult verify(StageContext& ctx) {
   }
 
   // Original vs optimized, each from its own build of the work tree.
+  const fs::path abab = fd / "abab";
+  std::string abab_status = winner.empty() ? "not run: no winner" : "";
+  if (abab_status.empty())
+    if (auto err = snapshot_bench(ctx, abab / "optimized"); !err.empty()) abab_status = "not run: " + err;
   ctx.progress("re-benchmarking the optimized library");
   const BenchRun opt = bench(ctx, in, winner.empty() ? start : Candidate{}, in.bench_min_time_ms, fd / "optimized.json");
 
@@ -1173,7 +1300,19 @@ StageResult verify(StageContext& ctx) {
   if (auto err = build_work(ctx, in, sm, fd / "build-original.log"); !err.empty()) return result.fail("the original does not rebuild", err);
   ctx.progress("re-benchmarking the original library");
   const BenchRun orig = bench(ctx, in, start, in.bench_min_time_ms, fd / "original.json");
+  if (abab_status.empty())
+    if (auto err = snapshot_bench(ctx, abab / "original"); !err.empty()) abab_status = "not run: " + err;
   write(work_dir(ctx) / spec.tuning, applied);
+
+  // Wins that hold: the winner only counts where alternating fresh processes agree.
+  std::optional<Interleaved> held;
+  if (abab_status.empty()) {
+    std::string why;
+    held = interleaved_rounds(ctx, in, abab, start, Candidate{}, kInterleavedRounds, &why);
+    abab_status = held ? held->summary : "not run: " + why;
+    if (held) write(fd / "interleaved.md", interleaved_markdown(*held));
+    if (held && !held->holds) result.warn("the winner's gain does not hold on interleaved re-measurement", held->summary);
+  }
 
   // Plot.
   std::string plot = "not drawn: gnuplot not found";
@@ -1200,13 +1339,15 @@ StageResult verify(StageContext& ctx) {
       plot = r.ok() ? "final/comparison.png" : "gnuplot failed (final/gnuplot.log)";
     }
   }
-  const std::string report = render_report(ctx, in, spec, &orig, &opt, tests, diff, plot, torch_status,
-                                           winner.empty() ? "none (no variant improved outside the spread)" : winner, stop);
+  std::string report = render_report(ctx, in, spec, &orig, &opt, tests, diff, plot, torch_status,
+                                     winner.empty() ? "none (no variant improved outside the spread)" : winner, stop);
+  report += "\n" + (held ? interleaved_markdown(*held) : "## Wins that hold: A/B interleaved re-measurement\n" + abab_status + "\n");
   write(fd / "report.md", report);
   const Verdict v = judge(orig, opt, in.goal_spec());
   if (!winner.empty() && v.verdict == "REJECTED")
     result.warn("the final re-benchmark does not confirm the winner's gain", v.summary);
   result.note(fmt("original vs optimized: %.3fx geo-mean; report ", v.geomean_speedup) + (fd / "report.md").string());
+  result.note("A/B interleaved: " + abab_status + (held ? (held->holds ? " -> the win holds" : " -> the win does not hold") : ""));
   return result;
 }
 
