@@ -213,7 +213,7 @@ TEST(KernelPerfSearchSpeed, HalvingKeepsTheBestHalfOfEveryClass) {
   round["f"] = run_of({{"backward 4096x1024 bf16", -1}, {"backward 4096x16384 bf16", 40}});  // failed small case
   // Best half (3 of 6) per class: small a, c, b (f failed there: infinite); large f, b, d.
   EXPECT_EQ(halving_survivors(round, classes, 2), (std::set<std::string>{"a", "b", "c", "d", "f"}));
-  // `keep` is a floor per class: with keep 1 and a quarter kept... still half rounded up.
+  // Half rounded up per class (keep is only a floor).
   EXPECT_EQ(halving_survivors(round, {{"backward 4096x1024 bf16"}}, 1), (std::set<std::string>{"a", "c", "b"}));
   // Never more survivors than candidates; a lone candidate survives.
   std::map<std::string, BenchRun> one = {{"a", round["a"]}};

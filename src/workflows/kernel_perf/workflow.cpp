@@ -417,8 +417,31 @@ StageResult understand(StageContext& ctx) {
   const std::string overall = overall_class(classes);
   int count = static_cast<int>(std::count(classes.begin(), classes.end(), overall));
   profile["bottleneck"]["class"] = overall;
+  // The numbers behind the class: the largest target case of that class, and Nsight Compute's.
+  std::string example;
+  double example_bytes = -1;
+  for (const auto& c : base["cases"]) {
+    const BenchCaseResult* r = v0.find(c["case"].as<std::string>());
+    if (!r || !r->ok || !in_target(in.goal_spec(), r->mode) || c["class"].as<std::string>() != overall) continue;
+    if (r->min_bytes > example_bytes) {
+      example_bytes = r->min_bytes;
+      example = r->key() + ": " + c["evidence"].as<std::string>();
+    }
+  }
+  std::string ncu_text;
+  if (ncu) {
+    const auto m = ncu->rule_metrics();
+    for (const char* k : {"ncu_registers", "achieved_occupancy_pct", "dram_pct", "sm_pct", "ncu_spill_pct"})
+      if (m.count(k)) ncu_text += (ncu_text.empty() ? "" : ", ") + std::string(k) + " = " + fmt("%.3g", m.at(k));
+    std::string stalls;
+    for (const auto& [reason, v] : top_stalls(*ncu, 3)) stalls += (stalls.empty() ? "" : ", ") + reason + " " + fmt("%.2f", v);
+    if (!stalls.empty()) ncu_text += "; top stalls (warps per issue): " + stalls;
+    ncu_text = "; Nsight Compute on " + biggest->key() + ": " + ncu_text;
+  }
   profile["bottleneck"]["evidence"] = std::to_string(count) + " of " + std::to_string(classes.size()) +
-                                      " target cases classify as " + overall + " (per-case evidence under baseline.cases)";
+                                      " target cases classify as " + overall +
+                                      (example.empty() ? std::string() : "; e.g. " + example) + ncu_text +
+                                      " (every case under baseline.cases)";
   profile["strategy_order"] = strategies_node(strategy_order(catalogue, overall, spec.traits));
   ctx.profile = profile;
   result.note("v0 measured: " + std::to_string(v0.results.size()) + " cases; bottleneck " + overall);
