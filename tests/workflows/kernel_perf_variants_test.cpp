@@ -7,9 +7,12 @@
 #include <filesystem>
 #include <sstream>
 
+#include <unistd.h>
+
 #include "liger/error.h"
 #include "liger/util.h"
 #include "workflows/kernel_perf/kernel_perf.h"
+#include "workflows/kernel_perf/stages.h"
 
 namespace fs = std::filesystem;
 using namespace liger::kernel_perf;
@@ -253,4 +256,31 @@ TEST(KernelPerfWinsThatHold, InterleavedRoundsCountOnlyOutsideTheSpread) {
   EXPECT_EQ(v.cases[0].outcome, "failed");
   EXPECT_FALSE(v.holds);
   EXPECT_EQ(judge_interleaved({}, {}, speed).rounds, 0);
+}
+
+TEST(KernelPerfSearchSpeed, WorkDirInputRoundTrips) {
+  KernelPerfInput in = parse_kernel_perf_input({{"op", "rms_norm"}, {"work_dir", "/tmp/shared-work"}});
+  EXPECT_EQ(in.work_dir, "/tmp/shared-work");
+  EXPECT_EQ(parse_kernel_perf_input(in.to_json()).work_dir, "/tmp/shared-work");
+  EXPECT_TRUE(parse_kernel_perf_input({{"op", "rms_norm"}}).work_dir.empty());
+}
+
+TEST(KernelPerfSearchSpeed, ASharedWorkTreeRecopiesOnlyWhatChanged) {
+  const fs::path root = fs::temp_directory_path() / ("kperf-work-" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  const fs::path tree = root / "tree", work = root / "work";
+  liger::util::write_file_atomic(tree / "kernels/src/a/tuning.h", "using V = X<0>;\n");
+  liger::util::write_file_atomic(tree / "kernels/src/b/b.cu", "// b\n");
+  liger::util::write_file_atomic(tree / "CMakeLists.txt", "project(x)\n");
+  liger::kernel_perf::stages::copy_project(tree, work);
+  EXPECT_EQ(liger::util::read_file(work / "kernels/src/b/b.cu"), "// b\n");
+  const auto old = fs::file_time_type::clock::now() - std::chrono::hours(24);
+  for (const char* f : {"kernels/src/a/tuning.h", "kernels/src/b/b.cu", "CMakeLists.txt"}) fs::last_write_time(work / f, old);
+  liger::util::write_file_atomic(tree / "kernels/src/a/tuning.h", "using V = X<1>;\n");
+  liger::kernel_perf::stages::copy_project(tree, work);
+  EXPECT_EQ(liger::util::read_file(work / "kernels/src/a/tuning.h"), "using V = X<1>;\n");
+  EXPECT_GT(fs::last_write_time(work / "kernels/src/a/tuning.h"), old) << "the changed file is copied";
+  EXPECT_EQ(fs::last_write_time(work / "kernels/src/b/b.cu"), old) << "an unchanged file keeps its time (no rebuild)";
+  EXPECT_EQ(fs::last_write_time(work / "CMakeLists.txt"), old);
+  fs::remove_all(root);
 }

@@ -39,6 +39,7 @@ struct KernelPerfInput {
   int search_min_time_ms = 100;             // per case during the tunable search
   int bench_min_time_ms = 400;              // per case for v0, variants and the final comparison
   int jobs = 0;                             // build parallelism (0: hardware threads)
+  std::string work_dir;                     // shared work tree (builds reused across runs); "": the run's
 
   nlohmann::json to_json() const;
   Goal goal_spec() const;

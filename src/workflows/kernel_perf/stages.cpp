@@ -12,8 +12,6 @@
 
 namespace liger::kernel_perf::stages {
 
-using std::chrono::seconds;
-
 using engine::StageContext;
 using engine::StageResult;
 using std::chrono::seconds;
@@ -21,7 +19,14 @@ using std::chrono::seconds;
 fs::path skills_dir() { return workflows::data_dir() / "skills" / "kernel_perf"; }
 fs::path templates_dir() { return workflows::data_dir() / "templates" / "kernel_perf"; }
 fs::path opt_dir(const StageContext& ctx) { return ctx.run_dir / "optimization"; }
-fs::path work_dir(const StageContext& ctx) { return opt_dir(ctx) / "work"; }
+// The run's own work tree, or the shared one of --work-dir (builds reused across runs: only
+// what differs from the last run's tree is copied, so only that recompiles).
+fs::path work_dir(const StageContext& ctx) {
+  if (ctx.input.is_object() && ctx.input.contains("work_dir") && ctx.input["work_dir"].is_string() &&
+      !ctx.input["work_dir"].get<std::string>().empty())
+    return fs::absolute(ctx.input["work_dir"].get<std::string>());
+  return opt_dir(ctx) / "work";
+}
 fs::path build_dir(const StageContext& ctx) { return work_dir(ctx) / "build"; }
 
 std::string tail(const std::string& text, std::size_t n) {
@@ -35,6 +40,9 @@ std::string fmt(const char* f, double v) {
 }
 
 void write(const fs::path& path, const std::string& text) {
+  // An identical file keeps its timestamp: a rewritten source would recompile for nothing.
+  std::error_code ec;
+  if (fs::is_regular_file(path, ec) && fs::file_size(path, ec) == text.size() && util::read_file(path) == text) return;
   fs::create_directories(path.parent_path());
   util::write_file_atomic(path, text);
 }
@@ -56,18 +64,32 @@ toolchain::ProcessResult run_logged(const StageContext& ctx, const std::vector<s
 
 // ---------------------------------------------------------------- the work tree
 
+namespace {
+// Copies `from` over `to` unless `to` already has the same bytes (its timestamp then stays).
+void sync_file(const fs::path& from, const fs::path& to) {
+  std::error_code ec;
+  if (fs::is_regular_file(to, ec) && fs::file_size(to, ec) == fs::file_size(from, ec) &&
+      util::read_file(to) == util::read_file(from))
+    return;
+  fs::create_directories(to.parent_path(), ec);
+  fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
+  if (ec) throw Error(ErrorKind::Io, "kernel-perf: cannot copy " + from.string() + ": " + ec.message());
+}
+}  // namespace
+
 void copy_project(const fs::path& tree, const fs::path& work) {
   fs::create_directories(work);
   for (const char* item : {"CMakeLists.txt", "CMakePresets.json", "cmake", "kernels", "benchmarks", "tests"}) {
     std::error_code ec;
     const fs::path from = tree / item;
     if (!fs::exists(from, ec)) continue;
-    if (fs::is_directory(from)) {
-      fs::copy(from, work / item,
-               fs::copy_options::recursive | fs::copy_options::overwrite_existing | fs::copy_options::skip_symlinks, ec);
-    } else {
-      fs::copy_file(from, work / item, fs::copy_options::overwrite_existing, ec);
+    if (!fs::is_directory(from)) {
+      sync_file(from, work / item);
+      continue;
     }
+    for (auto it = fs::recursive_directory_iterator(from, ec); !ec && it != fs::recursive_directory_iterator();
+         it.increment(ec))
+      if (it->is_regular_file() && !it->is_symlink()) sync_file(it->path(), work / item / fs::relative(it->path(), from));
     if (ec) throw Error(ErrorKind::Io, "kernel-perf: cannot copy " + from.string() + ": " + ec.message());
   }
 }

@@ -31,6 +31,7 @@ nlohmann::json KernelPerfInput::to_json() const {
   j["search_min_time_ms"] = search_min_time_ms;
   j["bench_min_time_ms"] = bench_min_time_ms;
   j["jobs"] = jobs;
+  j["work_dir"] = work_dir;
   return j;
 }
 
@@ -101,6 +102,7 @@ KernelPerfInput parse_kernel_perf_input(const nlohmann::json& a) {
     }
   }
   str("dtype", in.dtype);
+  str("work_dir", in.work_dir);
   integer("search_min_time_ms", in.search_min_time_ms, 1, 100000);
   integer("bench_min_time_ms", in.bench_min_time_ms, 1, 100000);
   integer("jobs", in.jobs, 0, 1024);

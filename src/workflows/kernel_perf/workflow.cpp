@@ -4,7 +4,9 @@
 //   profile/ptxas.log, profile/ncu.csv     compiler report and Nsight Compute output
 //   work/                                  a copy of the tree's CMake project (kernels, benchmarks,
 //   work/build/                            tests) and its build: every variant is a drop-in
-//                                          replacement built here (only the changed op recompiles)
+//                                          replacement built here (only the changed op recompiles);
+//                                          --work-dir shares one across runs (only what differs
+//                                          from the last run's tree is copied and rebuilt)
 //   v0/bench.json                          the baseline
 //   vN/notebook.md, vN/tuning.h,           each variant: lab notebook, the files it replaces,
 //   vN/bench.json, vN/smoke.log            its smoke test and benchmark
