@@ -358,19 +358,28 @@ StageResult understand(StageContext& ctx) {
     if (r.ok && in_target(in.goal_spec(), r.mode) && (!biggest || r.min_bytes > biggest->min_bytes)) biggest = &r;
   if (runner->has_tool("ncu") && biggest) {
     ctx.progress("Nsight Compute on " + biggest->key());
-    std::vector<std::string> argv = {"ncu", "--clock-control", "none", "--csv", "--kernel-name-base", "function",
-                                     "-k", "regex:" + spec.ncu_kernel_regex, "--metrics",
-                                     "dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed,"
-                                     "sm__warps_active.avg.pct_of_peak_sustained_active,gpu__time_duration.sum,"
-                                     "launch__registers_per_thread,launch__occupancy_limit_registers,"
-                                     "sm__maximum_warps_per_active_cycle_pct,smsp__inst_executed.sum,"
-                                     "smsp__sass_inst_executed_op_local_ld.sum,smsp__sass_inst_executed_op_local_st.sum," +
-                                         stall_metrics_csv(),
-                                     "-c", "20", bench_exe(ctx).string(), "--op", in.op, "--mode", biggest->mode, "--shape",
-                                     biggest->shape, "--dtype", biggest->dtype, "--min-runs", "1", "--max-runs", "2",
-                                     "--min-time-ms", "0", "--warmup-ms", "0", "--no-copy"};
-    for (const auto& [k, v] : in.start_tunables) argv.insert(argv.end(), {"--tunable", k + "=" + std::to_string(v)});
-    auto r = run_logged(ctx, argv, {}, 600, opt_dir(ctx) / "profile" / "ncu.log");
+    const std::string basic =
+        "dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed,"
+        "sm__warps_active.avg.pct_of_peak_sustained_active,gpu__time_duration.sum";
+    const std::string full = basic +
+                             ",launch__registers_per_thread,launch__occupancy_limit_registers,"
+                             "sm__maximum_warps_per_active_cycle_pct,smsp__inst_executed.sum,"
+                             "smsp__sass_inst_executed_op_local_ld.sum,smsp__sass_inst_executed_op_local_st.sum," +
+                             stall_metrics_csv();
+    auto ncu_argv = [&](const std::string& metrics) {
+      std::vector<std::string> argv = {"ncu", "--clock-control", "none", "--csv", "--kernel-name-base", "function",
+                                       "-k", "regex:" + spec.ncu_kernel_regex, "--metrics", metrics,
+                                       "-c", "20", bench_exe(ctx).string(), "--op", in.op, "--mode", biggest->mode, "--shape",
+                                       biggest->shape, "--dtype", biggest->dtype, "--min-runs", "1", "--max-runs", "2",
+                                       "--min-time-ms", "0", "--warmup-ms", "0", "--no-copy"};
+      for (const auto& [k, v] : in.start_tunables) argv.insert(argv.end(), {"--tunable", k + "=" + std::to_string(v)});
+      return argv;
+    };
+    auto r = run_logged(ctx, ncu_argv(full), {}, 600, opt_dir(ctx) / "profile" / "ncu.log");
+    // An Nsight Compute that lacks one of the register / local-memory / stall metrics refuses
+    // the whole list: the throughput metrics alone still classify.
+    if (!r.ok() || parse_ncu_csv(r.output).kernels == 0)
+      r = run_logged(ctx, ncu_argv(basic), {}, 600, opt_dir(ctx) / "profile" / "ncu-basic.log");
     NcuMetrics m = parse_ncu_csv(r.output);
     if (r.ok() && m.kernels > 0) {
       ncu = m;
