@@ -82,18 +82,18 @@ step_build() {
   echo "agent and shared work tree built in $((SECONDS - start)) s" >>"$summary"
 }
 
-# Snapshot of the shared work tree's liger-bench with the TUNED library (the reference for recovery).
+# The tuned library's benchmark of one op (the reference for recovery), measured in the same call
+# before the run: the shared work tree is put back to the repository's sources (only files whose
+# bytes differ are copied, with a new timestamp, so ninja rebuilds exactly those).
 tuned_bench() {
-  local dir="$scratch/tuned"
-  rm -rf "$dir" && mkdir -p "$dir"
-  # Back to the repository's (tuned) sources: only files whose bytes differ are copied, with a new
-  # timestamp, so ninja rebuilds exactly those.
+  local op="$1" mode="$2" json="$scratch/tuned-$1.json"
   (cd "$repo" && find kernels/src -type f) | while read -r f; do
     cmp -s "$repo/$f" "$work/$f" || cp "$repo/$f" "$work/$f"
   done
   cmake --build "$work/build" -j "$(nproc)" --target liger-bench >>"$log" 2>&1 || return 1
-  cp "$work/build/benchmarks/liger-bench" "$dir/" && cp -a "$work/build/kernels/"libliger_kernels.so* "$dir/"
-  echo "$dir"
+  "$work/build/benchmarks/liger-bench" --op "$op" --mode "$mode" --dtype bf16 --json "$json" --min-time-ms 200 \
+    --no-copy >>"$log" 2>&1 || return 1
+  echo "$json"
 }
 
 # A fresh copy of the repository (no builds, runs or .git): every run works on its own copy, so a
@@ -120,12 +120,9 @@ kperf() {
   echo "$run"
 }
 
-# Recovery table: tuned library (snapshot, same call) over the final build of a run.
+# Recovery table: the tuned library (measured before the run, same call) over the final build.
 recovery() {
-  local tuned="$1" run="$2" op="$3" mode="$4"
-  local json="$scratch/tuned-$op.json"
-  env LD_LIBRARY_PATH="$tuned" "$tuned/liger-bench" --op "$op" --mode "$mode" --dtype bf16 --json "$json" \
-    --min-time-ms 200 --no-copy >>"$log" 2>&1
+  local json="$1" run="$2"
   python3 - "$json" "$run/optimization/final/optimized.json" "$run/optimization/final/original.json" <<'PY' >>"$summary"
 import json, sys
 def cases(path):
@@ -178,7 +175,7 @@ step_v1() {
 step_naive() {
   section "naive rms_norm backward (all row vectors live in fp32) recovered by code variants"
   local tuned copy run
-  tuned="$(tuned_bench)" || { say "tuned snapshot failed"; return 1; }
+  tuned="$(tuned_bench rms_norm backward)" || { say "the tuned library's benchmark failed"; return 1; }
   copy="$(fresh_copy)"
   sed -i 's/using BwdVariant = norm::BwdVariant<0, 0, 0>;/using BwdVariant = norm::BwdVariant<0, 1, 0>;/' \
     "$copy/kernels/src/rms_norm/tuning.h"
@@ -187,7 +184,7 @@ step_naive() {
     --bench-min-time-ms 200 | tail -1)"
   report_run "$run"
   echo >>"$summary"
-  recovery "$tuned" "$run" rms_norm backward
+  recovery "$tuned" "$run"
 }
 
 step_auto() {
@@ -207,11 +204,11 @@ step_auto() {
 step_detuned() {
   section "swiglu from a de-tuned launch shape (threads_per_block=64, vector_bytes=4)"
   local tuned run
-  tuned="$(tuned_bench)" || { say "tuned snapshot failed"; return 1; }
+  tuned="$(tuned_bench swiglu full)" || { say "the tuned library's benchmark failed"; return 1; }
   run="$(kperf "$(fresh_copy)" swiglu --goal speed --mode full --dtype bf16 --max-variants 2 \
     --start-tunables threads_per_block=64,vector_bytes=4 --search-min-time-ms 60 --bench-min-time-ms 200 | tail -1)"
   report_run "$run"
-  recovery "$tuned" "$run" swiglu full
+  recovery "$tuned" "$run"
 }
 
 steps=("$@")

@@ -48,9 +48,9 @@ std::optional<Interleaved> interleaved_rounds(StageContext& ctx, const KernelPer
   for (const char* side : {"original", "optimized"}) {
     const fs::path snap = dir / side;
     auto r = runner->run({"env", "LD_LIBRARY_PATH=" + snap.string(), "ldd", (snap / "liger-bench").string()}, {}, seconds(60));
-    const auto at = r.output.find("libliger_kernels.so =>");
-    if (!r.ok() || at == std::string::npos ||
-        r.output.compare(r.output.find("=>", at) + 3, snap.string().size(), snap.string()) != 0) {
+    const auto at = r.output.find("libliger_kernels.so");  // also a versioned soname
+    const auto arrow = at == std::string::npos ? at : r.output.find("=> ", at);
+    if (!r.ok() || arrow == std::string::npos || r.output.compare(arrow + 3, snap.string().size(), snap.string()) != 0) {
       *why_not = std::string("the ") + side + " snapshot does not load its own kernel library (ldd: " +
                  util::trim(r.output.substr(0, 300)) + ")";
       return std::nullopt;
