@@ -298,3 +298,23 @@ TEST(KernelPerfStages, NoGpuWithoutProfileOnlyIsAClearError) {
   EXPECT_THROW(make_workflow().understand(bad), liger::Error);
   set_runner_for_testing(nullptr);
 }
+
+TEST(KernelPerfStages, ProfileOnlyIgnoresAFewSpilledBytes) {
+  // cross-entropy's shipped row kernel keeps 16 bytes in a stack slot: not register-bound.
+  auto fake = std::make_shared<FakeRunner>();
+  fake->tools = {"nvcc"};
+  fake->outputs["nvcc"] =
+      "ptxas info    : Compiling entry function "
+      "'_ZN5liger7kernels2ce14ce_rows_kernelI13__nv_bfloat16Li8ELi2ENS1_9CeVariantILi0ELi0EEEEEvNS1_7RowArgsE' for 'sm_90'\n"
+      "ptxas info    : Function properties for x\n"
+      "    8 bytes stack frame, 8 bytes spill stores, 8 bytes spill loads\n"
+      "ptxas info    : Used 64 registers, used 1 barriers, 8 bytes cumulative stack size\n";
+  set_runner_for_testing(fake);
+  RunDir run;
+  liger::engine::Staging staging(run.dir / "staging");
+  auto ctx = make_ctx(run, {{"op", "cross_entropy"}, {"profile_only", true}, {"target_gpu", "hopper"}}, &staging);
+  ASSERT_TRUE(make_workflow().understand(ctx).ok());
+  EXPECT_EQ(ctx.profile["code_variants"][0]["spill_bytes"].as<int>(), 16);
+  EXPECT_EQ(ctx.profile["bottleneck"]["class"].as<std::string>(), "unknown");
+  set_runner_for_testing(nullptr);
+}

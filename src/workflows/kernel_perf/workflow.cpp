@@ -148,20 +148,23 @@ YAML::Node profile_code_variants(StageContext& ctx, const OpSpec& spec, const st
   return list;
 }
 
+constexpr long long kRegisterBoundSpillBytes = 128;
+
 // The compile-time diagnosis of --profile-only (no benchmark): the op's representative
-// instantiation spills -> register-bound, with the numbers; else unknown.
+// instantiation spills >= 128 bytes -> register-bound, with the numbers; else unknown.
 std::pair<std::string, std::string> compiler_diagnosis(const YAML::Node& variants) {
   for (const auto& v : variants) {
     if (v["variant"].as<std::string>() != "current" || !v["compiled"].as<bool>(false)) continue;
+    // The same bar as strategies.yaml's ptxas rule: a few bytes (a stack slot) are not a limit.
     const long long spill = v["spill_bytes"].as<long long>(0);
-    if (spill > 0)
+    if (spill >= kRegisterBoundSpillBytes)
       return {"register-bound", "ptxas: " + v["kernel"].as<std::string>() + " (" + v["knobs"].as<std::string>() + ") uses " +
                                     std::to_string(v["registers"].as<int>()) + " registers and spills " +
                                     std::to_string(spill) + " bytes per thread (stores + loads; stack frame " +
                                     std::to_string(v["stack_frame_bytes"].as<long long>(0)) + " bytes)"};
   }
-  return {"unknown", "--profile-only: no benchmark, so no achieved bandwidth to classify (and no spills in the "
-                     "compiler report of the op's code-variant instantiation)"};
+  return {"unknown", "--profile-only: no benchmark, so no achieved bandwidth to classify (and the op's code-variant "
+                     "instantiation spills less than 128 bytes)"};
 }
 
 // The prediction a code variant's notebook states: the compiler's registers / spills for the
