@@ -7,9 +7,9 @@
 #     build    the agent (only the liger-agent target) and the shared kernel-perf work tree (the
 #              kernel library, liger-bench and kernel_tests for this GPU's sm, built once and
 #              reused by every run through --work-dir; only what a run changes recompiles)
-#     v1       kernel-perf rms_norm and swiglu with one variant each (v1: the launch search in
-#              batched liger-bench processes with successive halving): seconds from the start
-#              of Optimize to v1's verdict
+#     v1       kernel-perf with one variant each on $KPERF_V1_OPS (default: rms_norm swiglu; v1 is
+#              the launch search in batched liger-bench processes with successive halving):
+#              seconds from the start of Optimize to v1's verdict
 #     naive    a copy of the repository whose rms_norm backward keeps every row vector live in fp32
 #              (BwdVariant<0, 1, 0>: spills), autonomous kernel-perf --mode backward; recovery =
 #              tuned library time / final time per case, in the same call
@@ -20,9 +20,10 @@
 # Output under $OUT (or ./kernel-perf-demo-out/), at most 5 files: kperf-demo.log (everything),
 # kperf-summary.md (one section per step), kperf-runs.tar.gz (the run directories without work
 # trees), build.log (only when the build fails). A step that runs out of its time limit says so.
-# Environment: LIGER_COMMIT (recorded), KPERF_STEP_LIMIT_S (per kernel-perf run, default 300).
-# Within a 10-minute call limit run it in parts on one warm machine (the builds under build/ and
-# build-kperf-work/ are kept between calls):  build v1 | naive | auto | detuned
+# Environment: LIGER_COMMIT (recorded), KPERF_STEP_LIMIT_S (per kernel-perf run, default 540),
+# KPERF_V1_OPS. A run rebuilds its op's .cu for every variant and twice in Finalize, so within a
+# 10-minute call limit run one step per call on one warm machine (build/ and build-kperf-work/
+# are kept between calls): build | naive | KPERF_V1_OPS=rms_norm v1 | auto | detuned
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo" || exit 1
@@ -36,7 +37,7 @@ agent="$build/src/liger-agent"
 work="$repo/build-kperf-work"          # the shared work tree (gitignored: /build*/)
 runs_list="$(mktemp /tmp/kperf-runs.XXXXXX)"
 scratch="$(mktemp -d /tmp/kperf-demo.XXXXXX)"
-limit="${KPERF_STEP_LIMIT_S:-300}"
+limit="${KPERF_STEP_LIMIT_S:-540}"
 commit="${LIGER_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 arch="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d .)"
 arch="${arch:-90}"
@@ -164,7 +165,7 @@ v1_seconds() {
 
 step_v1() {
   section "v1 timing (launch search: batched liger-bench processes, successive halving)"
-  for op in rms_norm swiglu; do
+  for op in ${KPERF_V1_OPS:-rms_norm swiglu}; do
     local run
     run="$(kperf "$(fresh_copy)" "$op" --goal speed --dtype bf16 --max-variants 1 --search-min-time-ms 60 --bench-min-time-ms 200 | tail -1)"
     echo "- $op: v1 took $(v1_seconds "$run") s (Optimize start to v1 verdict); processes with --candidate: $(grep -l -- '--candidate' "$run"/optimization/search/*/bench.log 2>/dev/null | wc -l)" >>"$summary"
