@@ -59,6 +59,7 @@ class ScriptedGpu : public Runner {
  public:
   fs::path tree;
   int batch_processes = 0, batch_candidates = 0, single_runs = 0, abab_runs = 0, ncu_runs = 0;
+  bool old_rpath = false;  // ldd resolves the build's library whatever LD_LIBRARY_PATH says
   std::set<std::string> tools = {"nvcc", "nvidia-smi", "cmake", "ldd", "env", "ncu"};
 
   liger::toolchain::ProcessResult run(const std::vector<std::string>& full, const fs::path&, std::chrono::seconds) override {
@@ -112,7 +113,8 @@ class ScriptedGpu : public Runner {
         std::ofstream(build / "kernels/libliger_kernels.so") << "lib";
       }
     } else if (tool == "ldd") {
-      r.output = "\tlibliger_kernels.so => " + ld_path + "/libliger_kernels.so (0x00007f)\n";
+      r.output = "\tlibliger_kernels.so => " + (old_rpath ? std::string("/elsewhere/build/kernels") : ld_path) +
+                 "/libliger_kernels.so (0x00007f)\n";
     } else if (tool == "kernel_tests") {
       r.output = "[==========] 12 tests ran.\n[  PASSED  ] 12 tests.\n";
     } else if (tool == "liger-bench") {
@@ -246,9 +248,45 @@ TEST(KernelPerfNaiveStart, CodeVariantsRecoverARegisterBoundBackward) {
   liger::util::write_file_atomic(tree.dir / rms().tuning, staged);
   auto v = wf.verify(ctx);
   ASSERT_TRUE(v.ok()) << (v.hard.empty() ? "" : v.hard[0].summary + v.hard[0].detail);
-  EXPECT_EQ(gpu->abab_runs, 10) << "5 rounds of A and B";
+  EXPECT_EQ(gpu->abab_runs, 11) << "5 rounds of A and B, and the original's benchmark, from snapshots";
+  EXPECT_FALSE(fs::exists(od / "final/build-original.log")) << "the original comes from Optimize's v0 snapshot";
+  EXPECT_TRUE(fs::exists(od / "v0-build/liger-bench"));
   const std::string held = liger::util::read_file(od / "final/interleaved.md");
   EXPECT_NE(held.find("5 rounds A/B interleaved: 2 target case(s) faster and 0 slower"), std::string::npos) << held;
   EXPECT_NE(liger::util::read_file(od / "final/report.md").find("Wins that hold"), std::string::npos);
+  set_runner_for_testing(nullptr);
+}
+
+TEST(KernelPerfNaiveStart, WithoutUsableSnapshotsTheOriginalIsRebuiltAndTheRoundsSaySo) {
+  Tree tree;
+  auto gpu = std::make_shared<ScriptedGpu>();
+  gpu->tree = tree.dir;
+  gpu->old_rpath = true;
+  set_runner_for_testing(gpu);
+  const fs::path run = tree.dir / "run";
+  fs::create_directories(run / "input");
+  liger::engine::Staging staging(run / "staging");
+  liger::engine::StageContext ctx;
+  ctx.run_dir = run;
+  ctx.input_dir = run / "input";
+  ctx.tree_root = tree.dir;
+  ctx.input = {{"op", "rms_norm"}, {"goal", "speed"}, {"mode", "backward"}, {"max_variants", 2}, {"dtype", "bf16"}};
+  ctx.staging = &staging;
+  ctx.log = std::make_shared<spdlog::logger>("kperf-naive-rpath");
+  ctx.quiet = true;
+  const auto wf = make_workflow();
+  ASSERT_TRUE(wf.understand(ctx).ok());
+  ASSERT_TRUE(wf.act(ctx).ok());
+  ASSERT_EQ(staging.files().size(), 1u);
+  liger::util::write_file_atomic(tree.dir / rms().tuning, liger::util::read_file(staging.path_of(rms().tuning)));
+  ASSERT_TRUE(wf.verify(ctx).ok());
+  const fs::path fd = run / "optimization/final";
+  EXPECT_TRUE(fs::exists(fd / "build-original.log")) << "no usable v0 snapshot: the original is rebuilt";
+  EXPECT_EQ(gpu->abab_runs, 0);
+  const std::string report = liger::util::read_file(fd / "report.md");
+  EXPECT_NE(report.find("not run: the snapshot"), std::string::npos) << report.substr(report.find("Wins that hold"));
+  EXPECT_NE(report.find("does not load its own kernel library"), std::string::npos);
+  // The work tree ends with what was applied, not the rebuilt original.
+  EXPECT_EQ(read_knobs(rms().code, liger::util::read_file(run / "optimization/work" / rms().tuning))->at("cache_fp32"), 0);
   set_runner_for_testing(nullptr);
 }

@@ -22,40 +22,13 @@ using std::chrono::seconds;
 
 constexpr int kInterleavedRounds = 5;
 
-// A copy of the work tree's liger-bench and its kernel library, so the original and the optimized
-// build can run in alternating fresh processes; "" or why not.
-std::string snapshot_bench(const StageContext& ctx, const fs::path& to) {
-  std::error_code ec;
-  fs::create_directories(to, ec);
-  fs::copy_file(bench_exe(ctx), to / "liger-bench", fs::copy_options::overwrite_existing, ec);
-  if (ec) return "cannot copy liger-bench: " + ec.message();
-  bool lib = false;
-  for (const auto& e : fs::directory_iterator(build_dir(ctx) / "kernels", ec))
-    if (e.path().filename().string().rfind("libliger_kernels.so", 0) == 0) {
-      fs::copy(e.path(), to / e.path().filename(), fs::copy_options::overwrite_existing | fs::copy_options::copy_symlinks, ec);
-      lib = !ec;
-    }
-  return lib ? "" : "no libliger_kernels.so in the work build";
-}
-
 // The winner against the original in alternating fresh processes (A B A B ..., `rounds` each),
 // from the two snapshots; the verdict counts a case only when the rounds' ranges do not overlap.
 std::optional<Interleaved> interleaved_rounds(StageContext& ctx, const KernelPerfInput& in, const fs::path& dir,
-                                              const Candidate& start, const Candidate& opt_tunables, int rounds,
-                                              std::string* why_not) {
-  auto runner = current_runner();
-  // The snapshot's own library must be the one loaded (LD_LIBRARY_PATH over the build's RUNPATH).
-  for (const char* side : {"original", "optimized"}) {
-    const fs::path snap = dir / side;
-    auto r = runner->run({"env", "LD_LIBRARY_PATH=" + snap.string(), "ldd", (snap / "liger-bench").string()}, {}, seconds(60));
-    const auto at = r.output.find("libliger_kernels.so");  // also a versioned soname
-    const auto arrow = at == std::string::npos ? at : r.output.find("=> ", at);
-    if (!r.ok() || arrow == std::string::npos || r.output.compare(arrow + 3, snap.string().size(), snap.string()) != 0) {
-      *why_not = std::string("the ") + side + " snapshot does not load its own kernel library (ldd: " +
-                 util::trim(r.output.substr(0, 300)) + ")";
-      return std::nullopt;
-    }
-  }
+                                              const fs::path& original, const fs::path& optimized, const Candidate& start,
+                                              const Candidate& opt_tunables, int rounds, std::string* why_not) {
+  for (const auto& snap : {original, optimized})
+    if (!loads_own_library(snap, why_not)) return std::nullopt;
   std::vector<BenchRun> a, b;
   const int ms = std::max(50, in.bench_min_time_ms / 4);
   for (int i = 0; i < rounds; ++i) {
@@ -63,7 +36,7 @@ std::optional<Interleaved> interleaved_rounds(StageContext& ctx, const KernelPer
       signals::throw_if_interrupted();
       const bool orig = std::string(side) == "original";
       ctx.progress(std::string("A/B round ") + std::to_string(i + 1) + "/" + std::to_string(rounds) + ": " + side);
-      const fs::path snap = dir / side;
+      const fs::path snap = orig ? original : optimized;
       const fs::path json = dir / (std::string(orig ? "A" : "B") + std::to_string(i) + ".json");
       std::vector<std::string> argv = {"env", "LD_LIBRARY_PATH=" + snap.string(), (snap / "liger-bench").string(), "--op",
                                        in.op, "--json", json.string(), "--min-time-ms", std::to_string(ms), "--no-copy"};
@@ -234,19 +207,34 @@ StageResult verify(StageContext& ctx) {
     }
   }
 
-  write(work_dir(ctx) / spec.tuning, original_tuning);
-  if (auto err = build_work(ctx, in, sm, fd / "build-original.log"); !err.empty()) return result.fail("the original does not rebuild", err);
+  // The original: Optimize's snapshot of the v0 build when it loads its own library (no rebuild),
+  // else rebuilt in the work tree.
+  const fs::path v0_build = opt_dir(ctx) / "v0-build";
+  std::string why_rebuilt;
+  const bool from_v0_snapshot = fs::exists(v0_build / "liger-bench") && loads_own_library(v0_build, &why_rebuilt);
+  fs::path original_snapshot = v0_build;
   ctx.progress("re-benchmarking the original library");
-  const BenchRun orig = bench(ctx, in, start, in.bench_min_time_ms, fd / "original.json");
-  if (abab_status.empty())
-    if (auto err = snapshot_bench(ctx, abab / "original"); !err.empty()) abab_status = "not run: " + err;
-  write(work_dir(ctx) / spec.tuning, applied);
+  std::optional<BenchRun> orig_run;
+  if (from_v0_snapshot) {
+    orig_run = bench(ctx, in, start, in.bench_min_time_ms, fd / "original.json", false, v0_build);
+  } else {
+    if (ctx.log) ctx.log->info("kernel-perf: rebuilding the original ({})", why_rebuilt.empty() ? "no v0 snapshot" : why_rebuilt);
+    write(work_dir(ctx) / spec.tuning, original_tuning);
+    if (auto err = build_work(ctx, in, sm, fd / "build-original.log"); !err.empty()) return result.fail("the original does not rebuild", err);
+    orig_run = bench(ctx, in, start, in.bench_min_time_ms, fd / "original.json");
+    original_snapshot = abab / "original";
+    if (abab_status.empty())
+      if (auto err = snapshot_bench(ctx, original_snapshot); !err.empty()) abab_status = "not run: " + err;
+    write(work_dir(ctx) / spec.tuning, applied);
+  }
+  const BenchRun& orig = *orig_run;
 
   // Wins that hold: the winner only counts where alternating fresh processes agree.
   std::optional<Interleaved> held;
   if (abab_status.empty()) {
     std::string why;
-    held = interleaved_rounds(ctx, in, abab, start, Candidate{}, kInterleavedRounds, &why);
+    held = interleaved_rounds(ctx, in, abab, original_snapshot, abab / "optimized", start, Candidate{}, kInterleavedRounds,
+                              &why);
     abab_status = held ? held->summary : "not run: " + why;
     if (held) write(fd / "interleaved.md", interleaved_markdown(*held));
     if (held && !held->holds) result.warn("the winner's gain does not hold on interleaved re-measurement", held->summary);

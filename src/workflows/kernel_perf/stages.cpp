@@ -124,9 +124,13 @@ fs::path tests_exe(const StageContext& ctx) { return build_dir(ctx) / "tests" / 
 
 // Runs liger-bench on the op; the parsed run, or throws Toolchain with the output.
 BenchRun bench(const StageContext& ctx, const KernelPerfInput& in, const Candidate& tunables, int min_time_ms,
-               const fs::path& json_path, bool fast_copy) {
+               const fs::path& json_path, bool fast_copy, const fs::path& snapshot) {
   std::vector<std::string> argv = {bench_exe(ctx).string(), "--op", in.op, "--json", json_path.string(),
                                    "--min-time-ms", std::to_string(min_time_ms)};
+  if (!snapshot.empty()) {
+    argv[0] = (snapshot / "liger-bench").string();
+    argv.insert(argv.begin(), {"env", "LD_LIBRARY_PATH=" + snapshot.string()});
+  }
   if (!in.dtype.empty()) argv.insert(argv.end(), {"--dtype", in.dtype});
   if (fast_copy) argv.insert(argv.end(), {"--copy-mib", "256"});
   for (const auto& [k, v] : tunables) argv.insert(argv.end(), {"--tunable", k + "=" + std::to_string(v)});
@@ -163,6 +167,33 @@ std::map<std::string, BenchRun> bench_batch(const StageContext& ctx, const Kerne
     if (fs::exists(json)) out[candidate_text(list[i])] = parse_bench_json(util::read_file(json));
   }
   return out;
+}
+
+// A copy of the work tree's liger-bench and its kernel library, so the original and the optimized
+// build can run in alternating fresh processes; "" or why not.
+std::string snapshot_bench(const StageContext& ctx, const fs::path& to) {
+  std::error_code ec;
+  fs::create_directories(to, ec);
+  fs::copy_file(bench_exe(ctx), to / "liger-bench", fs::copy_options::overwrite_existing, ec);
+  if (ec) return "cannot copy liger-bench: " + ec.message();
+  bool lib = false;
+  for (const auto& e : fs::directory_iterator(build_dir(ctx) / "kernels", ec))
+    if (e.path().filename().string().rfind("libliger_kernels.so", 0) == 0) {
+      fs::copy(e.path(), to / e.path().filename(), fs::copy_options::overwrite_existing | fs::copy_options::copy_symlinks, ec);
+      lib = !ec;
+    }
+  return lib ? "" : "no libliger_kernels.so in the work build";
+}
+
+bool loads_own_library(const fs::path& snap, std::string* why_not) {
+  auto r = current_runner()->run({"env", "LD_LIBRARY_PATH=" + snap.string(), "ldd", (snap / "liger-bench").string()}, {},
+                                 seconds(60));
+  const auto at = r.output.find("libliger_kernels.so");  // also a versioned soname
+  const auto arrow = at == std::string::npos ? at : r.output.find("=> ", at);
+  if (r.ok() && arrow != std::string::npos && r.output.compare(arrow + 3, snap.string().size(), snap.string()) == 0) return true;
+  *why_not = "the snapshot " + snap.string() + " does not load its own kernel library (ldd: " +
+             util::trim(r.output.substr(0, 300)) + ")";
+  return false;
 }
 
 // The op's GPU tests on the current work-tree build.

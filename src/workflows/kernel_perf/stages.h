@@ -33,9 +33,16 @@ void copy_project(const fs::path& tree, const fs::path& work);
 std::string build_work(const StageContext& ctx, const KernelPerfInput& in, int sm, const fs::path& log);
 fs::path bench_exe(const StageContext& ctx);
 fs::path tests_exe(const StageContext& ctx);
-// Runs liger-bench on the op; the parsed run, or throws Toolchain with the output.
+// Runs liger-bench on the op (the work build's, or a snapshot's); the parsed run, or throws
+// Toolchain with the output.
 BenchRun bench(const StageContext& ctx, const KernelPerfInput& in, const Candidate& tunables, int min_time_ms,
-               const fs::path& json_path, bool fast_copy = false);
+               const fs::path& json_path, bool fast_copy = false, const fs::path& snapshot = {});
+// A copy of the work build's liger-bench and kernel library in `to`, run with LD_LIBRARY_PATH=to:
+// a build kept while the work tree is rebuilt (Optimize's v0, Finalize's A/B sides); "" or why not.
+std::string snapshot_bench(const StageContext& ctx, const fs::path& to);
+// Whether the snapshot's liger-bench loads the snapshot's library (ldd under LD_LIBRARY_PATH: a
+// RUNPATH yields to it, an old-style RPATH would not); false with why.
+bool loads_own_library(const fs::path& snap, std::string* why_not);
 std::map<std::string, BenchRun> bench_batch(const StageContext& ctx, const KernelPerfInput& in,
                                             const std::vector<Candidate>& list, int min_time_ms, const fs::path& dir);
 bool run_tests(const StageContext& ctx, const OpSpec& spec, const fs::path& log, std::string* summary);

@@ -586,6 +586,9 @@ StageResult act(StageContext& ctx) {
   };
   restore_work();
   if (auto err = build_work(ctx, in, sm, od / "work-build.log"); !err.empty()) return result.fail("work tree build", err);
+  // Kept for Finalize: the original without a rebuild.
+  if (auto err = snapshot_bench(ctx, od / "v0-build"); !err.empty() && ctx.log)
+    ctx.log->info("kernel-perf: no v0 snapshot ({}): Finalize rebuilds the original", err);
 
   std::vector<VariantRecord> history;
   std::vector<double> improvements;
