@@ -169,6 +169,9 @@ StageResult verify(StageContext& ctx) {
 
   // Hard gate: the op's full GPU test suite with what was applied.
   std::string tests = "not run (nothing applied)";
+  // The work tree holds Optimize's last variant: bring it to the tree as applied.
+  if (fs::exists(ctx.tree_root / spec.kernel_source))
+    write(work_dir(ctx) / spec.kernel_source, util::read_file(ctx.tree_root / spec.kernel_source));
   write(work_dir(ctx) / spec.tuning, applied);
   if (auto err = build_work(ctx, in, sm, fd / "build-applied.log"); !err.empty()) return result.fail("the applied winner does not build", err);
   std::string summary;

@@ -882,13 +882,16 @@ StageResult act(StageContext& ctx) {
                              "'s launch shapes: the coarse winner is a local optimum of this grid");
       write(od / rec.name / "notebook.md", render_notebook(templates_dir(), nb));
       history.push_back(rec);
-      restore_work();
       continue;
     }
     // Realise: write the variant into the work tree, rebuild, smoke test, benchmark.
     bool ok = !tuning_text.empty();
     std::string smoke = tuning_text.empty() ? "not built: " + why_not : "";
     if (ok) {
+      // The work tree keeps the last variant built (the next one or Finalize writes over it; the
+      // writes skip identical bytes, so a winner that was built last is not rebuilt). Only an
+      // earlier variant's patch of the source is undone first.
+      if (!original_source.empty()) write(work_dir(ctx) / spec.kernel_source, original_source);
       write(work_dir(ctx) / spec.tuning, tuning_text);
       if (!rec.source_diff.empty()) {
         auto p = run_logged(ctx, {"patch", "-p1", "-d", work_dir(ctx).string(), "-i", (od / rec.name / "change.diff").string()},
@@ -948,7 +951,6 @@ StageResult act(StageContext& ctx) {
     }
     write(od / rec.name / "notebook.md", render_notebook(templates_dir(), nb));  // after it ran
     history.push_back(rec);
-    restore_work();
   }
   if (auto why = stop_reason({n, in.max_variants, improvements, target && target_met(*target, best_run, goal, &v0)})) stop = *why;
 
