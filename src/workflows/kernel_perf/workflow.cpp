@@ -110,7 +110,6 @@ YAML::Node profile_code_variants(StageContext& ctx, const OpSpec& spec, const st
                 "<...>;` line: code variants are off for this run");
     return list;
   }
-  auto runner = current_runner();
   for (const auto& [label, setting] : variant_settings(spec.code, *current, catalogue)) {
     const fs::path dir = opt_dir(ctx) / "profile" / "variants" / label;
     const fs::path cu =
