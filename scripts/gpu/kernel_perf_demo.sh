@@ -89,11 +89,13 @@ step_build() {
 tuned_bench() {
   local op="$1" mode="$2" json="$scratch/tuned-$1.json"
   (cd "$repo" && find kernels/src -type f) | while read -r f; do
-    cmp -s "$repo/$f" "$work/$f" || cp "$repo/$f" "$work/$f"
+    cmp -s "$repo/$f" "$work/$f" || { mkdir -p "$(dirname "$work/$f")" && cp "$repo/$f" "$work/$f"; }
   done
   cmake --build "$work/build" -j "$(nproc)" --target liger-bench >>"$log" 2>&1 || return 1
+  # Exit 1 is a failed case (the others are in the JSON); no JSON is a failed run.
   "$work/build/benchmarks/liger-bench" --op "$op" --mode "$mode" --dtype bf16 --json "$json" --min-time-ms 200 \
-    --no-copy >>"$log" 2>&1 || return 1
+    --no-copy >>"$log" 2>&1
+  [ -s "$json" ] || return 1
   echo "$json"
 }
 

@@ -23,6 +23,10 @@ TEST(KernelPerfVariantsCompile, EveryKnobValueOfEveryFamilyCompilesForSm90) {
   const fs::path spaces = repo / "skills/kernel_perf/search_spaces.yaml";
   const fs::path root = fs::temp_directory_path() / ("kperf-variants-compile-" + std::to_string(::getpid()));
   fs::remove_all(root);
+  struct Cleanup {
+    fs::path dir;
+    ~Cleanup() { fs::remove_all(dir); }
+  } cleanup{root};  // also when an assertion ends the test early
   struct Job {
     std::string label, args, template_name;
     bool single;
@@ -79,7 +83,6 @@ TEST(KernelPerfVariantsCompile, EveryKnobValueOfEveryFamilyCompilesForSm90) {
                                                                                               << shown->name;
     ++compiled;
   }
-  fs::remove_all(root);
   // norms 3 x 5, GLUs 2 x 7, cross-entropy 4, RoPE 4.
   EXPECT_GE(compiled, 37) << "every family's knobs";
 }
