@@ -23,6 +23,10 @@ struct Options {
   std::vector<std::string> ops, modes, dtypes, shapes;
   liger_tunables tunables{};
   bool has_tunables = false;
+  // --candidate sets measured in this one process, case by case (every candidate on a case before
+  // the next case, so drift hits them alike); --json-dir gets <index>.json per candidate.
+  std::vector<liger_tunables> candidates;
+  std::string json_dir;
   std::string csv_path, json_path, commit;
   bool list = false;
   bool copy = true;
@@ -57,6 +61,9 @@ void usage(std::FILE* out) {
                "  --tunable key=value        override a liger_tunables field (repeatable): threads_per_block,\n"
                "                             rows_per_block, vector_bytes, reduction_blocks, chunk_rows,\n"
                "                             pipeline_depth, stages\n"
+               "  --candidate k=v,k=v        a tunables set to measure (repeatable; each case runs every\n"
+               "                             candidate in turn, in one process); needs --json-dir\n"
+               "  --json-dir DIR             with --candidate: DIR/<index>.json per candidate (as --json)\n"
                "  --csv FILE  --json FILE    also write the results there\n"
                "  --commit SHA               recorded in the JSON/CSV output\n"
                "  --min-time-ms X            timed GPU time per case (default 400)\n"
@@ -115,6 +122,18 @@ int parse(int argc, char** argv, Options& options) {
         return 3;
       }
       options.has_tunables = true;
+    } else if (arg == "--candidate") {
+      if (!value(v)) return 3;
+      liger_tunables t{};
+      for (const auto& part : split(v)) {
+        if (!parse_tunable(part, t)) {
+          std::fprintf(stderr, "liger-bench: bad --candidate '%s' (want field=integer,field=integer)\n", v.c_str());
+          return 3;
+        }
+      }
+      options.candidates.push_back(t);
+    } else if (arg == "--json-dir") {
+      if (!value(options.json_dir)) return 3;
     } else if (arg == "--csv") {
       if (!value(options.csv_path)) return 3;
     } else if (arg == "--json") {
@@ -140,6 +159,12 @@ int parse(int argc, char** argv, Options& options) {
       usage(stderr);
       return 3;
     }
+  }
+  if (!options.candidates.empty() && (options.json_dir.empty() || options.has_tunables || !options.json_path.empty() ||
+                                      !options.csv_path.empty())) {
+    std::fprintf(stderr, "liger-bench: --candidate writes --json-dir DIR (one file per candidate) and does not mix with "
+                         "--tunable, --json or --csv\n");
+    return 3;
   }
   return 0;
 }
@@ -201,6 +226,35 @@ std::string utc_now() {
   return buffer;
 }
 
+using Results = std::vector<std::pair<const BenchCase*, Measurement>>;
+
+void write_json(const std::string& path, const liger::bench::DeviceInfo& device, const std::string& date,
+                const std::string& commit, double copy_gbps, const liger_tunables* tunables, const Results& results) {
+  std::ofstream json(path);
+  json.precision(10);
+  json << "{\n  \"device\": \"" << json_escape(device.name) << "\",\n  \"sm_arch\": " << device.sm_arch
+       << ",\n  \"sm_count\": " << device.sm_count << ",\n  \"l2_bytes\": " << device.l2_bytes
+       << ",\n  \"date\": \"" << date << "\",\n  \"commit\": \"" << json_escape(commit)
+       << "\",\n  \"copy_gbps\": " << copy_gbps << ",\n  \"tunables\": \"" << json_escape(tunables_text(tunables))
+       << "\",\n  \"results\": [";
+  const char* sep = "\n";
+  for (const auto& [c, m] : results) {
+    json << sep << "    {\"op\": \"" << json_escape(c->op) << "\", \"mode\": \"" << json_escape(c->mode)
+         << "\", \"shape\": \"" << json_escape(c->shape) << "\", \"dtype\": \"" << liger::bench::dtype_label(c->dtype)
+         << "\", \"ok\": " << (m.ok ? "true" : "false") << ", \"runs\": " << m.runs
+         << ", \"input_sets\": " << m.input_sets << ", \"set_mib\": " << m.set_mib
+         << ", \"median_us\": " << m.median_us << ", \"min_us\": " << m.min_us << ", \"p10_us\": " << m.p10_us
+         << ", \"p90_us\": " << m.p90_us << ", \"mean_us\": " << m.mean_us << ", \"spread_pct\": " << m.spread_pct
+         << ", \"min_bytes\": " << c->min_bytes << ", \"gbps\": " << m.gbps
+         << ", \"copy_fraction\": " << m.copy_fraction << ", \"flops\": " << c->flops << ", \"tflops\": " << m.tflops
+         << ", \"extra_mib\": " << m.extra_mib << ", \"note\": \"" << json_escape(c->note)
+         << "\", \"message\": \"" << json_escape(m.error) << "\"}";
+    sep = ",\n";
+  }
+  json << "\n  ]\n}\n";
+  if (!json) std::fprintf(stderr, "liger-bench: could not write %s\n", path.c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -249,7 +303,29 @@ int main(int argc, char** argv) {
               "runs", "sets", "median_us", "min_us", "p90_us", "spread%", "GB/s", "%copy", "TFLOP/s", "extra_MiB");
   std::fflush(stdout);
 
-  std::vector<std::pair<const BenchCase*, Measurement>> results;
+  if (!options.candidates.empty()) {
+    std::vector<Results> per(options.candidates.size());
+    int failures = 0;
+    for (const auto& bench_case : selected) {
+      for (std::size_t k = 0; k < options.candidates.size(); ++k) {
+        Measurement m = liger::bench::measure_case(bench_case, device, options.measure, &options.candidates[k]);
+        if (m.ok && copy_gbps > 0) m.copy_fraction = m.gbps / copy_gbps;
+        if (!m.ok) ++failures;
+        std::printf("%-20s %-8s %-22s %-5s %-40s %s %11.2f us\n", bench_case.op.c_str(), bench_case.mode.c_str(),
+                    bench_case.shape.c_str(), liger::bench::dtype_label(bench_case.dtype),
+                    tunables_text(&options.candidates[k]).c_str(), m.ok ? "ok" : "FAILED", m.median_us);
+        std::fflush(stdout);
+        per[k].emplace_back(&bench_case, m);
+      }
+    }
+    const std::string date = utc_now();
+    for (std::size_t k = 0; k < options.candidates.size(); ++k)
+      write_json(options.json_dir + "/" + std::to_string(k) + ".json", device, date, options.commit, copy_gbps,
+                 &options.candidates[k], per[k]);
+    return failures > 0 ? 1 : 0;
+  }
+
+  Results results;
   int failures = 0;
   for (const auto& bench_case : selected) {
     Measurement m = liger::bench::measure_case(bench_case, device, options.measure, tunables);
@@ -285,30 +361,7 @@ int main(int argc, char** argv) {
     }
     if (!csv) std::fprintf(stderr, "liger-bench: could not write %s\n", options.csv_path.c_str());
   }
-  if (!options.json_path.empty()) {
-    std::ofstream json(options.json_path);
-    json.precision(10);
-    json << "{\n  \"device\": \"" << json_escape(device.name) << "\",\n  \"sm_arch\": " << device.sm_arch
-         << ",\n  \"sm_count\": " << device.sm_count << ",\n  \"l2_bytes\": " << device.l2_bytes
-         << ",\n  \"date\": \"" << date << "\",\n  \"commit\": \"" << json_escape(options.commit)
-         << "\",\n  \"copy_gbps\": " << copy_gbps << ",\n  \"tunables\": \"" << json_escape(tunables_text(tunables))
-         << "\",\n  \"results\": [";
-    const char* sep = "\n";
-    for (const auto& [c, m] : results) {
-      json << sep << "    {\"op\": \"" << json_escape(c->op) << "\", \"mode\": \"" << json_escape(c->mode)
-           << "\", \"shape\": \"" << json_escape(c->shape) << "\", \"dtype\": \"" << liger::bench::dtype_label(c->dtype)
-           << "\", \"ok\": " << (m.ok ? "true" : "false") << ", \"runs\": " << m.runs
-           << ", \"input_sets\": " << m.input_sets << ", \"set_mib\": " << m.set_mib
-           << ", \"median_us\": " << m.median_us << ", \"min_us\": " << m.min_us << ", \"p10_us\": " << m.p10_us
-           << ", \"p90_us\": " << m.p90_us << ", \"mean_us\": " << m.mean_us << ", \"spread_pct\": " << m.spread_pct
-           << ", \"min_bytes\": " << c->min_bytes << ", \"gbps\": " << m.gbps
-           << ", \"copy_fraction\": " << m.copy_fraction << ", \"flops\": " << c->flops << ", \"tflops\": " << m.tflops
-           << ", \"extra_mib\": " << m.extra_mib << ", \"note\": \"" << json_escape(c->note)
-           << "\", \"message\": \"" << json_escape(m.error) << "\"}";
-      sep = ",\n";
-    }
-    json << "\n  ]\n}\n";
-    if (!json) std::fprintf(stderr, "liger-bench: could not write %s\n", options.json_path.c_str());
-  }
+  if (!options.json_path.empty())
+    write_json(options.json_path, device, date, options.commit, copy_gbps, tunables, results);
   return failures > 0 ? 1 : 0;
 }

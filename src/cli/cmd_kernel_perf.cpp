@@ -1,5 +1,7 @@
 #include <CLI/CLI.hpp>
 
+#include <filesystem>
+
 #include "cli/commands.h"
 #include "cli/run_support.h"
 #include "cli/tree.h"
@@ -21,6 +23,7 @@ void register_kernel_perf_command(CLI::App& app, GlobalOptions& options) {
     bool profile_only = false;
     int search_min_time_ms = 0;
     int bench_min_time_ms = 0;
+    std::string work_dir;
   };
   auto args = std::make_shared<Args>();
   auto* cmd = app.add_subcommand(
@@ -52,6 +55,9 @@ void register_kernel_perf_command(CLI::App& app, GlobalOptions& options) {
                   "Timed GPU time per candidate of the tunable search (default: the workflow's)");
   cmd->add_option("--bench-min-time-ms", args->bench_min_time_ms,
                   "Timed GPU time per case of each variant's full benchmark (default: the workflow's)");
+  cmd->add_option("--work-dir", args->work_dir,
+                  "Work tree (kernel library build) to reuse across runs: only what changed recompiles; one run at "
+                  "a time (default: a fresh one under the run directory)");
   cmd->add_option("--tree", args->tree, "Checkout holding the kernel (default: the one holding the current directory)");
   cmd->footer(examples_footer({
       "liger-agent kernel-perf rms_norm --goal speed",
@@ -72,6 +78,7 @@ void register_kernel_perf_command(CLI::App& app, GlobalOptions& options) {
         {"profile_only", args->profile_only}};
     if (args->search_min_time_ms > 0) request.arguments["search_min_time_ms"] = args->search_min_time_ms;
     if (args->bench_min_time_ms > 0) request.arguments["bench_min_time_ms"] = args->bench_min_time_ms;
+    if (!args->work_dir.empty()) request.arguments["work_dir"] = std::filesystem::absolute(args->work_dir).string();
     engine::Engine engine(workflow_registry(), engine_options(options));
     options.exit_code = print_outcome(options, engine.start(request));
   });

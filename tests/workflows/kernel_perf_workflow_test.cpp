@@ -28,10 +28,17 @@ class FakeRunner : public Runner {
  public:
   std::set<std::string> tools;
   std::map<std::string, std::string> outputs;  // argv[0] -> output
+  std::map<std::string, std::string> by_file;  // an argument's file name -> output (wins over argv[0])
   std::vector<std::vector<std::string>> calls;
   liger::toolchain::ProcessResult run(const std::vector<std::string>& argv, const fs::path&, std::chrono::seconds) override {
     calls.push_back(argv);
     liger::toolchain::ProcessResult r;
+    for (const auto& a : argv)
+      if (auto f = by_file.find(fs::path(a).filename().string()); f != by_file.end()) {
+        r.exit_code = 0;
+        r.output = f->second;
+        return r;
+      }
     auto it = outputs.find(argv[0]);
     r.exit_code = it == outputs.end() ? 127 : 0;
     r.output = it == outputs.end() ? "not found" : it->second;
@@ -189,6 +196,12 @@ TEST(KernelPerfStages, ProfileOnlyWithoutGpuProducesTheCompilerReport) {
   auto fake = std::make_shared<FakeRunner>();
   fake->tools = {"nvcc"};
   fake->outputs["nvcc"] = liger::util::read_file(fixtures() / "ptxas_rms_norm_sm90.log");
+  fake->by_file["variant.cu"] =
+      "ptxas info    : Compiling entry function "
+      "'_ZN5liger7kernels4norm27norm_backward_staged_kernelILNS1_4KindE0E13__nv_bfloat16S4_Li8ELi4ENS1_10BwdVariantILi0ELi0ELi0EEEEEvNS1_9BwdParamsE' for 'sm_90'\n"
+      "ptxas info    : Function properties for x\n"
+      "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+      "ptxas info    : Used 128 registers, used 1 barriers\n";
   set_runner_for_testing(fake);
   RunDir run;
   liger::engine::Staging staging(run.dir / "staging");
@@ -198,8 +211,8 @@ TEST(KernelPerfStages, ProfileOnlyWithoutGpuProducesTheCompilerReport) {
   EXPECT_EQ(wf.name, "kernel-perf");
   auto r = wf.understand(ctx);
   ASSERT_TRUE(r.ok()) << (r.hard.empty() ? "" : r.hard[0].summary + r.hard[0].detail);
-  // nvcc ran on the op's source for sm_90 with -Xptxas -v.
-  ASSERT_EQ(fake->calls.size(), 1u);
+  // nvcc ran on the op's source for sm_90 with -Xptxas -v, then once per code variant setting.
+  ASSERT_GE(fake->calls.size(), 2u);
   const auto& argv = fake->calls[0];
   EXPECT_NE(std::find(argv.begin(), argv.end(), "-arch=sm_90"), argv.end());
   EXPECT_NE(std::find(argv.begin(), argv.end(), "-v"), argv.end());
@@ -209,7 +222,16 @@ TEST(KernelPerfStages, ProfileOnlyWithoutGpuProducesTheCompilerReport) {
   EXPECT_EQ(p["architecture"]["family"].as<std::string>(), "hopper");
   EXPECT_EQ(p["compiler_resources"]["kernels"].size(), 48u);
   EXPECT_EQ(p["compiler_resources"]["max_registers"].as<int>(), 128);
+  // The fixture's log has no spills in the variant instantiation: no compile-time diagnosis.
   EXPECT_EQ(p["bottleneck"]["class"].as<std::string>(), "unknown");
+  // The code variants are reported with the compiler's numbers (the fixture's first kernel).
+  ASSERT_GE(p["code_variants"].size(), 3u);
+  EXPECT_EQ(p["code_variants"][0]["variant"].as<std::string>(), "current");
+  EXPECT_EQ(p["code_variants"][0]["line"].as<std::string>(), "using BwdVariant = norm::BwdVariant<0, 0, 0>;");
+  EXPECT_TRUE(p["code_variants"][0]["compiled"].as<bool>());
+  EXPECT_EQ(fake->calls.size(), 1 + p["code_variants"].size());
+  const auto& variant_argv = fake->calls[1];
+  EXPECT_NE(std::find(variant_argv.begin(), variant_argv.end(), "-gencode=arch=compute_90,code=sm_90"), variant_argv.end());
   EXPECT_EQ(p["strategy_order"][0]["kind"].as<std::string>(), "tunable_search");
   // The snapshot holds the kernel's sources.
   EXPECT_TRUE(fs::exists(run.dir / "input/snapshot/kernels/src/rms_norm/rms_norm.cu"));
@@ -226,6 +248,33 @@ TEST(KernelPerfStages, ProfileOnlyWithoutGpuProducesTheCompilerReport) {
   const std::string md = liger::util::read_file(run.dir / "optimization/final/report.md");
   EXPECT_NE(md.find("liger::kernels::norm::norm_backward_kernel"), std::string::npos);
   EXPECT_NE(md.find("| 128 |"), std::string::npos);
+  EXPECT_NE(md.find("| current | dw_first=0 cache_fp32=0 min_blocks=0 |"), std::string::npos) << md;
+  set_runner_for_testing(nullptr);
+}
+
+TEST(KernelPerfStages, ProfileOnlyDiagnosesASpillingVariantAsRegisterBound) {
+  auto fake = std::make_shared<FakeRunner>();
+  fake->tools = {"nvcc"};
+  fake->outputs["nvcc"] =
+      "ptxas info    : Compiling entry function "
+      "'_ZN5liger7kernels4norm27norm_backward_staged_kernelILNS1_4KindE0E13__nv_bfloat16S4_Li8ELi4ENS1_10BwdVariantILi0ELi1ELi0EEEEEvNS1_9BwdParamsE' for 'sm_90'\n"
+      "ptxas info    : Function properties for x\n"
+      "    352 bytes stack frame, 360 bytes spill stores, 352 bytes spill loads\n"
+      "ptxas info    : Used 128 registers, used 1 barriers, 352 bytes cumulative stack size\n";
+  set_runner_for_testing(fake);
+  RunDir run;
+  liger::engine::Staging staging(run.dir / "staging");
+  auto ctx = make_ctx(run, {{"op", "rms_norm"}, {"profile_only", true}, {"target_gpu", "hopper"}}, &staging);
+  auto r = make_workflow().understand(ctx);
+  ASSERT_TRUE(r.ok());
+  const YAML::Node& p = ctx.profile;
+  EXPECT_EQ(p["bottleneck"]["class"].as<std::string>(), "register-bound");
+  const std::string evidence = p["bottleneck"]["evidence"].as<std::string>();
+  EXPECT_NE(evidence.find("128 registers"), std::string::npos) << evidence;
+  EXPECT_NE(evidence.find("712 bytes"), std::string::npos) << evidence;
+  bool code_variant = false;
+  for (const auto& s : p["strategy_order"]) code_variant |= s["kind"].as<std::string>() == "code_variant";
+  EXPECT_TRUE(code_variant) << "a register-bound profile lists code variants";
   set_runner_for_testing(nullptr);
 }
 
@@ -247,5 +296,25 @@ TEST(KernelPerfStages, NoGpuWithoutProfileOnlyIsAClearError) {
   // An op the library does not have.
   auto bad = make_ctx(run, {{"op", "flash_attention"}}, &staging);
   EXPECT_THROW(make_workflow().understand(bad), liger::Error);
+  set_runner_for_testing(nullptr);
+}
+
+TEST(KernelPerfStages, ProfileOnlyIgnoresAFewSpilledBytes) {
+  // cross-entropy's shipped row kernel keeps 16 bytes in a stack slot: not register-bound.
+  auto fake = std::make_shared<FakeRunner>();
+  fake->tools = {"nvcc"};
+  fake->outputs["nvcc"] =
+      "ptxas info    : Compiling entry function "
+      "'_ZN5liger7kernels2ce14ce_rows_kernelI13__nv_bfloat16Li8ELi2ENS1_9CeVariantILi0ELi0EEEEEvNS1_7RowArgsE' for 'sm_90'\n"
+      "ptxas info    : Function properties for x\n"
+      "    8 bytes stack frame, 8 bytes spill stores, 8 bytes spill loads\n"
+      "ptxas info    : Used 64 registers, used 1 barriers, 8 bytes cumulative stack size\n";
+  set_runner_for_testing(fake);
+  RunDir run;
+  liger::engine::Staging staging(run.dir / "staging");
+  auto ctx = make_ctx(run, {{"op", "cross_entropy"}, {"profile_only", true}, {"target_gpu", "hopper"}}, &staging);
+  ASSERT_TRUE(make_workflow().understand(ctx).ok());
+  EXPECT_EQ(ctx.profile["code_variants"][0]["spill_bytes"].as<int>(), 16);
+  EXPECT_EQ(ctx.profile["bottleneck"]["class"].as<std::string>(), "unknown");
   set_runner_for_testing(nullptr);
 }

@@ -139,8 +139,9 @@ __device__ __forceinline__ void block_merge(float& m, float& s, float& sx, float
   }
 }
 
-template <typename T, int N, int B>
-__global__ void __launch_bounds__(1024) ce_rows_kernel(RowArgs a) {
+// V: the code variant (tuning.h `using Variant = CeVariant<...>;`): two_pass, min_blocks.
+template <typename T, int N, int B, class V = ShippedCeVariant>
+__global__ void __launch_bounds__(1024, V::min_blocks) ce_rows_kernel(RowArgs a) {
   __shared__ float shared[3][32];
   const bool has_cap = a.softcap > 0.0f;
   const float cap = a.softcap;
@@ -182,6 +183,47 @@ __global__ void __launch_bounds__(1024) ce_rows_kernel(RowArgs a) {
 
     // Pass 1: online max / sum of exp / smoothing sum.
     float m = -INFINITY, s = 0.0f, sx = 0.0f;
+    if constexpr (V::two_pass) {
+      // The two-pass variant: the row max (and smoothing sum) first, then the sum of exp against
+      // it: no rescaling per vector, one more read of the row (from L2).
+      auto logits_of = [&](const Vec<T, N>& in, int64_t i, float* v) {
+#pragma unroll
+        for (int k = 0; k < N; ++k) {
+          v[k] = to_float(in.values[k]);
+          if (bias != nullptr) v[k] += to_float(bias[i + k]);
+          if (has_cap) v[k] = cap * tanhf(v[k] * inv_cap);
+        }
+      };
+      auto scalar_logit = [&](int64_t i) {
+        float v = load_logit(x, bias, i);
+        return has_cap ? cap * tanhf(v * inv_cap) : v;
+      };
+      auto take_max = [&](const float* v, int count, int64_t i0) {
+        for (int k = 0; k < count; ++k) m = fmaxf(m, v[k]);
+        if (smooth)
+          for (int k = 0; k < count; ++k) sx += (weight != nullptr ? weight[i0 + k] : 1.0f) * v[k];
+      };
+      for_row_batched<T, N, B>(
+          x, a.vocab, [&](int64_t i) { const float v = scalar_logit(i); take_max(&v, 1, i); },
+          [&](const Vec<T, N>& in, int64_t i) {
+            float v[N];
+            logits_of(in, i, v);
+            take_max(v, N, i);
+          });
+      block_merge(m, s, sx, shared);  // s is 0 everywhere: the row max and smoothing sum
+      auto take_sum = [&](const float* v, int count) {
+        for (int k = 0; k < count; ++k) s += exp2_approx((v[k] - m) * kLog2e);
+      };
+      for_row_batched<T, N, B>(
+          x, a.vocab, [&](int64_t i) { const float v = scalar_logit(i); take_sum(&v, 1); },
+          [&](const Vec<T, N>& in, int64_t i) {
+            float v[N];
+            logits_of(in, i, v);
+            take_sum(v, N);
+          });
+      float m_same = m, sx_none = 0.0f;  // every thread holds the row max: only s is merged
+      block_merge(m_same, s, sx_none, shared);
+    } else {
     auto accumulate = [&](const float* v, int count, int64_t i0) {
       float vmax = v[0];
       for (int k = 1; k < count; ++k) vmax = fmaxf(vmax, v[k]);
@@ -212,6 +254,7 @@ __global__ void __launch_bounds__(1024) ce_rows_kernel(RowArgs a) {
           accumulate(v, N, i);
         });
     block_merge(m, s, sx, shared);
+    }
 
     const float log_s = logf(s);
     const float lse = m + log_s;
@@ -437,16 +480,25 @@ liger_status launch_rows(const RowLaunch& l, cudaStream_t stream) {
             l.row_scale, l.row_loss, l.row_z, l.scalars, l.rows, l.vocab, l.options.ignore_index,
             l.options.label_smoothing, l.options.lse_square_scale, l.options.softcap};
   const int vb = usable_vector_bytes(l.vector_bytes, dtype_size(l.dtype), l.logits, l.logits_stride, l.grad, l.grad_stride);
+#ifdef LIGER_KERNEL_VARIANT_UNIT
+  // kernel-perf's code-variant compile check includes this file and instantiates one row kernel
+  // itself: the dispatch over every dtype and vector width is left out of that unit.
+  (void)a;
+  (void)vb;
+  (void)stream;
+  return LIGER_STATUS_INTERNAL;
+#else
   return dispatch_vector(l.dtype, vb, [&](auto zero, auto n) {
     using T = decltype(zero);
     constexpr int kN = decltype(n)::value;
     switch (l.loads_in_flight) {
-      case 4: ce_rows_kernel<T, kN, 4><<<grid_for_rows(l.rows), l.threads, 0, stream>>>(a); break;
-      case 2: ce_rows_kernel<T, kN, 2><<<grid_for_rows(l.rows), l.threads, 0, stream>>>(a); break;
-      default: ce_rows_kernel<T, kN, 1><<<grid_for_rows(l.rows), l.threads, 0, stream>>>(a); break;
+      case 4: ce_rows_kernel<T, kN, 4, Variant><<<grid_for_rows(l.rows), l.threads, 0, stream>>>(a); break;
+      case 2: ce_rows_kernel<T, kN, 2, Variant><<<grid_for_rows(l.rows), l.threads, 0, stream>>>(a); break;
+      default: ce_rows_kernel<T, kN, 1, Variant><<<grid_for_rows(l.rows), l.threads, 0, stream>>>(a); break;
     }
     return check_launch("ce_rows_kernel");
   });
+#endif
 }
 
 liger_status launch_reduce(const float* row_loss, const float* row_z, int64_t rows, float* out, float* z_out,

@@ -26,6 +26,20 @@ inline constexpr TuningRow kSm80Table[] = {
     {256, 64, 16, 1}, {2048, 128, 16, 1}, {8192, 256, 16, 2}, {32768, 512, 16, 2}, {INT64_MAX, 1024, 16, 2},
 };
 
+// Code variants of the row kernel (kernel-perf's code knobs). TwoPass: 1 = the row max, then the
+// sum of exp in a second read (no per-vector rescale), 0 = one online pass (shipped).
+// MinBlocks: __launch_bounds__(1024, MinBlocks) register cap (0 = none beyond 1024 threads).
+template <int TwoPass, int MinBlocks>
+struct CeVariant {
+  static_assert(TwoPass == 0 || TwoPass == 1, "TwoPass is 0 or 1");
+  static_assert(MinBlocks >= 0 && MinBlocks <= 2, "MinBlocks is 0, 1 or 2");
+  static constexpr bool two_pass = TwoPass != 0;
+  static constexpr int min_blocks = MinBlocks;
+};
+using ShippedCeVariant = CeVariant<0, 0>;
+// kernel-perf's code-variant strategies rewrite this line; <0, 0> is the shipped kernel.
+using Variant = CeVariant<0, 0>;
+
 inline liger_tunables default_tunables(int sm_arch, int64_t vocab) {
   const TuningRow* table = sm_arch >= 80 && sm_arch < 90 ? kSm80Table : kSm90Table;
   liger_tunables t{};

@@ -82,8 +82,31 @@ struct Params {
   int64_t grid_row_step, grid_col_step;  // gridDim.x = grid_row_step * tiles_per_row + grid_col_step
 };
 
-template <typename T, int VEC, int UNROLL, class Act, bool BACKWARD>
+// Code variants (kernel-perf's code knobs; each op's tuning.h names one with
+// `using Variant = glu::GluVariant<...>;`):
+//   FwdUnroll / BwdUnroll: vectors per tensor each thread loads per tile (bytes in flight);
+//   LoadsFirst: 1 = every load of the tile is issued before the first use (shipped), 0 = each
+//               vector is computed and stored right after its loads (fewer live registers).
+template <int FwdUnroll, int BwdUnroll, int LoadsFirst>
+struct GluVariant {
+  static_assert(FwdUnroll == 1 || FwdUnroll == 2 || FwdUnroll == 4 || FwdUnroll == 8, "FwdUnroll: 1, 2, 4 or 8");
+  static_assert(BwdUnroll == 1 || BwdUnroll == 2 || BwdUnroll == 4, "BwdUnroll: 1, 2 or 4");
+  static_assert(LoadsFirst == 0 || LoadsFirst == 1, "LoadsFirst is 0 or 1");
+  static constexpr int fwd_unroll = FwdUnroll;
+  static constexpr int bwd_unroll = BwdUnroll;
+  static constexpr bool loads_first = LoadsFirst != 0;
+};
+
+// Vectors per tensor in flight per thread. The backward holds three inputs, so it unrolls less:
+// at 4 its bf16 variant needed ~157 registers (one 256-thread block per SM).
+using ShippedGluVariant = GluVariant<4, 2, 1>;
+
+template <class V, bool BACKWARD>
+constexpr int kUnroll = BACKWARD ? V::bwd_unroll : V::fwd_unroll;
+
+template <typename T, int VEC, class Act, bool BACKWARD, class V = ShippedGluVariant>
 __global__ void glu_kernel(Params p) {
+  constexpr int UNROLL = kUnroll<V, BACKWARD>;
   const T* dc = static_cast<const T*>(p.dc);
   const T* a = static_cast<const T*>(p.a);
   const T* b = static_cast<const T*>(p.b);
@@ -101,19 +124,9 @@ __global__ void glu_kernel(Params p) {
     T* o0_row = out0 + row * p.out0_stride;
     T* o1_row = BACKWARD ? out1 + row * p.out1_stride : nullptr;
 
-    // Every load is issued before the first use.
+    // V::loads_first: every load is issued before the first use.
     Vec<T, VEC> av[UNROLL], bv[UNROLL], dv[BACKWARD ? UNROLL : 1];
-#pragma unroll
-    for (int j = 0; j < UNROLL; ++j) {
-      const int64_t col = col0 + static_cast<int64_t>(j) * blockDim.x * VEC;
-      if (col + VEC <= p.cols) {
-        av[j] = load_vector<T, VEC>(a_row + col);
-        bv[j] = load_vector<T, VEC>(b_row + col);
-        if constexpr (BACKWARD) dv[j] = load_vector<T, VEC>(dc_row + col);
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < UNROLL; ++j) {
+    auto compute = [&](int j) {
       const int64_t col = col0 + static_cast<int64_t>(j) * blockDim.x * VEC;
       if (col + VEC <= p.cols) {
         if constexpr (!BACKWARD) {
@@ -150,6 +163,20 @@ __global__ void glu_kernel(Params p) {
           }
         }
       }
+    };
+#pragma unroll
+    for (int j = 0; j < UNROLL; ++j) {
+      const int64_t col = col0 + static_cast<int64_t>(j) * blockDim.x * VEC;
+      if (col + VEC <= p.cols) {
+        av[j] = load_vector<T, VEC>(a_row + col);
+        bv[j] = load_vector<T, VEC>(b_row + col);
+        if constexpr (BACKWARD) dv[j] = load_vector<T, VEC>(dc_row + col);
+      }
+      if constexpr (!V::loads_first) compute(j);
+    }
+    if constexpr (V::loads_first) {
+#pragma unroll
+      for (int j = 0; j < UNROLL; ++j) compute(j);
     }
     tile += p.grid_col_step;
     row += p.grid_row_step;
@@ -162,11 +189,6 @@ __global__ void glu_kernel(Params p) {
 
 // ---------------------------------------------------------------------------------------------
 // Host side.
-// Vectors per tensor in flight per thread. The backward holds three inputs, so it unrolls less:
-// at 4 its bf16 variant needed ~157 registers (one 256-thread block per SM).
-template <bool BACKWARD>
-constexpr int kUnroll = BACKWARD ? 2 : 4;
-
 struct Config {
   int threads_per_block;
   int vector_bytes;
@@ -184,9 +206,10 @@ inline bool aligned_for(const Params& p, bool backward, int vec_elems, std::size
   return result;
 }
 
-template <typename T, int VEC, class Act, bool BACKWARD>
+template <typename T, int VEC, class Act, bool BACKWARD, class V>
 liger_status launch_vec(Params p, int threads, int blocks_per_sm, cudaStream_t stream) {
-  const int64_t tile_cols = static_cast<int64_t>(threads) * VEC * kUnroll<BACKWARD>;
+  constexpr auto kernel = glu_kernel<T, VEC, Act, BACKWARD, V>;
+  const int64_t tile_cols = static_cast<int64_t>(threads) * VEC * kUnroll<V, BACKWARD>;
   p.tiles_per_row = (p.cols + tile_cols - 1) / tile_cols;
   const int64_t tiles = p.rows * p.tiles_per_row;
   // blocks_per_sm == 0: one tile per block (no grid-stride loop), the grid covers every tile.
@@ -196,18 +219,19 @@ liger_status launch_vec(Params p, int threads, int blocks_per_sm, cudaStream_t s
   p.grid_row_step = grid / p.tiles_per_row;
   p.grid_col_step = grid % p.tiles_per_row;
   cudaFuncAttributes attributes{};
-  if (cudaFuncGetAttributes(&attributes, glu_kernel<T, VEC, kUnroll<BACKWARD>, Act, BACKWARD>) == cudaSuccess &&
+  if (cudaFuncGetAttributes(&attributes, kernel) == cudaSuccess &&
       threads > attributes.maxThreadsPerBlock)
     return fail(LIGER_STATUS_INVALID_ARGUMENT,
                 "%s: threads_per_block=%d exceeds what this kernel variant can launch (%d; it uses %d registers)",
                 Act::kName, threads, attributes.maxThreadsPerBlock, attributes.numRegs);
   cudaGetLastError();
-  glu_kernel<T, VEC, kUnroll<BACKWARD>, Act, BACKWARD><<<static_cast<unsigned>(grid), threads, 0, stream>>>(p);
+  kernel<<<static_cast<unsigned>(grid), threads, 0, stream>>>(p);
   return check_launch(Act::kName);
 }
 
 // `tuned` is the op's table lookup: fills Config defaults for (sm_arch, elements, dtype).
-template <class Act, bool BACKWARD, typename DefaultsFn>
+// V: the code variant (GluVariant).
+template <class Act, bool BACKWARD, class V, typename DefaultsFn>
 liger_status run(Params p, liger_dtype dtype, const liger_tunables* tunables, liger_stream_t stream,
                  DefaultsFn&& defaults) {
   if (!is_valid_dtype(dtype)) return fail(LIGER_STATUS_UNSUPPORTED_DTYPE, "%s: dtype %d", Act::kName, static_cast<int>(dtype));
@@ -272,16 +296,16 @@ liger_status run(Params p, liger_dtype dtype, const liger_tunables* tunables, li
     const int vec = vector_bytes / static_cast<int>(sizeof(T));
     if constexpr (sizeof(T) == 4) {
       switch (vec) {
-        case 4: status = launch_vec<T, 4, Act, BACKWARD>(p, threads, blocks_per_sm, s); break;
-        case 2: status = launch_vec<T, 2, Act, BACKWARD>(p, threads, blocks_per_sm, s); break;
-        default: status = launch_vec<T, 1, Act, BACKWARD>(p, threads, blocks_per_sm, s); break;
+        case 4: status = launch_vec<T, 4, Act, BACKWARD, V>(p, threads, blocks_per_sm, s); break;
+        case 2: status = launch_vec<T, 2, Act, BACKWARD, V>(p, threads, blocks_per_sm, s); break;
+        default: status = launch_vec<T, 1, Act, BACKWARD, V>(p, threads, blocks_per_sm, s); break;
       }
     } else {
       switch (vec) {
-        case 8: status = launch_vec<T, 8, Act, BACKWARD>(p, threads, blocks_per_sm, s); break;
-        case 4: status = launch_vec<T, 4, Act, BACKWARD>(p, threads, blocks_per_sm, s); break;
-        case 2: status = launch_vec<T, 2, Act, BACKWARD>(p, threads, blocks_per_sm, s); break;
-        default: status = launch_vec<T, 1, Act, BACKWARD>(p, threads, blocks_per_sm, s); break;
+        case 8: status = launch_vec<T, 8, Act, BACKWARD, V>(p, threads, blocks_per_sm, s); break;
+        case 4: status = launch_vec<T, 4, Act, BACKWARD, V>(p, threads, blocks_per_sm, s); break;
+        case 2: status = launch_vec<T, 2, Act, BACKWARD, V>(p, threads, blocks_per_sm, s); break;
+        default: status = launch_vec<T, 1, Act, BACKWARD, V>(p, threads, blocks_per_sm, s); break;
       }
     }
   });

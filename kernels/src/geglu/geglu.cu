@@ -20,7 +20,7 @@ liger_status liger_geglu_forward(const void* a, int64_t a_row_stride, const void
   p.out0_stride = c_row_stride;
   p.rows = rows;
   p.cols = cols;
-  return glu::run<glu::GeluTanh, false>(p, dtype, tunables, stream, geglu::default_config);
+  return glu::run<glu::GeluTanh, false, geglu::Variant>(p, dtype, tunables, stream, geglu::default_config);
 }
 
 liger_status liger_geglu_backward(const void* dc, int64_t dc_row_stride, const void* a, int64_t a_row_stride,
@@ -42,7 +42,7 @@ liger_status liger_geglu_backward(const void* dc, int64_t dc_row_stride, const v
   p.out1_stride = in_place ? b_row_stride : db_row_stride;
   p.rows = rows;
   p.cols = cols;
-  return glu::run<glu::GeluTanh, true>(p, dtype, tunables, stream, geglu::default_config);
+  return glu::run<glu::GeluTanh, true, geglu::Variant>(p, dtype, tunables, stream, geglu::default_config);
 }
 
 liger_status liger_geglu_default_tunables(int sm_arch, int64_t rows, int64_t cols, liger_dtype dtype,

@@ -26,6 +26,10 @@ inline constexpr TuningRow kTuning[] = {
     {90, INT64_MAX, {128, 16, 0}},
 };
 
+// Code variant of the kernel (elementwise_common/glu.cuh GluVariant): FwdUnroll, BwdUnroll,
+// LoadsFirst. kernel-perf's code-variant strategies rewrite this line; <4, 2, 1> is shipped.
+using Variant = glu::GluVariant<4, 2, 1>;
+
 inline glu::Config default_config(int sm_arch, int64_t elements, liger_dtype /*dtype*/) {
   const int arch = sm_arch >= 80 && sm_arch < 90 ? 80 : 90;
   for (const auto& row : kTuning) {

@@ -121,7 +121,8 @@ liger_status liger_layer_norm_backward(const void* dy, int64_t dy_row_stride, co
   p.db_partial = dbias ? (dweight ? base + one / sizeof(float) : base) : nullptr;
   p.rows = rows;
   p.cols = static_cast<int>(cols);
-  return launch_backward<Kind::kLayer>(op, p, dtype, weight_dtype, r, dweight, dbias, to_cuda(stream));
+  return launch_backward<Kind::kLayer, layer_norm_tuning::BwdVariant>(op, p, dtype, weight_dtype, r,
+                                                   dweight, dbias, to_cuda(stream));
 }
 
 }  // extern "C"

@@ -17,6 +17,7 @@
 
 #include "common/bulk_copy.cuh"
 #include "common/dtype.cuh"
+#include "norm_common/norm_variant.h"
 
 namespace liger::kernels::norm {
 
@@ -454,10 +455,12 @@ __device__ __forceinline__ void store_partial_row(const float (&acc)[NV][VEC], f
 // v = first_vector + k * blockDim.x + threadIdx.x. `weight(k, v)` gives the weight vector.
 // Adds the row sums that precede the block reduction: RMS sum(dy * (w + offset) * x); LayerNorm
 // sum(xhat * g), sum(g) with g = w * dy.
-template <Kind K, typename T, typename TW, int VEC, int NV, typename WeightFn>
+// A CacheFp32 variant (norm_variant.h) also keeps each element's fp32 values in `cache`.
+template <Kind K, typename T, typename TW, int VEC, int NV, class P, typename WeightFn>
 __device__ __forceinline__ void backward_row_sums(const Vec<T, VEC> (&xv)[NV], const Vec<T, VEC> (&dyv)[NV],
                                                   WeightFn&& weight, int first_vector, int nvec, float mean,
-                                                  float rstd, float offset, float (&sums)[2]) {
+                                                  float rstd, float offset, float (&sums)[2],
+                                                  BwdRowCache<P, VEC, NV>& cache) {
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
     const int v = first_vector + k * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x);
@@ -466,7 +469,21 @@ __device__ __forceinline__ void backward_row_sums(const Vec<T, VEC> (&xv)[NV], c
 #pragma unroll
     for (int e = 0; e < VEC; ++e) {
       const float xf = to_float(xv[k].values[e]), dyf = to_float(dyv[k].values[e]);
-      if constexpr (K == Kind::kLayer) {
+      if constexpr (P::cache_fp32) {
+        if constexpr (K == Kind::kLayer) {
+          const float xhat = (xf - mean) * rstd, g = to_float(wv.values[e]) * dyf;
+          sums[0] += xhat * g;
+          sums[1] += g;
+          cache.a[k][e] = xhat;
+          cache.g[k][e] = g;
+        } else {
+          const float m = dyf * (to_float(wv.values[e]) + offset);
+          sums[0] += m * xf;
+          cache.a[k][e] = xf;
+          cache.g[k][e] = m;
+        }
+        cache.dy[k][e] = dyf;
+      } else if constexpr (K == Kind::kLayer) {
         const float g = to_float(wv.values[e]) * dyf;
         sums[0] += (xf - mean) * rstd * g;
         sums[1] += g;
@@ -489,14 +506,88 @@ __device__ __forceinline__ void reduce_backward_sums(float (&sums)[2], float* sm
   }
 }
 
+// backward_row_outputs of a non-shipped variant (norm_variant.h): the same arithmetic, with the
+// dW term first (DwFirst) and/or the first pass's fp32 values read back (CacheFp32).
+template <Kind K, typename T, typename TW, int VEC, int NV, class P, typename DsFn, typename WeightFn,
+          typename AccumulateFn>
+__device__ __forceinline__ void backward_row_outputs_variant(
+    const Vec<T, VEC> (&xv)[NV], const Vec<T, VEC> (&dyv)[NV], bool has_ds, DsFn&& ds, WeightFn&& weight,
+    int first_vector, int nvec, float mean, float rstd, const float (&sums)[2], const BwdParams& p, T* dx,
+    AccumulateFn&& accumulate, const BwdRowCache<P, VEC, NV>& cache, bool cached) {
+  const float inv_cols = 1.f / static_cast<float>(p.cols);
+  const float c1 = sums[0] * inv_cols, c2 = sums[1] * inv_cols;
+  const float rms_coef = rstd * rstd * rstd * sums[0] * inv_cols;
+#pragma unroll
+  for (int k = 0; k < NV; ++k) {
+    const int v = first_vector + k * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x);
+    if (v >= nvec) continue;
+    const bool from_cache = P::cache_fp32 && cached;
+    Vec<TW, VEC> wv;
+    if (!from_cache) wv = weight(k, v);
+    Vec<T, VEC> dsv;
+    if constexpr (K == Kind::kAddRms) {
+      if (has_ds) dsv = ds(k, v);
+    }
+    float out[VEC];
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      float a, g, dyf;  // x̂ / x, w·dy / dy·(w + offset), dy
+      if (from_cache) {
+        a = cache.a[k][e];
+        g = cache.g[k][e];
+        dyf = cache.dy[k][e];
+      } else {
+        const float xf = to_float(xv[k].values[e]);
+        dyf = to_float(dyv[k].values[e]);
+        if constexpr (K == Kind::kLayer) {
+          a = (xf - mean) * rstd;
+          g = to_float(wv.values[e]) * dyf;
+        } else {
+          a = xf;
+          g = dyf * (to_float(wv.values[e]) + p.offset);
+        }
+      }
+      float dw_term, db_term = 0.f;
+      if constexpr (K == Kind::kLayer) {
+        dw_term = dyf * a;
+        db_term = dyf;
+      } else {
+        const float n = p.mode == kLlama ? round_to<T>(a * rstd) : a * rstd;
+        dw_term = dyf * n;
+      }
+      if constexpr (P::dw_first) accumulate(k, e, v, dw_term, db_term);
+      if constexpr (K == Kind::kLayer) {
+        out[e] = (g - (a * c1 + c2)) * rstd;
+      } else {
+        float dxf = rstd * g - rms_coef * a;
+        if constexpr (K == Kind::kAddRms) {
+          if (has_ds) dxf += to_float(dsv.values[e]);
+        }
+        out[e] = dxf;
+      }
+      if constexpr (!P::dw_first) accumulate(k, e, v, dw_term, db_term);
+    }
+    store_floats<T, VEC>(dx + v * VEC, out);
+  }
+}
+
 // dx of the row's slots (stored) and their weight-gradient terms, from the reduced sums.
 // `ds(k, v)`: FusedAddRMSNorm's gradient of the residual output (called when has_ds);
 // `accumulate(k, e, v, dw_term, db_term)` takes each element's dW (and LayerNorm's dB) term.
-template <Kind K, typename T, typename TW, int VEC, int NV, typename DsFn, typename WeightFn, typename AccumulateFn>
+// `cached`: a CacheFp32 variant's `cache` holds this chunk's values (false for chunked rows,
+// whose first pass ran over every chunk before this one).
+template <Kind K, typename T, typename TW, int VEC, int NV, class P, typename DsFn, typename WeightFn,
+          typename AccumulateFn>
 __device__ __forceinline__ void backward_row_outputs(const Vec<T, VEC> (&xv)[NV], const Vec<T, VEC> (&dyv)[NV],
                                                      bool has_ds, DsFn&& ds, WeightFn&& weight, int first_vector,
                                                      int nvec, float mean, float rstd, const float (&sums)[2],
-                                                     const BwdParams& p, T* dx, AccumulateFn&& accumulate) {
+                                                     const BwdParams& p, T* dx, AccumulateFn&& accumulate,
+                                                     const BwdRowCache<P, VEC, NV>& cache, bool cached) {
+  if constexpr (P::cache_fp32 || P::dw_first) {
+    backward_row_outputs_variant<K, T, TW, VEC, NV, P>(xv, dyv, has_ds, ds, weight, first_vector, nvec, mean, rstd,
+                                                       sums, p, dx, accumulate, cache, cached);
+    return;
+  }
   const float inv_cols = 1.f / static_cast<float>(p.cols);
   const float c1 = sums[0] * inv_cols, c2 = sums[1] * inv_cols;
   const float rms_coef = rstd * rstd * rstd * sums[0] * inv_cols;
@@ -537,8 +628,8 @@ __device__ __forceinline__ void backward_row_outputs(const Vec<T, VEC> (&xv)[NV]
 // accumulators) get up to 128 registers per thread without spilling.
 constexpr int kMaxBackwardThreads = 512;
 
-template <Kind K, typename T, typename TW, int VEC, int NV>
-__global__ void __launch_bounds__(kMaxBackwardThreads) norm_backward_kernel(BwdParams p) {
+template <Kind K, typename T, typename TW, int VEC, int NV, class P = ShippedBwdVariant>
+__global__ void __launch_bounds__(kMaxBackwardThreads, (bwd_min_blocks<P>(0))) norm_backward_kernel(BwdParams p) {
   extern __shared__ float smem[];
   const int tx = blockDim.x, rpb = blockDim.y;
   const int nvec = p.cols / VEC;
@@ -600,9 +691,10 @@ __global__ void __launch_bounds__(kMaxBackwardThreads) norm_backward_kernel(BwdP
 
     // Pass 1: the row sums.
     float sums[2] = {0.f, 0.f};
+    BwdRowCache<P, VEC, NV> cache;
     for (int c = 0; c < chunks; ++c) {
       load(c);
-      backward_row_sums<K, T, TW, VEC, NV>(xv, dyv, weight, c * chunk, nvec, mean, rstd, p.offset, sums);
+      backward_row_sums<K, T, TW, VEC, NV, P>(xv, dyv, weight, c * chunk, nvec, mean, rstd, p.offset, sums, cache);
     }
     row_sum<2>(sums, smem, buffer);
     buffer ^= 1;
@@ -611,8 +703,8 @@ __global__ void __launch_bounds__(kMaxBackwardThreads) norm_backward_kernel(BwdP
     if (active) {
       for (int c = 0; c < chunks; ++c) {
         if (chunks > 1) load(c);
-        backward_row_outputs<K, T, TW, VEC, NV>(xv, dyv, p.ds != nullptr, ds, weight, c * chunk, nvec, mean, rstd,
-                                                sums, p, dx, accumulate);
+        backward_row_outputs<K, T, TW, VEC, NV, P>(xv, dyv, p.ds != nullptr, ds, weight, c * chunk, nvec, mean, rstd,
+                                                   sums, p, dx, accumulate, cache, chunks == 1);
       }
     }
   }
@@ -660,8 +752,8 @@ constexpr int pipelined_min_blocks() {
   return NV * VEC * static_cast<int>(sizeof(T)) <= 16 ? 2 : 1;
 }
 
-template <Kind K, typename T, typename TW, int VEC, int NV>
-__global__ void __launch_bounds__(kMaxBackwardThreads, (pipelined_min_blocks<T, VEC, NV>()))
+template <Kind K, typename T, typename TW, int VEC, int NV, class P = ShippedBwdVariant>
+__global__ void __launch_bounds__(kMaxBackwardThreads, (bwd_min_blocks<P>(pipelined_min_blocks<T, VEC, NV>())))
     norm_backward_pipelined_kernel(BwdParams p) {
   extern __shared__ float smem[];
   constexpr bool kAdd = K == Kind::kAddRms;
@@ -740,13 +832,14 @@ __global__ void __launch_bounds__(kMaxBackwardThreads, (pipelined_min_blocks<T, 
     const int64_t row = tile * rpb + threadIdx.y;
     const float rstd = cur.rstd, mean = cur.mean;
     float sums[2] = {0.f, 0.f};
-    backward_row_sums<K, T, TW, VEC, NV>(cur.x, cur.dy, weight, 0, nvec, mean, rstd, p.offset, sums);
+    BwdRowCache<P, VEC, NV> cache;
+    backward_row_sums<K, T, TW, VEC, NV, P>(cur.x, cur.dy, weight, 0, nvec, mean, rstd, p.offset, sums, cache);
     reduce_backward_sums<K>(sums, smem, buffer);
     buffer ^= 1;
     if (row < p.rows) {
       T* dx = static_cast<T*>(p.dx) + row * p.dx_stride;
-      backward_row_outputs<K, T, TW, VEC, NV>(cur.x, cur.dy, has_ds, [&](int k, int) { return cur.ds[k]; }, weight,
-                                              0, nvec, mean, rstd, sums, p, dx, accumulate);
+      backward_row_outputs<K, T, TW, VEC, NV, P>(cur.x, cur.dy, has_ds, [&](int k, int) { return cur.ds[k]; },
+                                                 weight, 0, nvec, mean, rstd, sums, p, dx, accumulate, cache, true);
     }
     cur = nxt;
   }
@@ -767,8 +860,8 @@ __global__ void __launch_bounds__(kMaxBackwardThreads, (pipelined_min_blocks<T, 
 // weight instead.
 // Dynamic shared memory: [reductions / partial rows: stage_offset bytes][stages mbarriers,
 // padded to 16 bytes][stages x rpb x tensors x cols x sizeof(T)].
-template <Kind K, typename T, typename TW, int VEC, int NV>
-__global__ void __launch_bounds__(kMaxBackwardThreads, (pipelined_min_blocks<T, VEC, NV>()))
+template <Kind K, typename T, typename TW, int VEC, int NV, class P = ShippedBwdVariant>
+__global__ void __launch_bounds__(kMaxBackwardThreads, (bwd_min_blocks<P>(pipelined_min_blocks<T, VEC, NV>())))
     norm_backward_staged_kernel(BwdParams p) {
   extern __shared__ float smem[];
   constexpr bool kAdd = K == Kind::kAddRms;
@@ -884,7 +977,8 @@ __global__ void __launch_bounds__(kMaxBackwardThreads, (pipelined_min_blocks<T, 
     }
 
     float sums[2] = {0.f, 0.f};
-    backward_row_sums<K, T, TW, VEC, NV>(xv, dyv, weight, 0, nvec, mean, rstd, p.offset, sums);
+    BwdRowCache<P, VEC, NV> cache;
+    backward_row_sums<K, T, TW, VEC, NV, P>(xv, dyv, weight, 0, nvec, mean, rstd, p.offset, sums, cache);
     reduce_backward_sums<K>(sums, smem, buffer);
     buffer ^= 1;
     // Every thread has read its vectors of the stage: row_sum passed a block barrier when a row
@@ -895,8 +989,8 @@ __global__ void __launch_bounds__(kMaxBackwardThreads, (pipelined_min_blocks<T, 
 
     if (active) {
       T* dx = static_cast<T*>(p.dx) + row * p.dx_stride;
-      backward_row_outputs<K, T, TW, VEC, NV>(xv, dyv, has_ds, [&](int k, int) { return dsv[k]; }, weight, 0, nvec,
-                                              mean, rstd, sums, p, dx, accumulate);
+      backward_row_outputs<K, T, TW, VEC, NV, P>(xv, dyv, has_ds, [&](int k, int) { return dsv[k]; }, weight, 0,
+                                                 nvec, mean, rstd, sums, p, dx, accumulate, cache, true);
     }
   }
 

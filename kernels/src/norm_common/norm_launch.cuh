@@ -219,35 +219,35 @@ FwdKernel forward_kernel_for(bool vector, int nv) {
   }
 }
 
-template <Kind K, typename T, typename TW>
+template <Kind K, typename T, typename TW, class P>
 BwdKernel backward_kernel_for(bool vector, int nv, bool pipelined) {
   constexpr int V = 16 / static_cast<int>(sizeof(T));
   if (pipelined) {  // shapes whose two buffers do not fit the registers run unpipelined
-    if (!vector) return norm_backward_pipelined_kernel<K, T, TW, 1, 4>;
+    if (!vector) return norm_backward_pipelined_kernel<K, T, TW, 1, 4, P>;
     switch (nv) {
-      case 1: return norm_backward_pipelined_kernel<K, T, TW, V, 1>;
-      case 2: return norm_backward_pipelined_kernel<K, T, TW, V, 2>;
+      case 1: return norm_backward_pipelined_kernel<K, T, TW, V, 1, P>;
+      case 2: return norm_backward_pipelined_kernel<K, T, TW, V, 2, P>;
       default:
-        if constexpr (pipelined_backward_fits<K, T, V, 4>()) return norm_backward_pipelined_kernel<K, T, TW, V, 4>;
-        else return norm_backward_kernel<K, T, TW, V, 4>;
+        if constexpr (pipelined_backward_fits<K, T, V, 4>()) return norm_backward_pipelined_kernel<K, T, TW, V, 4, P>;
+        else return norm_backward_kernel<K, T, TW, V, 4, P>;
     }
   }
-  if (!vector) return norm_backward_kernel<K, T, TW, 1, 4>;
+  if (!vector) return norm_backward_kernel<K, T, TW, 1, 4, P>;
   switch (nv) {
-    case 1: return norm_backward_kernel<K, T, TW, V, 1>;
-    case 2: return norm_backward_kernel<K, T, TW, V, 2>;
-    default: return norm_backward_kernel<K, T, TW, V, 4>;
+    case 1: return norm_backward_kernel<K, T, TW, V, 1, P>;
+    case 2: return norm_backward_kernel<K, T, TW, V, 2, P>;
+    default: return norm_backward_kernel<K, T, TW, V, 4, P>;
   }
 }
 
 // The staged kernel for 16-byte vectors and `nv` vectors per thread.
-template <Kind K, typename T, typename TW>
+template <Kind K, typename T, typename TW, class P>
 BwdKernel staged_backward_kernel_for(int nv) {
   constexpr int V = 16 / static_cast<int>(sizeof(T));
   switch (nv) {
-    case 1: return norm_backward_staged_kernel<K, T, TW, V, 1>;
-    case 2: return norm_backward_staged_kernel<K, T, TW, V, 2>;
-    default: return norm_backward_staged_kernel<K, T, TW, V, 4>;
+    case 1: return norm_backward_staged_kernel<K, T, TW, V, 1, P>;
+    case 2: return norm_backward_staged_kernel<K, T, TW, V, 2, P>;
+    default: return norm_backward_staged_kernel<K, T, TW, V, 4, P>;
   }
 }
 
@@ -306,7 +306,8 @@ liger_status launch_forward(const char* op, const FwdParams& p, liger_dtype dtyp
 }
 
 // Launches the backward and, when partial rows are requested, the reduction into dw / db.
-template <Kind K>
+// P: the backward's code variant (norm_variant.h; each op's tuning.h names it).
+template <Kind K, class P = ShippedBwdVariant>
 liger_status launch_backward(const char* op, BwdParams p, liger_dtype dtype, liger_dtype weight_dtype,
                              const Resolved& r, void* dweight, void* dbias, cudaStream_t stream) {
   if (p.rows == 0) {
@@ -347,7 +348,7 @@ liger_status launch_backward(const char* op, BwdParams p, liger_dtype dtype, lig
         return;
       }
       if (stages > 1) {
-        kernel = staged_backward_kernel_for<K, T, TW>(r.nv);
+        kernel = staged_backward_kernel_for<K, T, TW, P>(r.nv);
         p.stages = stages;
         p.stage_offset = static_cast<int>(smem);
         smem = staged_smem(stages);
@@ -357,7 +358,7 @@ liger_status launch_backward(const char* op, BwdParams p, liger_dtype dtype, lig
         if (status != LIGER_STATUS_SUCCESS) return;
       }
     }
-    if (kernel == nullptr) kernel = backward_kernel_for<K, T, TW>(r.vector, r.nv, r.pipeline == 2 && chunks == 1);
+    if (kernel == nullptr) kernel = backward_kernel_for<K, T, TW, P>(r.vector, r.nv, r.pipeline == 2 && chunks == 1);
     int resident = 0;
     status = check_fits(op, reinterpret_cast<const void*>(kernel), threads, smem, &resident);
     if (status != LIGER_STATUS_SUCCESS) return;

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "liger_kernels/common.h"
+#include "norm_common/norm_variant.h"
 
 namespace liger::kernels::norm {
 

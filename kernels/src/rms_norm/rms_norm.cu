@@ -136,7 +136,8 @@ liger_status liger_rms_norm_backward(const void* dy, int64_t dy_row_stride, cons
   p.cols = static_cast<int>(cols);
   p.offset = o.offset;
   p.mode = o.casting_mode;
-  return launch_backward<Kind::kRms>(op, p, dtype, weight_dtype, r, dweight, nullptr, to_cuda(stream));
+  return launch_backward<Kind::kRms, rms_norm_tuning::BwdVariant>(op, p, dtype, weight_dtype, r,
+                                                   dweight, nullptr, to_cuda(stream));
 }
 
 }  // extern "C"

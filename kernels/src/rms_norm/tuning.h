@@ -25,4 +25,8 @@ inline constexpr TuningRow kSm90[] = {
 inline constexpr TuningTable kTables[] = {{80, kSm80, 4}, {90, kSm90, 4}};
 inline constexpr int kTableCount = 2;
 
+// Code variant of the backward (norm_common/norm_variant.h): DwFirst, CacheFp32, MinBlocks.
+// kernel-perf's code-variant strategies rewrite this line; <0, 0, 0> is the shipped kernel.
+using BwdVariant = norm::BwdVariant<0, 0, 0>;
+
 }  // namespace liger::kernels::rms_norm_tuning

@@ -36,8 +36,9 @@ struct Params {
   int stages;  // staged kernel: token tiles in flight through shared memory
 };
 
-template <typename T, int VEC, int UNROLL>
-__global__ void rope_kernel(Params p) {
+// The register kernel's body; P is the code variant (tuning.h `using Variant = RopeVariant<...>`).
+template <typename T, int VEC, int UNROLL, class P>
+__device__ __forceinline__ void rope_body(const Params& p) {
   const int64_t token = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
   const int heads_per_pass = static_cast<int>(blockDim.x) / p.vpr;
   const int lane = static_cast<int>(threadIdx.x);
@@ -63,6 +64,19 @@ __global__ void rope_kernel(Params p) {
   for (int64_t h0 = head_slot; h0 < total; h0 += static_cast<int64_t>(heads_per_pass) * UNROLL) {
     V x1[UNROLL], x2[UNROLL];
     T* out[UNROLL];
+    auto rotate = [&](int u) {
+      if (out[u] == nullptr) return;
+      V y1, y2;
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) {
+        const float a = to_float(x1[u].values[e]);
+        const float d = to_float(x2[u].values[e]);
+        y1.values[e] = from_float<T>(a * c[e] - d * s[e]);
+        y2.values[e] = from_float<T>(d * c[e] + a * s[e]);
+      }
+      *reinterpret_cast<V*>(out[u]) = y1;
+      *reinterpret_cast<V*>(out[u] + p.half) = y2;
+    };
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) {
       const int64_t h = h0 + static_cast<int64_t>(u) * heads_per_pass;
@@ -77,22 +91,23 @@ __global__ void rope_kernel(Params p) {
         x1[u] = *reinterpret_cast<const V*>(in);
         x2[u] = *reinterpret_cast<const V*>(in + p.half);
       }
+      if constexpr (!P::loads_first) rotate(u);
     }
+    if constexpr (P::loads_first) {
 #pragma unroll
-    for (int u = 0; u < UNROLL; ++u) {
-      if (out[u] == nullptr) continue;
-      V y1, y2;
-#pragma unroll
-      for (int e = 0; e < VEC; ++e) {
-        const float a = to_float(x1[u].values[e]);
-        const float d = to_float(x2[u].values[e]);
-        y1.values[e] = from_float<T>(a * c[e] - d * s[e]);
-        y2.values[e] = from_float<T>(d * c[e] + a * s[e]);
-      }
-      *reinterpret_cast<V*>(out[u]) = y1;
-      *reinterpret_cast<V*>(out[u] + p.half) = y2;
+      for (int u = 0; u < UNROLL; ++u) rotate(u);
     }
   }
+}
+
+template <typename T, int VEC, int UNROLL, class P = ShippedRopeVariant>
+__global__ void rope_kernel(Params p) {
+  rope_body<T, VEC, UNROLL, P>(p);
+}
+// The register-capped form (P::min_blocks > 0): at most 1024 threads, MinBlocks of them per SM.
+template <typename T, int VEC, int UNROLL, class P>
+__global__ void __launch_bounds__(1024, P::min_blocks) rope_capped_kernel(Params p) {
+  rope_body<T, VEC, UNROLL, P>(p);
 }
 
 // Staged variant (sm_90, the `stages` tunable) for layouts whose heads are contiguous within a
@@ -226,13 +241,20 @@ __global__ void rope_staged_kernel(Params p) {
   if (issuer) bulk::wait_all_groups();
 }
 
+// The register kernel of the op's code variant (tuning.h: Variant).
+template <typename T, int VEC, int UNROLL>
+constexpr void (*register_kernel())(Params) {
+  if constexpr (Variant::min_blocks > 0) return rope_capped_kernel<T, VEC, UNROLL, Variant>;
+  else return rope_kernel<T, VEC, UNROLL, Variant>;
+}
+
 template <typename T, int VEC>
 liger_status launch(const Params& p, int lanes, int rows, int heads_in_flight, cudaStream_t stream) {
   const int64_t blocks = (p.tokens + rows - 1) / rows;
   if (blocks > 0x7fffffff) return fail(LIGER_STATUS_UNSUPPORTED_SHAPE, "rope: %lld tokens is too many", static_cast<long long>(p.tokens));
-  void (*kernel)(Params) = heads_in_flight == 4 ? rope_kernel<T, VEC, 4>
-                           : heads_in_flight == 1 ? rope_kernel<T, VEC, 1>
-                                                  : rope_kernel<T, VEC, 2>;
+  void (*kernel)(Params) = heads_in_flight == 4 ? register_kernel<T, VEC, 4>()
+                           : heads_in_flight == 1 ? register_kernel<T, VEC, 1>()
+                                                  : register_kernel<T, VEC, 2>();
   cudaFuncAttributes attributes{};
   if (cudaFuncGetAttributes(&attributes, kernel) == cudaSuccess &&
       lanes * rows > attributes.maxThreadsPerBlock)
@@ -401,6 +423,7 @@ liger_status run(const void* q, const int64_t q_strides[3], void* q_out, const i
   const bool staged = stages > 1 && vector_bytes == 16 && heads_contiguous(p) && bulk::bulk_copy_supported(sm_arch);
   cudaStream_t s = to_cuda(stream);
   liger_status status = LIGER_STATUS_INTERNAL;
+#ifndef LIGER_KERNEL_VARIANT_UNIT  // kernel-perf's compile check instantiates one kernel itself
   dispatch_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
     const int v = vector_bytes / static_cast<int>(sizeof(T));
@@ -423,6 +446,7 @@ liger_status run(const void* q, const int64_t q_strides[3], void* q_out, const i
       }
     }
   });
+#endif
   return status;
 }
 

@@ -9,6 +9,21 @@
 
 namespace liger::kernels::rope {
 
+// Code variants of the register kernel (kernel-perf's code knobs). LoadsFirst: 1 = the loads of
+// every head in flight are issued before the first rotation (shipped), 0 = each head is rotated
+// and stored right after its loads. MinBlocks: __launch_bounds__(1024, MinBlocks) register cap
+// (0 = no bounds, as shipped).
+template <int LoadsFirst, int MinBlocks>
+struct RopeVariant {
+  static_assert(LoadsFirst == 0 || LoadsFirst == 1, "LoadsFirst is 0 or 1");
+  static_assert(MinBlocks >= 0 && MinBlocks <= 2, "MinBlocks is 0, 1 or 2");
+  static constexpr bool loads_first = LoadsFirst != 0;
+  static constexpr int min_blocks = MinBlocks;
+};
+using ShippedRopeVariant = RopeVariant<1, 0>;
+// kernel-perf's code-variant strategies rewrite this line; <1, 0> is the shipped kernel.
+using Variant = RopeVariant<1, 0>;
+
 struct Config {
   int threads_per_block;
   int rows_per_block;

@@ -20,7 +20,7 @@ liger_status liger_swiglu_forward(const void* a, int64_t a_row_stride, const voi
   p.out0_stride = c_row_stride;
   p.rows = rows;
   p.cols = cols;
-  return glu::run<glu::Silu, false>(p, dtype, tunables, stream, swiglu::default_config);
+  return glu::run<glu::Silu, false, swiglu::Variant>(p, dtype, tunables, stream, swiglu::default_config);
 }
 
 liger_status liger_swiglu_backward(const void* dc, int64_t dc_row_stride, const void* a, int64_t a_row_stride,
@@ -42,7 +42,7 @@ liger_status liger_swiglu_backward(const void* dc, int64_t dc_row_stride, const 
   p.out1_stride = in_place ? b_row_stride : db_row_stride;
   p.rows = rows;
   p.cols = cols;
-  return glu::run<glu::Silu, true>(p, dtype, tunables, stream, swiglu::default_config);
+  return glu::run<glu::Silu, true, swiglu::Variant>(p, dtype, tunables, stream, swiglu::default_config);
 }
 
 liger_status liger_swiglu_default_tunables(int sm_arch, int64_t rows, int64_t cols, liger_dtype dtype,

@@ -347,7 +347,42 @@ std::map<std::string, double> NcuMetrics::rule_metrics() const {
   take("sm__throughput.avg.pct_of_peak_sustained_elapsed", "sm_pct");
   take("sm__warps_active.avg.pct_of_peak_sustained_active", "achieved_occupancy_pct");
   take("sm__maximum_warps_per_active_cycle_pct", "theoretical_occupancy_pct");
+  take("launch__registers_per_thread", "ncu_registers");
+  // Local-memory instructions (spills; also any stack arrays) per 100 executed instructions.
+  auto ld = mean.find("smsp__sass_inst_executed_op_local_ld.sum");
+  auto st = mean.find("smsp__sass_inst_executed_op_local_st.sum");
+  auto all = mean.find("smsp__inst_executed.sum");
+  if (ld != mean.end() && st != mean.end() && all != mean.end() && all->second > 0)
+    m["ncu_spill_pct"] = 100.0 * (ld->second + st->second) / all->second;
   return m;
+}
+
+const std::vector<std::string>& stall_reasons() {
+  static const std::vector<std::string> r = {"long_scoreboard", "short_scoreboard", "barrier",      "lg_throttle",
+                                             "mio_throttle",    "math_pipe_throttle", "wait",       "not_selected",
+                                             "no_instruction",  "membar",           "drain"};
+  return r;
+}
+
+namespace {
+std::string stall_metric(const std::string& reason) {
+  return "smsp__average_warps_issue_stalled_" + reason + "_per_issue_active.ratio";
+}
+}  // namespace
+
+std::string stall_metrics_csv() {
+  std::string out;
+  for (const auto& r : stall_reasons()) out += (out.empty() ? "" : ",") + stall_metric(r);
+  return out;
+}
+
+std::vector<std::pair<std::string, double>> top_stalls(const NcuMetrics& m, std::size_t n) {
+  std::vector<std::pair<std::string, double>> out;
+  for (const auto& r : stall_reasons())
+    if (auto it = m.mean.find(stall_metric(r)); it != m.mean.end() && it->second > 0) out.push_back({r, it->second});
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  if (out.size() > n) out.resize(n);
+  return out;
 }
 
 // ---------------------------------------------------------------- liger-bench JSON
@@ -462,7 +497,8 @@ Classification classify(const std::vector<ClassRule>& rules, const std::map<std:
 }
 
 std::string overall_class(const std::vector<std::string>& per_case) {
-  static const std::vector<std::string> order = {"memory-bound", "compute-bound", "latency-bound", "balanced"};
+  static const std::vector<std::string> order = {"register-bound", "memory-bound", "compute-bound", "latency-bound",
+                                                 "balanced"};
   std::string best = "balanced";
   long best_count = 0;
   for (const auto& c : order) {
@@ -492,6 +528,10 @@ std::vector<Strategy> parse_strategies(const YAML::Node& doc) {
       for (const auto& p : n["preconditions"]) s.preconditions.push_back(p.as<std::string>());
     s.changes = n["changes"].as<std::string>("");
     s.expected = n["expected"].as<std::string>("");
+    if (n["knobs"])
+      for (const auto& k : n["knobs"]) s.knobs[k.first.as<std::string>()] = k.second.as<int>();
+    if (s.kind == "code_variant" && s.knobs.empty())
+      throw Error(ErrorKind::Internal, "strategies.yaml: code_variant strategy '" + s.id + "' sets no knobs");
     out.push_back(s);
   }
   return out;
@@ -834,6 +874,90 @@ std::optional<std::string> stop_reason(const StopInput& in) {
   if (imp.size() >= 2 && imp[imp.size() - 1] < 1.0 && imp[imp.size() - 2] < 1.0)
     return "two variants in a row improved < 1%";
   return std::nullopt;
+}
+
+// ---------------------------------------------------------------- search speed and wins that hold
+
+double class_score(const BenchRun& run, const std::vector<std::string>& keys) {
+  std::vector<double> t;
+  for (const auto& k : keys) {
+    const BenchCaseResult* r = run.find(k);
+    if (!r || !r->ok) return INFINITY;
+    t.push_back(r->median_us);
+  }
+  return geomean(t);
+}
+
+std::set<std::string> halving_survivors(const std::map<std::string, BenchRun>& round,
+                                        const std::vector<std::vector<std::string>>& classes, std::size_t keep) {
+  std::set<std::string> out;
+  for (const auto& keys : classes) {
+    std::vector<std::pair<double, std::string>> ranked;
+    for (const auto& [text, run] : round) ranked.push_back({class_score(run, keys), text});
+    std::stable_sort(ranked.begin(), ranked.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+    const std::size_t n = std::min(ranked.size(), std::max(keep, (ranked.size() + 1) / 2));
+    for (std::size_t i = 0; i < n; ++i)
+      if (std::isfinite(ranked[i].first)) out.insert(ranked[i].second);
+  }
+  return out;
+}
+
+namespace {
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n == 0 ? 0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+}  // namespace
+
+Interleaved judge_interleaved(const std::vector<BenchRun>& a, const std::vector<BenchRun>& b, const Goal& goal) {
+  Interleaved out;
+  out.rounds = static_cast<int>(std::min(a.size(), b.size()));
+  if (out.rounds == 0) {
+    out.summary = "no interleaved rounds";
+    return out;
+  }
+  std::vector<double> speedups;
+  int faster = 0, slower = 0;
+  for (const auto& first : a[0].results) {
+    InterleavedCase c;
+    c.key = first.key();
+    c.mode = first.mode;
+    std::vector<double> av, bv;
+    for (int r = 0; r < out.rounds; ++r) {
+      const auto* x = a[r].find(c.key);
+      const auto* y = b[r].find(c.key);
+      if (x && x->ok) av.push_back(x->median_us);
+      if (y && y->ok) bv.push_back(y->median_us);
+    }
+    if (static_cast<int>(av.size()) < out.rounds || static_cast<int>(bv.size()) < out.rounds) {
+      c.outcome = "failed";
+      out.cases.push_back(c);
+      continue;
+    }
+    c.a_median_us = median_of(av);
+    c.b_median_us = median_of(bv);
+    c.a_min_us = *std::min_element(av.begin(), av.end());
+    c.a_max_us = *std::max_element(av.begin(), av.end());
+    c.b_min_us = *std::min_element(bv.begin(), bv.end());
+    c.b_max_us = *std::max_element(bv.begin(), bv.end());
+    c.change_pct = (c.b_median_us - c.a_median_us) / c.a_median_us * 100;
+    // Counted only outside the spread: every B round beats every A round, or the reverse.
+    c.outcome = c.b_max_us < c.a_min_us ? "faster" : c.b_min_us > c.a_max_us ? "slower" : "same";
+    if (in_target(goal, c.mode)) {
+      speedups.push_back(c.outcome == "same" ? 1.0 : c.a_median_us / c.b_median_us);
+      faster += c.outcome == "faster";
+      slower += c.outcome == "slower";
+    }
+    out.cases.push_back(c);
+  }
+  out.geomean_speedup = speedups.empty() ? 1.0 : geomean(speedups);
+  out.holds = faster > 0 && slower == 0;
+  char buf[200];
+  std::snprintf(buf, sizeof(buf), "%d rounds A/B interleaved: %d target case(s) faster and %d slower outside the spread; "
+                "%.3fx geo-mean (cases inside the spread count 1.0)", out.rounds, faster, slower, out.geomean_speedup);
+  out.summary = buf;
+  return out;
 }
 
 }  // namespace liger::kernel_perf

@@ -101,6 +101,12 @@ struct NcuMetrics {
 // `ncu --csv --metrics ...` output (one row per metric per launch); tolerates the "==PROF=="
 // lines before the header and thousands separators in values.
 NcuMetrics parse_ncu_csv(const std::string& text);
+// Stall reasons asked of Nsight Compute (smsp__average_warps_issue_stalled_<reason>_per_issue_active:
+// warps stalled for that reason per issued instruction) and the `--metrics` list of them.
+const std::vector<std::string>& stall_reasons();
+std::string stall_metrics_csv();
+// The n largest stall reasons of a run, largest first, as (reason, warps per issue).
+std::vector<std::pair<std::string, double>> top_stalls(const NcuMetrics& m, std::size_t n);
 
 // ---------------------------------------------------------------- liger-bench --json
 struct BenchCaseResult {
@@ -147,16 +153,17 @@ struct Classification {
 // First rule whose every condition holds wins; a condition on a metric that is absent is false.
 // A rule with no conditions matches always (the fallback).
 Classification classify(const std::vector<ClassRule>& rules, const std::map<std::string, double>& metrics);
-// The class most cases have (ties: the order memory, compute, latency, balanced).
+// The class most cases have (ties: the order register, memory, compute, latency, balanced).
 std::string overall_class(const std::vector<std::string>& per_case);
 
 // ---------------------------------------------------------------- strategies
 struct Strategy {
-  std::string id, name, kind;  // kind: tunable_search | split_size_class | neighbour_search | llm_code
+  std::string id, name, kind;  // kind: tunable_search | split_size_class | neighbour_search | code_variant | llm_code
   std::vector<std::string> applies_to;     // bottleneck classes, or "any"
   std::vector<std::string> preconditions;  // op traits that must hold ("table", "row_wise", ...)
   std::string changes;
   std::string expected;
+  std::map<std::string, int> knobs;  // code_variant: knob values set over the current best's
 };
 std::vector<Strategy> parse_strategies(const YAML::Node& doc);
 // Parameter tuning first; then the strategies that apply to `bottleneck` whose preconditions the
@@ -228,6 +235,32 @@ struct Verdict {
 // improvements and (within-guardrail) regressions -> MIXED; nothing improved -> REJECTED.
 Verdict judge(const BenchRun& base, const BenchRun& variant, const Goal& goal);
 bool in_target(const Goal& goal, const std::string& mode);
+
+// ---------------------------------------------------------------- search speed and wins that hold
+// Geometric mean of the median times of `keys` in `run` (INFINITY when one is missing or failed).
+double class_score(const BenchRun& run, const std::vector<std::string>& keys);
+// Successive halving over candidates measured in one round (candidate text -> run): for every
+// size class (its case keys), the best half (rounded up, at least `keep` and never more than
+// there are) by class_score survive; the result is the union over classes, so a candidate that
+// wins one class only is kept.
+std::set<std::string> halving_survivors(const std::map<std::string, BenchRun>& round,
+                                        const std::vector<std::vector<std::string>>& classes, std::size_t keep);
+// A baseline (A) and a variant (B) measured in alternating fresh processes, A B A B ...
+struct InterleavedCase {
+  std::string key, mode;
+  double a_median_us = 0, b_median_us = 0;  // medians over the rounds of each side's median
+  double a_min_us = 0, a_max_us = 0, b_min_us = 0, b_max_us = 0;  // ranges over the rounds
+  double change_pct = 0;   // (b - a) / a of the medians
+  std::string outcome;     // faster | slower | same (the ranges overlap) | failed
+};
+struct Interleaved {
+  int rounds = 0;
+  std::vector<InterleavedCase> cases;
+  double geomean_speedup = 1;  // a/b over target cases, a case inside the spread counting as 1
+  bool holds = false;          // some target case faster outside the spread, none slower
+  std::string summary;
+};
+Interleaved judge_interleaved(const std::vector<BenchRun>& a, const std::vector<BenchRun>& b, const Goal& goal);
 
 // ---------------------------------------------------------------- target metric and stop rules
 struct TargetMetric {

@@ -20,6 +20,7 @@
 #include "liger/process.h"
 #include "liger/workflow.h"
 #include "workflows/kernel_perf/analysis.h"
+#include "workflows/kernel_perf/code_variants.h"
 #include "workflows/kernel_perf/tuning_table.h"
 
 namespace liger::kernel_perf {
@@ -38,6 +39,7 @@ struct KernelPerfInput {
   int search_min_time_ms = 100;             // per case during the tunable search
   int bench_min_time_ms = 400;              // per case for v0, variants and the final comparison
   int jobs = 0;                             // build parallelism (0: hardware threads)
+  std::string work_dir;                     // shared work tree (builds reused across runs); "": the run's
 
   nlohmann::json to_json() const;
   Goal goal_spec() const;
@@ -78,6 +80,7 @@ struct OpSpec {
   std::set<std::string> traits;
   SearchSpace space;
   TableSpec table;
+  CodeKnobSpec code;  // compile-time code strategies (absent: none)
 };
 // Throws Usage listing the known ops when `op` is not in the data.
 OpSpec load_op_spec(const std::filesystem::path& search_spaces_yaml, const std::string& op);

@@ -31,6 +31,7 @@ nlohmann::json KernelPerfInput::to_json() const {
   j["search_min_time_ms"] = search_min_time_ms;
   j["bench_min_time_ms"] = bench_min_time_ms;
   j["jobs"] = jobs;
+  j["work_dir"] = work_dir;
   return j;
 }
 
@@ -101,6 +102,7 @@ KernelPerfInput parse_kernel_perf_input(const nlohmann::json& a) {
     }
   }
   str("dtype", in.dtype);
+  str("work_dir", in.work_dir);
   integer("search_min_time_ms", in.search_min_time_ms, 1, 100000);
   integer("bench_min_time_ms", in.bench_min_time_ms, 1, 100000);
   integer("jobs", in.jobs, 0, 1024);
@@ -186,6 +188,8 @@ OpSpec load_op_spec(const std::filesystem::path& path, const std::string& op) {
       for (const auto& it : t["map"]) s.table.map[it.first.as<std::string>()] = it.second.as<int>();
       s.table.derive = t["derive"].as<std::string>("");
     }
+    s.code = parse_code_knobs(n["code_knobs"]);
+    for (const auto& k : s.code.knobs) s.traits.insert("knob:" + k.name);
   } catch (const std::exception& e) {
     throw Error(ErrorKind::Internal, path.string() + ": op " + op + ": " + e.what());
   }

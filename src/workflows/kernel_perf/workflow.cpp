@@ -4,7 +4,9 @@
 //   profile/ptxas.log, profile/ncu.csv     compiler report and Nsight Compute output
 //   work/                                  a copy of the tree's CMake project (kernels, benchmarks,
 //   work/build/                            tests) and its build: every variant is a drop-in
-//                                          replacement built here (only the changed op recompiles)
+//                                          replacement built here (only the changed op recompiles);
+//                                          --work-dir shares one across runs (only what differs
+//                                          from the last run's tree is copied and rebuilt)
 //   v0/bench.json                          the baseline
 //   vN/notebook.md, vN/tuning.h,           each variant: lab notebook, the files it replaces,
 //   vN/bench.json, vN/smoke.log            its smoke test and benchmark
@@ -31,137 +33,48 @@
 #include "liger/util.h"
 #include "liger/workflows.h"
 #include "workflows/kernel_perf/kernel_perf.h"
+#include "workflows/kernel_perf/stages.h"
 #include "workflows/summaries.h"
 
 namespace liger::kernel_perf {
 
 namespace {
 
-using engine::StageContext;
-using engine::StageResult;
+using namespace stages;
 using std::chrono::seconds;
-
-fs::path skills_dir() { return workflows::data_dir() / "skills" / "kernel_perf"; }
-fs::path templates_dir() { return workflows::data_dir() / "templates" / "kernel_perf"; }
-fs::path opt_dir(const StageContext& ctx) { return ctx.run_dir / "optimization"; }
-fs::path work_dir(const StageContext& ctx) { return opt_dir(ctx) / "work"; }
-fs::path build_dir(const StageContext& ctx) { return work_dir(ctx) / "build"; }
-
-std::string tail(const std::string& text, std::size_t n = 3000) {
-  return text.size() <= n ? text : "..." + text.substr(text.size() - n);
-}
-
-std::string fmt(const char* f, double v) {
-  char b[64];
-  std::snprintf(b, sizeof(b), f, v);
-  return b;
-}
-
-void write(const fs::path& path, const std::string& text) {
-  fs::create_directories(path.parent_path());
-  util::write_file_atomic(path, text);
-}
-
-std::string read_or_empty(const fs::path& p) {
-  std::error_code ec;
-  return fs::exists(p, ec) ? util::read_file(p) : std::string();
-}
-
-toolchain::ProcessResult run_logged(const StageContext& ctx, const std::vector<std::string>& argv, const fs::path& cwd,
-                                    int timeout_s, const fs::path& log) {
-  std::string cmd;
-  for (const auto& a : argv) cmd += (cmd.empty() ? "" : " ") + a;
-  if (ctx.log) ctx.log->info("kernel-perf: {}", cmd);
-  auto r = current_runner()->run(argv, cwd, seconds(timeout_s));
-  if (!log.empty()) write(log, "$ " + cmd + "\n" + r.output + "\n# exit " + std::to_string(r.exit_code) + "\n");
-  return r;
-}
-
-// ---------------------------------------------------------------- the work tree
-
-void copy_project(const fs::path& tree, const fs::path& work) {
-  fs::create_directories(work);
-  for (const char* item : {"CMakeLists.txt", "CMakePresets.json", "cmake", "kernels", "benchmarks", "tests"}) {
-    std::error_code ec;
-    const fs::path from = tree / item;
-    if (!fs::exists(from, ec)) continue;
-    if (fs::is_directory(from)) {
-      fs::copy(from, work / item,
-               fs::copy_options::recursive | fs::copy_options::overwrite_existing | fs::copy_options::skip_symlinks, ec);
-    } else {
-      fs::copy_file(from, work / item, fs::copy_options::overwrite_existing, ec);
-    }
-    if (ec) throw Error(ErrorKind::Io, "kernel-perf: cannot copy " + from.string() + ": " + ec.message());
-  }
-}
-
-int jobs_of(const KernelPerfInput& in) {
-  if (in.jobs > 0) return in.jobs;
-  const unsigned n = std::thread::hardware_concurrency();
-  return n == 0 ? 4 : static_cast<int>(n);
-}
-
-// Configures (once) and builds liger-bench + kernel_tests in the work tree; "" or the error.
-std::string build_work(const StageContext& ctx, const KernelPerfInput& in, int sm, const fs::path& log) {
-  auto runner = current_runner();
-  if (!fs::exists(build_dir(ctx) / "CMakeCache.txt")) {
-    std::vector<std::string> argv = {"cmake", "-S", work_dir(ctx).string(), "-B", build_dir(ctx).string(),
-                                     "-DCMAKE_BUILD_TYPE=Release", "-DLIGER_BUILD_AGENT=OFF",
-                                     "-DCMAKE_CUDA_ARCHITECTURES=" + std::to_string(sm)};
-    if (runner->has_tool("ninja")) argv.insert(argv.begin() + 1, {"-G", "Ninja"});
-    auto r = run_logged(ctx, argv, {}, 900, log.string() + ".configure");
-    if (!r.ok()) return "cmake configure failed:\n" + tail(r.output);
-  }
-  auto r = run_logged(ctx,
-                      {"cmake", "--build", build_dir(ctx).string(), "-j", std::to_string(jobs_of(in)), "--target",
-                       "liger-bench", "kernel_tests"},
-                      {}, 1800, log);
-  if (!r.ok()) return "build failed:\n" + tail(r.output);
-  return "";
-}
-
-fs::path bench_exe(const StageContext& ctx) { return build_dir(ctx) / "benchmarks" / "liger-bench"; }
-fs::path tests_exe(const StageContext& ctx) { return build_dir(ctx) / "tests" / "kernels" / "kernel_tests"; }
-
-// Runs liger-bench on the op; the parsed run, or throws Toolchain with the output.
-BenchRun bench(const StageContext& ctx, const KernelPerfInput& in, const Candidate& tunables, int min_time_ms,
-               const fs::path& json_path, bool fast_copy = false) {
-  std::vector<std::string> argv = {bench_exe(ctx).string(), "--op", in.op, "--json", json_path.string(),
-                                   "--min-time-ms", std::to_string(min_time_ms)};
-  if (!in.dtype.empty()) argv.insert(argv.end(), {"--dtype", in.dtype});
-  if (fast_copy) argv.insert(argv.end(), {"--copy-mib", "256"});
-  for (const auto& [k, v] : tunables) argv.insert(argv.end(), {"--tunable", k + "=" + std::to_string(v)});
-  fs::create_directories(json_path.parent_path());
-  auto r = run_logged(ctx, argv, {}, 900, json_path.string() + ".log");
-  if (r.exit_code == 2)
-    throw Error(ErrorKind::Toolchain, "liger-bench found no usable GPU", "run kernel-perf on a machine with an NVIDIA GPU");
-  if (r.exit_code != 0 && r.exit_code != 1) throw Error(ErrorKind::Toolchain, "liger-bench failed:\n" + tail(r.output));
-  return parse_bench_json(util::read_file(json_path));
-}
-
-// The op's GPU tests on the current work-tree build.
-bool run_tests(const StageContext& ctx, const OpSpec& spec, const fs::path& log, std::string* summary) {
-  auto r = run_logged(ctx, {tests_exe(ctx).string(), "--gtest_filter=" + spec.test_filter}, {}, 1800, log);
-  static const std::regex passed_re(R"(\[  PASSED  \] (\d+) test)");
-  static const std::regex failed_re(R"(\[  FAILED  \] (\d+) test)");
-  static const std::regex skipped_re(R"(\[  SKIPPED \] (\d+) test)");
-  std::smatch m;
-  std::string s;
-  if (std::regex_search(r.output, m, passed_re)) s += std::string(m[1]) + " passed";
-  if (std::regex_search(r.output, m, failed_re)) s += (s.empty() ? "" : ", ") + std::string(m[1]) + " FAILED";
-  if (std::regex_search(r.output, m, skipped_re)) s += (s.empty() ? "" : ", ") + std::string(m[1]) + " skipped";
-  const bool skipped_all = r.output.find("[  PASSED  ] 0 tests") != std::string::npos;
-  if (summary) *summary = s.empty() ? "no gtest summary (exit " + std::to_string(r.exit_code) + ")" : s;
-  return r.ok() && !skipped_all;
-}
 
 // ---------------------------------------------------------------- profile helpers
 
-std::map<std::string, double> case_metrics(const BenchCaseResult& r, double occupancy, const NcuMetrics* ncu) {
+// Whether a ptxas kernel serves a benchmark case: the pass in its name (forward / backward; a
+// full case runs both) and the case's activation dtype.
+bool kernel_serves(const KernelResources& k, const BenchCaseResult& r) {
+  if (r.mode != "full" && k.name.find(r.mode) == std::string::npos) return false;
+  const bool bf16 = k.name.find("__nv_bfloat16") != std::string::npos, fp16 = k.name.find("__half") != std::string::npos;
+  if (r.dtype == "bf16") return bf16;
+  if (r.dtype == "fp16") return fp16;
+  if (r.dtype == "fp32") return !bf16 && !fp16;
+  return true;
+}
+
+std::map<std::string, double> case_metrics(const BenchCaseResult& r, double occupancy, const NcuMetrics* ncu,
+                                           const std::vector<KernelResources>& kernels) {
   std::map<std::string, double> m;
   m["copy_fraction"] = r.copy_fraction;
   m["median_us"] = r.median_us;
   if (occupancy > 0) m["occupancy"] = occupancy;
+  // The worst instantiation of the case's pass and dtype (the one the largest rows use).
+  bool any = false;
+  double spill = 0, regs = 0;
+  for (const auto& k : kernels)
+    if (kernel_serves(k, r)) {
+      any = true;
+      spill = std::max(spill, static_cast<double>(k.spill_store_bytes + k.spill_load_bytes));
+      regs = std::max(regs, static_cast<double>(k.registers));
+    }
+  if (any) {
+    m["spill_bytes"] = spill;
+    m["registers"] = regs;
+  }
   if (ncu)
     for (const auto& [k, v] : ncu->rule_metrics()) m[k] = v;
   return m;
@@ -176,9 +89,102 @@ YAML::Node strategies_node(const std::vector<Strategy>& order) {
     n["kind"] = s.kind;
     n["changes"] = s.changes;
     n["expected"] = s.expected;
+    for (const auto& [k, v] : s.knobs) n["knobs"][k] = v;
     list.push_back(n);
   }
   return list;
+}
+
+// The op's code variants (search_spaces.yaml code_knobs x the catalogue's code_variant
+// strategies), each compiled as one instantiation with -Xptxas -v: what a variant would do to
+// registers and spills is known before anything is built or benchmarked, and the notebooks
+// quote it as the prediction. The "current" entry is the tuning header as it is.
+YAML::Node profile_code_variants(StageContext& ctx, const OpSpec& spec, const std::string& tuning_text,
+                                 const std::vector<Strategy>& catalogue, const ArchLimits& arch, int sm,
+                                 StageResult& result) {
+  YAML::Node list(YAML::NodeType::Sequence);
+  if (!spec.code.present) return list;
+  const auto current = read_knobs(spec.code, tuning_text);
+  if (!current) {
+    result.warn("the tuning header has no `using " + spec.code.alias + " = " + spec.code.tmpl +
+                "<...>;` line: code variants are off for this run");
+    return list;
+  }
+  for (const auto& [label, setting] : variant_settings(spec.code, *current, catalogue)) {
+    const fs::path dir = opt_dir(ctx) / "profile" / "variants" / label;
+    const fs::path cu =
+        write_variant_unit(spec.code, spec.tuning, render_knobs(spec.code, tuning_text, setting), dir);
+    ctx.progress("compiling code variant " + label + " (" + knob_text(spec.code, setting) + ")");
+    auto r = run_logged(ctx, variant_compile_argv(ctx.tree_root, dir, cu, dir / "variant.o", sm), {}, 600,
+                        dir / "ptxas.log");
+    YAML::Node n;
+    n["variant"] = label;
+    n["knobs"] = knob_text(spec.code, setting);
+    n["line"] = "using " + spec.code.alias + " = " + spec.code.tmpl + "<" + [&] {
+      std::string a;
+      for (const auto& k : spec.code.knobs) a += (a.empty() ? "" : ", ") + std::to_string(setting.at(k.name));
+      return a;
+    }() + ">;";
+    n["kernel"] = spec.code.kernel;
+    const auto kernels = parse_ptxas_log(r.output);
+    const KernelResources* shown = variant_kernel(kernels, spec.code);
+    if (!r.ok() || !shown) {
+      n["compiled"] = false;
+      n["error"] = tail(r.output, 400);
+      if (label == "current") result.warn("the op's code-variant instantiation does not compile", tail(r.output, 600));
+    } else {
+      const KernelResources& k = *shown;
+      n["kernel"] = k.name;
+      const Occupancy o = estimate_occupancy(arch, k.registers, k.smem_bytes, spec.default_threads);
+      n["compiled"] = true;
+      n["registers"] = k.registers;
+      n["spill_bytes"] = k.spill_store_bytes + k.spill_load_bytes;
+      n["stack_frame_bytes"] = k.stack_frame_bytes;
+      n["occupancy_at_default_threads"] = o.launchable ? o.fraction : 0.0;
+    }
+    list.push_back(n);
+  }
+  return list;
+}
+
+constexpr long long kRegisterBoundSpillBytes = 128;
+
+// The compile-time diagnosis of --profile-only (no benchmark): the op's representative
+// instantiation spills >= 128 bytes -> register-bound, with the numbers; else unknown.
+std::pair<std::string, std::string> compiler_diagnosis(const YAML::Node& variants) {
+  for (const auto& v : variants) {
+    if (v["variant"].as<std::string>() != "current" || !v["compiled"].as<bool>(false)) continue;
+    // The same bar as strategies.yaml's ptxas rule: a few bytes (a stack slot) are not a limit.
+    const long long spill = v["spill_bytes"].as<long long>(0);
+    if (spill >= kRegisterBoundSpillBytes)
+      return {"register-bound", "ptxas: " + v["kernel"].as<std::string>() + " (" + v["knobs"].as<std::string>() + ") uses " +
+                                    std::to_string(v["registers"].as<int>()) + " registers and spills " +
+                                    std::to_string(spill) + " bytes per thread (stores + loads; stack frame " +
+                                    std::to_string(v["stack_frame_bytes"].as<long long>(0)) + " bytes)"};
+  }
+  return {"unknown", "--profile-only: no benchmark, so no achieved bandwidth to classify (and the op's code-variant "
+                     "instantiation spills less than 128 bytes)"};
+}
+
+// The prediction a code variant's notebook states: the compiler's registers / spills for the
+// current and the new knob setting, from the profile's per-variant report.
+std::string predicted_resources(const YAML::Node& profile, const std::string& from, const std::string& to) {
+  const YAML::Node* a = nullptr;
+  const YAML::Node* b = nullptr;
+  std::vector<YAML::Node> entries;
+  for (const auto& v : profile["code_variants"]) entries.push_back(v);
+  for (const auto& v : entries) {
+    if (v["knobs"].as<std::string>("") == from && !a) a = &v;
+    if (v["knobs"].as<std::string>("") == to && !b) b = &v;
+  }
+  auto text = [](const YAML::Node& v) {
+    if (!v["compiled"].as<bool>(false)) return std::string("does not compile");
+    return std::to_string(v["registers"].as<int>()) + " registers, " + std::to_string(v["spill_bytes"].as<long long>()) +
+           " bytes spilled, occupancy estimate " + fmt("%.0f%%", 100 * v["occupancy_at_default_threads"].as<double>(0));
+  };
+  if (!a || !b) return "Prediction: no compiler report for this setting (the profile compiled the catalogue's settings from v0's header).";
+  return "Prediction (ptxas, " + (*a)["kernel"].as<std::string>() + "): " + text(*a) + " -> " + text(*b) +
+         "; the benchmark decides whether that is faster.";
 }
 
 // ---------------------------------------------------------------- Profile (understand)
@@ -319,12 +325,15 @@ StageResult understand(StageContext& ctx) {
   const YAML::Node strategies_doc = YAML::LoadFile((skills_dir() / "strategies.yaml").string());
   const auto rules = parse_class_rules(strategies_doc["classification"]);
   const auto catalogue = parse_strategies(strategies_doc);
+  const std::string tuning_text = util::read_file(ctx.tree_root / spec.tuning);
+  profile["code_variants"] = profile_code_variants(ctx, spec, tuning_text, catalogue, *arch, sm, result);
 
   if (in.profile_only || !gpu) {
     profile["ncu"]["status"] = "not run (--profile-only)";
-    profile["bottleneck"]["class"] = "unknown";
-    profile["bottleneck"]["evidence"] = "--profile-only: no benchmark, so no achieved bandwidth to classify";
-    profile["strategy_order"] = strategies_node(strategy_order(catalogue, "balanced", spec.traits));
+    const auto [cls, evidence] = compiler_diagnosis(profile["code_variants"]);
+    profile["bottleneck"]["class"] = cls;
+    profile["bottleneck"]["evidence"] = evidence;
+    profile["strategy_order"] = strategies_node(strategy_order(catalogue, cls == "unknown" ? "balanced" : cls, spec.traits));
     ctx.profile = profile;
     result.note("profile-only: compiler report for " + std::to_string(kernels.size()) + " kernel(s) on sm_" + std::to_string(sm));
     return result;
@@ -351,20 +360,34 @@ StageResult understand(StageContext& ctx) {
     if (r.ok && in_target(in.goal_spec(), r.mode) && (!biggest || r.min_bytes > biggest->min_bytes)) biggest = &r;
   if (runner->has_tool("ncu") && biggest) {
     ctx.progress("Nsight Compute on " + biggest->key());
-    std::vector<std::string> argv = {"ncu", "--clock-control", "none", "--csv", "--kernel-name-base", "function",
-                                     "-k", "regex:" + spec.ncu_kernel_regex, "--metrics",
-                                     "dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed,"
-                                     "sm__warps_active.avg.pct_of_peak_sustained_active,gpu__time_duration.sum",
-                                     "-c", "20", bench_exe(ctx).string(), "--op", in.op, "--mode", biggest->mode, "--shape",
-                                     biggest->shape, "--dtype", biggest->dtype, "--min-runs", "1", "--max-runs", "2",
-                                     "--min-time-ms", "0", "--warmup-ms", "0", "--no-copy"};
-    for (const auto& [k, v] : in.start_tunables) argv.insert(argv.end(), {"--tunable", k + "=" + std::to_string(v)});
-    auto r = run_logged(ctx, argv, {}, 600, opt_dir(ctx) / "profile" / "ncu.log");
+    const std::string basic =
+        "dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed,"
+        "sm__warps_active.avg.pct_of_peak_sustained_active,gpu__time_duration.sum";
+    const std::string full = basic +
+                             ",launch__registers_per_thread,launch__occupancy_limit_registers,"
+                             "sm__maximum_warps_per_active_cycle_pct,smsp__inst_executed.sum,"
+                             "smsp__sass_inst_executed_op_local_ld.sum,smsp__sass_inst_executed_op_local_st.sum," +
+                             stall_metrics_csv();
+    auto ncu_argv = [&](const std::string& metrics) {
+      std::vector<std::string> argv = {"ncu", "--clock-control", "none", "--csv", "--kernel-name-base", "function",
+                                       "-k", "regex:" + spec.ncu_kernel_regex, "--metrics", metrics,
+                                       "-c", "20", bench_exe(ctx).string(), "--op", in.op, "--mode", biggest->mode, "--shape",
+                                       biggest->shape, "--dtype", biggest->dtype, "--min-runs", "1", "--max-runs", "2",
+                                       "--min-time-ms", "0", "--warmup-ms", "0", "--no-copy"};
+      for (const auto& [k, v] : in.start_tunables) argv.insert(argv.end(), {"--tunable", k + "=" + std::to_string(v)});
+      return argv;
+    };
+    auto r = run_logged(ctx, ncu_argv(full), {}, 600, opt_dir(ctx) / "profile" / "ncu.log");
+    // An Nsight Compute that lacks one of the register / local-memory / stall metrics refuses
+    // the whole list: the throughput metrics alone still classify.
+    if (!r.ok() || parse_ncu_csv(r.output).kernels == 0)
+      r = run_logged(ctx, ncu_argv(basic), {}, 600, opt_dir(ctx) / "profile" / "ncu-basic.log");
     NcuMetrics m = parse_ncu_csv(r.output);
     if (r.ok() && m.kernels > 0) {
       ncu = m;
       profile["ncu"]["status"] = "ran on " + biggest->key() + " (" + std::to_string(m.kernels) + " launches)";
       for (const auto& [k, v] : m.rule_metrics()) profile["ncu"][k] = v;
+      for (const auto& [reason, v] : top_stalls(m, 3)) profile["ncu"]["top_stalls"][reason] = v;
     } else {
       profile["ncu"]["status"] = "ncu did not produce metrics (exit " + std::to_string(r.exit_code) + "; see profile/ncu.log)";
       result.warn("Nsight Compute produced no metrics", tail(r.output, 600));
@@ -397,7 +420,7 @@ StageResult understand(StageContext& ctx) {
     if (r.tflops > 0) c["tflops"] = r.tflops;
     c["extra_mib"] = r.extra_mib;
     const bool use_ncu = ncu && biggest && r.key() == biggest->key();
-    const Classification cls = classify(rules, case_metrics(r, min_occ, use_ncu ? &*ncu : nullptr));
+    const Classification cls = classify(rules, case_metrics(r, min_occ, use_ncu ? &*ncu : nullptr, kernels));
     c["class"] = cls.bottleneck;
     c["evidence"] = cls.rule + ": " + cls.reason;
     if (in_target(in.goal_spec(), r.mode)) classes.push_back(cls.bottleneck);
@@ -407,8 +430,31 @@ StageResult understand(StageContext& ctx) {
   const std::string overall = overall_class(classes);
   int count = static_cast<int>(std::count(classes.begin(), classes.end(), overall));
   profile["bottleneck"]["class"] = overall;
+  // The numbers behind the class: the largest target case of that class, and Nsight Compute's.
+  std::string example;
+  double example_bytes = -1;
+  for (const auto& c : base["cases"]) {
+    const BenchCaseResult* r = v0.find(c["case"].as<std::string>());
+    if (!r || !r->ok || !in_target(in.goal_spec(), r->mode) || c["class"].as<std::string>() != overall) continue;
+    if (r->min_bytes > example_bytes) {
+      example_bytes = r->min_bytes;
+      example = r->key() + ": " + c["evidence"].as<std::string>();
+    }
+  }
+  std::string ncu_text;
+  if (ncu) {
+    const auto m = ncu->rule_metrics();
+    for (const char* k : {"ncu_registers", "achieved_occupancy_pct", "dram_pct", "sm_pct", "ncu_spill_pct"})
+      if (m.count(k)) ncu_text += (ncu_text.empty() ? "" : ", ") + std::string(k) + " = " + fmt("%.3g", m.at(k));
+    std::string stalls;
+    for (const auto& [reason, v] : top_stalls(*ncu, 3)) stalls += (stalls.empty() ? "" : ", ") + reason + " " + fmt("%.2f", v);
+    if (!stalls.empty()) ncu_text += "; top stalls (warps per issue): " + stalls;
+    ncu_text = "; Nsight Compute on " + biggest->key() + ": " + ncu_text;
+  }
   profile["bottleneck"]["evidence"] = std::to_string(count) + " of " + std::to_string(classes.size()) +
-                                      " target cases classify as " + overall + " (per-case evidence under baseline.cases)";
+                                      " target cases classify as " + overall +
+                                      (example.empty() ? std::string() : "; e.g. " + example) + ncu_text +
+                                      " (every case under baseline.cases)";
   profile["strategy_order"] = strategies_node(strategy_order(catalogue, overall, spec.traits));
   ctx.profile = profile;
   result.note("v0 measured: " + std::to_string(v0.results.size()) + " cases; bottleneck " + overall);
@@ -426,7 +472,9 @@ struct VariantRecord {
 };
 
 struct SearchState {
-  std::map<std::string, BenchRun> runs;  // candidate text -> run
+  std::map<std::string, BenchRun> runs;  // candidate text -> run (its last, longest measurement)
+  std::map<std::string, BenchRun> dropped;  // losers of successive halving (never picked)
+  int batches = 0;
   std::map<std::size_t, std::string> class_winner;  // table row -> candidate text
 };
 
@@ -444,15 +492,6 @@ std::map<std::size_t, std::vector<std::string>> size_classes(const OpSpec& spec,
   return out;
 }
 
-double class_score(const BenchRun& run, const std::vector<std::string>& keys) {
-  std::vector<double> t;
-  for (const auto& k : keys) {
-    const BenchCaseResult* r = run.find(k);
-    if (!r || !r->ok) return INFINITY;
-    t.push_back(r->median_us);
-  }
-  return geomean(t);
-}
 
 int dominant_dtype_bytes(const BenchRun& run) {
   int b16 = 0, f32 = 0;
@@ -476,6 +515,8 @@ std::vector<Strategy> profile_strategies(const YAML::Node& profile) {
     s.kind = n["kind"].as<std::string>("");
     s.changes = n["changes"].as<std::string>("");
     s.expected = n["expected"].as<std::string>("");
+    if (n["knobs"])
+      for (const auto& k : n["knobs"]) s.knobs[k.first.as<std::string>()] = k.second.as<int>();
     out.push_back(s);
   }
   return out;
@@ -544,6 +585,9 @@ StageResult act(StageContext& ctx) {
   };
   restore_work();
   if (auto err = build_work(ctx, in, sm, od / "work-build.log"); !err.empty()) return result.fail("work tree build", err);
+  // Kept for Finalize: the original without a rebuild.
+  if (auto err = snapshot_bench(ctx, od / "v0-build"); !err.empty() && ctx.log)
+    ctx.log->info("kernel-perf: no v0 snapshot ({}): Finalize rebuilds the original", err);
 
   std::vector<VariantRecord> history;
   std::vector<double> improvements;
@@ -558,24 +602,56 @@ StageResult act(StageContext& ctx) {
   const auto classes = size_classes(spec, original_file, sm, v0, goal);
   const int dbytes = dominant_dtype_bytes(v0);
 
+  // Successive halving: every feasible candidate in one process at a quarter of the search time,
+  // then the best half of each size class again at twice the time, up to the full search time;
+  // the losers' runs move to search.dropped (recorded, never picked).
+  std::vector<std::vector<std::string>> class_keys;
+  for (const auto& [row, keys] : classes) class_keys.push_back(keys);
   auto measure_candidates = [&](const std::vector<Candidate>& list, const std::string& tag) {
+    const bool bwd = std::any_of(v0.results.begin(), v0.results.end(), [](const auto& r) { return r.mode != "forward"; });
+    std::vector<Candidate> live;
     for (const auto& c : list) {
       std::string why;
-      const bool bwd = std::any_of(v0.results.begin(), v0.results.end(), [](const auto& r) { return r.mode != "forward"; });
       tried.insert(c);
       if (!candidate_feasible(spec.space, c, arch, ctx.profile["compiler_resources"]["max_registers"].as<int>(0),
                               ctx.profile["compiler_resources"]["max_smem_bytes"].as<long long>(0), bwd, &why)) {
         if (ctx.log) ctx.log->info("kernel-perf: pruned {}: {}", candidate_text(c), why);
         continue;
       }
+      live.push_back(c);
+    }
+    int time_ms = std::max(10, in.search_min_time_ms / 4);
+    for (int round = 1; !live.empty(); ++round) {
       signals::throw_if_interrupted();
-      ctx.progress(tag + ": " + candidate_text(c));
-      const fs::path json = od / "search" / (std::to_string(search.runs.size()) + ".json");
+      ctx.progress(tag + ": round " + std::to_string(round) + ", " + std::to_string(live.size()) +
+                   " candidate(s) in one liger-bench process at " + std::to_string(time_ms) + " ms per case");
+      const fs::path dir = od / "search" / (std::to_string(search.batches++) + "-" + std::to_string(round));
+      std::map<std::string, BenchRun> measured;
       try {
-        search.runs[candidate_text(c)] = bench(ctx, in, c, in.search_min_time_ms, json, true);
+        measured = bench_batch(ctx, in, live, time_ms, dir);
       } catch (const Error& e) {
-        if (ctx.log) ctx.log->warn("kernel-perf: candidate {} failed: {}", candidate_text(c), e.what());
+        if (ctx.log) ctx.log->warn("kernel-perf: {} round {} failed: {}", tag, round, e.what());
+        break;
       }
+      for (const auto& [text, run] : measured) search.runs[text] = run;
+      if (time_ms >= in.search_min_time_ms) break;
+      const auto keep = halving_survivors(measured, class_keys, 2);
+      std::vector<Candidate> next;
+      for (const auto& c : live) {
+        const std::string text = candidate_text(c);
+        if (keep.count(text)) {
+          next.push_back(c);
+        } else if (search.runs.count(text)) {
+          search.dropped[text] = search.runs[text];
+          search.runs.erase(text);
+        }
+      }
+      if (next.size() == live.size() && time_ms * 2 < in.search_min_time_ms) {
+        time_ms = in.search_min_time_ms;  // nothing to drop: measure the rest once at full time
+      } else {
+        time_ms = std::min(in.search_min_time_ms, time_ms * 2);
+      }
+      live = next;
     }
   };
   auto pick_class_winners = [&]() {
@@ -719,6 +795,24 @@ StageResult act(StageContext& ctx) {
         rec.change += "(same table as the current best)";
         confirms_best = true;
       }
+    } else if (s.kind == "code_variant") {
+      ++strategy_index;
+      if (!spec.code.present) continue;
+      const auto cur = read_knobs(spec.code, best_tuning);
+      if (!cur) continue;  // the profile warned: the alias line is missing
+      KnobSetting next = *cur;
+      for (const auto& [k, v] : s.knobs) next[k] = v;
+      if (next == *cur || next.size() != cur->size()) continue;  // already so, or a knob the op lacks
+      try {
+        tuning_text = render_knobs(spec.code, best_tuning, s.knobs);
+      } catch (const Error& e) {
+        result.warn("code variant '" + s.name + "' not rendered", e.what());
+        continue;
+      }
+      rec.change = spec.code.alias + ": " + knob_text(spec.code, *cur) + " -> " + knob_text(spec.code, next);
+      nb.hypothesis = "The profile classifies the op as " + ctx.profile["bottleneck"]["class"].as<std::string>("unknown") +
+                      " (" + ctx.profile["bottleneck"]["evidence"].as<std::string>("") + "); " + s.changes + ".";
+      nb.expected = s.expected + ". " + predicted_resources(ctx.profile, knob_text(spec.code, *cur), knob_text(spec.code, next));
     } else if (s.kind == "llm_code") {
       ++strategy_index;
       const auto pc = provider_config(ctx.config);
@@ -787,13 +881,16 @@ StageResult act(StageContext& ctx) {
                              "'s launch shapes: the coarse winner is a local optimum of this grid");
       write(od / rec.name / "notebook.md", render_notebook(templates_dir(), nb));
       history.push_back(rec);
-      restore_work();
       continue;
     }
     // Realise: write the variant into the work tree, rebuild, smoke test, benchmark.
     bool ok = !tuning_text.empty();
     std::string smoke = tuning_text.empty() ? "not built: " + why_not : "";
     if (ok) {
+      // The work tree keeps the last variant built (the next one or Finalize writes over it; the
+      // writes skip identical bytes, so a winner that was built last is not rebuilt). Only an
+      // earlier variant's patch of the source is undone first.
+      if (!original_source.empty()) write(work_dir(ctx) / spec.kernel_source, original_source);
       write(work_dir(ctx) / spec.tuning, tuning_text);
       if (!rec.source_diff.empty()) {
         auto p = run_logged(ctx, {"patch", "-p1", "-d", work_dir(ctx).string(), "-i", (od / rec.name / "change.diff").string()},
@@ -853,7 +950,6 @@ StageResult act(StageContext& ctx) {
     }
     write(od / rec.name / "notebook.md", render_notebook(templates_dir(), nb));  // after it ran
     history.push_back(rec);
-    restore_work();
   }
   if (auto why = stop_reason({n, in.max_variants, improvements, target && target_met(*target, best_run, goal, &v0)})) stop = *why;
 
@@ -883,168 +979,6 @@ StageResult act(StageContext& ctx) {
                                   : "the winner keeps the tuning table unchanged; nothing to apply");
   }
   result.note(std::to_string(history.size()) + " variant(s); stopped: " + stop);
-  return result;
-}
-
-// ---------------------------------------------------------------- Finalize (verify)
-
-std::string render_report(const StageContext& ctx, const KernelPerfInput& in, const OpSpec& spec, const BenchRun* orig,
-                          const BenchRun* opt, const std::string& tests, const std::string& diff,
-                          const std::string& plot, const std::string& torch_status, const std::string& winner,
-                          const std::string& stop) {
-  using kainjow::mustache::data;
-  kainjow::mustache::mustache t(util::read_file(templates_dir() / "report.md.mustache"));
-  data view;
-  const YAML::Node& p = ctx.profile;
-  view.set("op", in.op);
-  view.set("goal", in.goal);
-  view.set("modes", in.mode.empty() ? std::string("forward, backward, full") : in.mode);
-  view.set("target_metric", in.target_metric.empty() ? std::string("none") : in.target_metric);
-  view.set("device", orig ? orig->device : std::string("(no GPU run)"));
-  view.set("sm", std::to_string(p["architecture"]["sm"].as<int>(0)));
-  view.set("copy_gbps", orig ? fmt("%.1f", orig->copy_gbps) : std::string("n/a"));
-  view.set("bottleneck", p["bottleneck"]["class"].as<std::string>("unknown"));
-  view.set("bottleneck_reason", p["bottleneck"]["evidence"].as<std::string>(""));
-  int variants = 0;
-  if (fs::exists(opt_dir(ctx) / "act.json"))
-    variants = static_cast<int>(nlohmann::json::parse(util::read_file(opt_dir(ctx) / "act.json")).value("variants", nlohmann::json::array()).size());
-  view.set("variant_count", std::to_string(variants));
-  view.set("winner", winner);
-  view.set("stop_reason", stop);
-  view.set("test_filter", spec.test_filter);
-  view.set("tests", tests);
-  data rows{data::type::list};
-  std::vector<double> speedups;
-  if (orig && opt)
-    for (const auto& o : orig->results) {
-      data d;
-      d.set("key", o.key());
-      const auto* n = opt->find(o.key());
-      d.set("orig", o.ok ? fmt("%.2f", o.median_us) : std::string("FAILED"));
-      d.set("opt", n && n->ok ? fmt("%.2f", n->median_us) : std::string("FAILED"));
-      const double sp = n && n->ok && o.ok && n->median_us > 0 ? o.median_us / n->median_us : 0;
-      if (sp > 0 && in_target(in.goal_spec(), o.mode)) speedups.push_back(sp);
-      d.set("speedup", sp > 0 ? fmt("%.3fx", sp) : std::string("-"));
-      d.set("orig_copy", fmt("%.1f", o.copy_fraction * 100));
-      d.set("opt_copy", n ? fmt("%.1f", n->copy_fraction * 100) : std::string("-"));
-      d.set("torch", std::string("see below"));
-      rows.push_back(d);
-    }
-  view.set("rows", rows);
-  view.set("geomean", speedups.empty() ? std::string("n/a") : fmt("%.3fx", geomean(speedups)));
-  view.set("torch_status", torch_status);
-  view.set("plot", plot);
-  view.set("default_threads", std::to_string(p["compiler_resources"]["default_threads"].as<int>(0)));
-  data kernels{data::type::list};
-  for (const auto& k : p["compiler_resources"]["kernels"]) {
-    data d;
-    d.set("name", k["name"].as<std::string>());
-    d.set("registers", std::to_string(k["registers"].as<int>()));
-    d.set("spills", std::to_string(k["spill_stores_bytes"].as<long long>()) + "/" + std::to_string(k["spill_loads_bytes"].as<long long>()));
-    d.set("smem", std::to_string(k["smem_bytes"].as<long long>()));
-    d.set("occupancy", fmt("%.0f%%", k["occupancy_at_default_threads"].as<double>() * 100));
-    kernels.push_back(d);
-  }
-  view.set("kernels", kernels);
-  view.set("diff", diff.empty() ? std::string("(nothing applied)") : diff);
-  return t.render(view);
-}
-
-StageResult verify(StageContext& ctx) {
-  StageResult result;
-  const KernelPerfInput in = parse_kernel_perf_input(ctx.input);
-  const OpSpec spec = load_op_spec(skills_dir() / "search_spaces.yaml", in.op);
-  const fs::path fd = opt_dir(ctx) / "final";
-  fs::create_directories(fd);
-  if (ctx.profile["profile_only"].as<bool>(false) || !ctx.profile["baseline"]) {
-    write(fd / "report.md", render_report(ctx, in, spec, nullptr, nullptr, "not run (--profile-only)", "", "not drawn",
-                                          "not run", "none (--profile-only)", "--profile-only"));
-    result.note("profile-only report: " + (fd / "report.md").string());
-    return result;
-  }
-  const int sm = ctx.profile["architecture"]["sm"].as<int>();
-  const nlohmann::json state = nlohmann::json::parse(util::read_file(opt_dir(ctx) / "act.json"));
-  const std::string winner = state.value("winner", "");
-  const std::string stop = state.value("stop_reason", "");
-  const std::string original_tuning = util::read_file(ctx.input_dir / "snapshot" / spec.tuning);
-  const std::string applied = read_or_empty(ctx.tree_root / spec.tuning);
-  const std::string diff = engine::unified_diff(original_tuning, applied, "a/" + spec.tuning, "b/" + spec.tuning);
-  const Candidate start = in.start_tunables;
-
-  // Hard gate: the op's full GPU test suite with what was applied.
-  std::string tests = "not run (nothing applied)";
-  write(work_dir(ctx) / spec.tuning, applied);
-  if (auto err = build_work(ctx, in, sm, fd / "build-applied.log"); !err.empty()) return result.fail("the applied winner does not build", err);
-  std::string summary;
-  const bool passed = run_tests(ctx, spec, fd / "tests.log", &summary);
-  tests = (passed ? "passed: " : "FAILED: ") + summary;
-  if (!passed) {
-    write(fd / "report.md", render_report(ctx, in, spec, nullptr, nullptr, tests, diff, "not drawn", "not run", winner,
-                                          stop + "; the op's test suite failed with the winner, which is reverted"));
-    return result.fail("the op's test suite failed with " + (winner.empty() ? std::string("the tree") : winner) + " applied (reverted)",
-                       tail(read_or_empty(fd / "tests.log"), 2000));
-  }
-
-  // Original vs optimized, each from its own build of the work tree.
-  ctx.progress("re-benchmarking the optimized library");
-  const BenchRun opt = bench(ctx, in, winner.empty() ? start : Candidate{}, in.bench_min_time_ms, fd / "optimized.json");
-
-  // PyTorch baseline, against the optimized build (before the work tree is rebuilt as the original:
-  // the library the Python binding loads is that build's).
-  std::string torch_status = "not run: python3 not found";
-  auto runner = current_runner();
-  if (runner->has_tool("python3")) {
-    auto probe = runner->run({"python3", "-c", "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 3)"}, {}, seconds(120));
-    if (!probe.ok()) {
-      torch_status = "not run: python3 has no CUDA-enabled torch";
-    } else {
-      auto r = run_logged(ctx,
-                          {"env", "LIGER_KERNELS_LIBRARY=" + (build_dir(ctx) / "kernels" / "libliger_kernels.so").string(), "python3",
-                           (work_dir(ctx) / "benchmarks" / "compare_torch.py").string(), "--ops", in.op, "--out",
-                           (fd / "torch").string()},
-                          work_dir(ctx), 1200, fd / "torch.log");
-      torch_status = r.ok() ? "PyTorch eager / torch.compile vs liger: final/torch.md" : "compare_torch.py failed (final/torch.log)";
-    }
-  }
-
-  write(work_dir(ctx) / spec.tuning, original_tuning);
-  if (auto err = build_work(ctx, in, sm, fd / "build-original.log"); !err.empty()) return result.fail("the original does not rebuild", err);
-  ctx.progress("re-benchmarking the original library");
-  const BenchRun orig = bench(ctx, in, start, in.bench_min_time_ms, fd / "original.json");
-  write(work_dir(ctx) / spec.tuning, applied);
-
-  // Plot.
-  std::string plot = "not drawn: gnuplot not found";
-  {
-    std::ostringstream tsv;
-    for (const auto& o : orig.results) {
-      const auto* n = opt.find(o.key());
-      if (!o.ok || !n || !n->ok) continue;
-      std::string label = o.key();
-      std::replace(label.begin(), label.end(), ' ', '_');
-      tsv << label << "\t" << o.median_us << "\t" << n->median_us << "\n";
-    }
-    write(fd / "plot.tsv", tsv.str());
-    kainjow::mustache::mustache t(util::read_file(templates_dir() / "plot.gp.mustache"));
-    kainjow::mustache::data view;
-    view.set("png", (fd / "comparison.png").string());
-    view.set("op", in.op);
-    view.set("device", orig.device);
-    view.set("data", (fd / "plot.tsv").string());
-    view.set("has_torch", false);
-    write(fd / "plot.gp", t.render(view));
-    if (runner->has_tool("gnuplot")) {
-      auto r = run_logged(ctx, {"gnuplot", (fd / "plot.gp").string()}, fd, 120, fd / "gnuplot.log");
-      plot = r.ok() ? "final/comparison.png" : "gnuplot failed (final/gnuplot.log)";
-    }
-  }
-  const std::string report = render_report(ctx, in, spec, &orig, &opt, tests, diff, plot, torch_status,
-                                           winner.empty() ? "none (no variant improved outside the spread)" : winner, stop);
-  write(fd / "report.md", report);
-  const Verdict v = judge(orig, opt, in.goal_spec());
-  if (!winner.empty() && v.verdict == "REJECTED")
-    result.warn("the final re-benchmark does not confirm the winner's gain", v.summary);
-  result.note(fmt("original vs optimized: %.3fx geo-mean; report ", v.geomean_speedup) + (fd / "report.md").string());
   return result;
 }
 

@@ -1,0 +1,292 @@
+// kernel-perf from a naive norm backward (all row vectors live in fp32: BwdVariant<0, 1, 0>)
+// through Profile, Optimize and Finalize with a scripted tool runner standing in for nvcc,
+// cmake, liger-bench, kernel_tests and ldd. The scripted "GPU" makes the naive backward 3x slower
+// and spilling, exactly as the compiler reports it for the naive header; the run must diagnose it
+// as register-bound from those numbers, recover it with a code variant (not a launch parameter),
+// measure the launch search in batched liger-bench processes, and re-measure the winner A/B.
+#include <gtest/gtest.h>
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+
+#include "liger/util.h"
+#include "workflows/kernel_perf/kernel_perf.h"
+
+namespace fs = std::filesystem;
+using namespace liger::kernel_perf;
+
+namespace {
+
+fs::path repo() { return fs::path(LIGER_SOURCE_DIR); }
+
+const OpSpec& rms() {
+  static const OpSpec s = load_op_spec(repo() / "skills/kernel_perf/search_spaces.yaml", "rms_norm");
+  return s;
+}
+
+KnobSetting knobs_in(const fs::path& tuning) { return *read_knobs(rms().code, liger::util::read_file(tuning)); }
+
+std::string args_of(const KnobSetting& k) {
+  return "ILi" + std::to_string(k.at("dw_first")) + "ELi" + std::to_string(k.at("cache_fp32")) + "ELi" +
+         std::to_string(k.at("min_blocks")) + "E";
+}
+
+// ptxas output for a naive (cache_fp32) or streaming backward, as nvcc 13 reports them for sm_90.
+std::string ptxas_log(const KnobSetting& k, bool forward_too) {
+  const bool naive = k.at("cache_fp32") == 1;
+  const bool capped = k.at("min_blocks") == 2;
+  const long long spill = naive ? 360 : capped ? 460 : 0;
+  std::string log;
+  if (forward_too)
+    log += "ptxas info    : Compiling entry function '_ZN5liger7kernels4norm19norm_forward_kernelILNS1_4KindE0E13__nv_"
+           "bfloat16S4_Li8ELi1EEEvNS1_9FwdParamsE' for 'sm_90'\nptxas info    : Function properties for f\n    0 bytes "
+           "stack frame, 0 bytes spill stores, 0 bytes spill loads\nptxas info    : Used 40 registers\n";
+  log += "ptxas info    : Compiling entry function '_ZN5liger7kernels4norm27norm_backward_staged_kernelILNS1_4KindE0E13__"
+         "nv_bfloat16S4_Li8ELi4ENS1_10BwdVariant" +
+         args_of(k) + "EEEEvNS1_9BwdParamsE' for 'sm_90'\nptxas info    : Function properties for b\n    " +
+         std::to_string(spill) + " bytes stack frame, " + std::to_string(spill) + " bytes spill stores, " +
+         std::to_string(spill) + " bytes spill loads\nptxas info    : Used " + (capped ? "64" : "128") +
+         " registers, used 1 barriers\n";
+  return log;
+}
+
+class ScriptedGpu : public Runner {
+ public:
+  fs::path tree;
+  int batch_processes = 0, batch_candidates = 0, single_runs = 0, abab_runs = 0, ncu_runs = 0;
+  bool old_rpath = false;  // ldd resolves the build's library whatever LD_LIBRARY_PATH says
+  std::set<std::string> tools = {"nvcc", "nvidia-smi", "cmake", "ldd", "env", "ncu"};
+
+  liger::toolchain::ProcessResult run(const std::vector<std::string>& full, const fs::path&, std::chrono::seconds) override {
+    liger::toolchain::ProcessResult r;
+    r.exit_code = 0;
+    std::vector<std::string> argv = full;
+    std::string ld_path;
+    if (argv[0] == "env") {  // env VAR=... cmd ...
+      argv.erase(argv.begin());
+      while (!argv.empty() && argv[0].find('=') != std::string::npos) {
+        if (argv[0].rfind("LD_LIBRARY_PATH=", 0) == 0) ld_path = argv[0].substr(16);
+        argv.erase(argv.begin());
+      }
+    }
+    auto has = [&](const std::string& a) { return std::find(argv.begin(), argv.end(), a) != argv.end(); };
+    auto after = [&](const std::string& a) { return *(std::find(argv.begin(), argv.end(), a) + 1); };
+    const std::string tool = fs::path(argv[0]).filename().string();
+    if (tool == "ncu") {
+      // An older Nsight Compute without the stall metrics refuses the whole list.
+      ++ncu_runs;
+      const std::string metrics = after("--metrics");
+      if (metrics.find("stalled") != std::string::npos && ncu_runs == 1) {
+        r.exit_code = 1;
+        r.output = "==ERROR== Failed to find metric smsp__average_warps_issue_stalled_drain_per_issue_active.ratio\n";
+        return r;
+      }
+      r.output = "\"ID\",\"Kernel Name\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n";
+      auto row = [&](const char* name, const char* value) {
+        r.output += std::string("\"0\",\"norm_backward_staged_kernel\",\"") + name + "\",\"\",\"" + value + "\"\n";
+      };
+      row("dram__throughput.avg.pct_of_peak_sustained_elapsed", "24.5");
+      row("sm__throughput.avg.pct_of_peak_sustained_elapsed", "31.0");
+      row("sm__warps_active.avg.pct_of_peak_sustained_active", "12.4");
+      row("gpu__time_duration.sum", "300000");
+      if (metrics.find("registers") != std::string::npos) row("launch__registers_per_thread", "128");
+      return r;
+    }
+    if (tool == "nvidia-smi") {
+      r.output = "9.0, NVIDIA H100 80GB HBM3\n";
+    } else if (tool == "nvcc") {
+      const bool variant = std::any_of(argv.begin(), argv.end(), [](const std::string& a) { return a.ends_with("variant.cu"); });
+      r.output = variant ? ptxas_log(knobs_in(fs::path(after("-I")) / "rms_norm/tuning.h"), false)
+                         : ptxas_log(knobs_in(tree / rms().tuning), true);
+    } else if (tool == "cmake") {
+      if (has("--build")) {  // the "build": liger-bench remembers the work tree's knobs
+        const fs::path build = after("--build");
+        const KnobSetting k = knobs_in(build.parent_path() / rms().tuning);
+        fs::create_directories(build / "benchmarks");
+        fs::create_directories(build / "kernels");
+        std::ofstream(build / "benchmarks/liger-bench") << knob_text(rms().code, k);
+        std::ofstream(build / "kernels/libliger_kernels.so") << "lib";
+      }
+    } else if (tool == "ldd") {
+      r.output = "\tlibliger_kernels.so => " + (old_rpath ? std::string("/elsewhere/build/kernels") : ld_path) +
+                 "/libliger_kernels.so (0x00007f)\n";
+    } else if (tool == "kernel_tests") {
+      r.output = "[==========] 12 tests ran.\n[  PASSED  ] 12 tests.\n";
+    } else if (tool == "liger-bench") {
+      if (has("--list")) {
+        r.output = "rms_norm backward 4096x16384 bf16\n";
+        return r;
+      }
+      const std::string built = liger::util::read_file(argv[0]);
+      const bool naive = built.find("cache_fp32=1") != std::string::npos;
+      const bool dw_first = built.find("dw_first=1") != std::string::npos;
+      auto json_for = [&](const Candidate& c) {
+        // The launch shape matters a little; the naive code three times as much.
+        double shape = 1.0;
+        if (c.count("threads_per_block")) shape *= c.at("threads_per_block") == 512 ? 1.0 : 1.08;
+        if (c.count("stages")) shape *= c.at("stages") == 1 ? 1.1 : 1.0;
+        nlohmann::json j = {{"device", "NVIDIA H100 80GB HBM3"}, {"sm_arch", 90}, {"sm_count", 132},
+                            {"copy_gbps", 3000.0}, {"tunables", c.empty() ? "default" : candidate_text(c)}};
+        j["results"] = nlohmann::json::array();
+        for (const char* shape_label : {"4096x1024", "4096x16384"}) {
+          const double base = std::string(shape_label) == "4096x1024" ? 20.0 : 100.0;
+          const double bwd = base * (naive ? 3.0 : 1.0) * (dw_first ? 0.998 : 1.0) * shape;
+          j["results"].push_back({{"op", "rms_norm"}, {"mode", "backward"}, {"shape", shape_label}, {"dtype", "bf16"},
+                                  {"ok", true}, {"runs", 50}, {"median_us", bwd}, {"spread_pct", 1.0},
+                                  {"copy_fraction", naive ? 0.25 : 0.75}, {"extra_mib", 0.0}, {"min_bytes", base * 1e6}});
+          j["results"].push_back({{"op", "rms_norm"}, {"mode", "forward"}, {"shape", shape_label}, {"dtype", "bf16"},
+                                  {"ok", true}, {"runs", 50}, {"median_us", base / 2}, {"spread_pct", 1.0},
+                                  {"copy_fraction", 0.8}, {"extra_mib", 0.0}});
+        }
+        return j.dump();
+      };
+      if (has("--json-dir")) {
+        ++batch_processes;
+        int i = 0;
+        for (std::size_t a = 0; a + 1 < argv.size(); ++a)
+          if (argv[a] == "--candidate") {
+            ++batch_candidates;
+            std::ofstream(fs::path(after("--json-dir")) / (std::to_string(i++) + ".json")) << json_for(*parse_candidate(argv[a + 1]));
+          }
+      } else {
+        (ld_path.empty() ? single_runs : abab_runs)++;
+        Candidate c;
+        for (std::size_t a = 0; a + 1 < argv.size(); ++a)
+          if (argv[a] == "--tunable") c.merge(*parse_candidate(argv[a + 1]));
+        std::ofstream(after("--json")) << json_for(c);
+      }
+    } else {
+      r.exit_code = 127;
+      r.output = "not scripted: " + tool;
+    }
+    return r;
+  }
+  bool has_tool(const std::string& name) override { return tools.count(name) > 0; }
+};
+
+struct Tree {
+  fs::path dir;
+  Tree() {
+    dir = fs::temp_directory_path() / ("kperf-naive-" + std::to_string(::getpid()) + "-" +
+                                       std::to_string(reinterpret_cast<std::uintptr_t>(this)));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    for (const char* item : {"kernels", "cmake", "CMakeLists.txt"})
+      fs::copy(repo() / item, dir / item, fs::copy_options::recursive);
+    fs::create_directories(dir / "tests/kernels/gpu");
+    fs::copy(repo() / rms().test_file, dir / rms().test_file);
+    // The naive start: every row vector kept live in fp32 across the reduction.
+    const fs::path tuning = dir / rms().tuning;
+    liger::util::write_file_atomic(tuning, render_knobs(rms().code, liger::util::read_file(tuning), {{"cache_fp32", 1}}));
+  }
+  ~Tree() { fs::remove_all(dir); }
+};
+
+}  // namespace
+
+TEST(KernelPerfNaiveStart, CodeVariantsRecoverARegisterBoundBackward) {
+  Tree tree;
+  auto gpu = std::make_shared<ScriptedGpu>();
+  gpu->tree = tree.dir;
+  set_runner_for_testing(gpu);
+  const fs::path run = tree.dir / "run";
+  fs::create_directories(run / "input");
+  liger::engine::Staging staging(run / "staging");
+  liger::engine::StageContext ctx;
+  ctx.run_dir = run;
+  ctx.input_dir = run / "input";
+  ctx.tree_root = tree.dir;
+  ctx.input = {{"op", "rms_norm"}, {"goal", "speed"}, {"mode", "backward"}, {"max_variants", 3}, {"dtype", "bf16"}};
+  ctx.staging = &staging;
+  ctx.log = std::make_shared<spdlog::logger>("kperf-naive");
+  ctx.quiet = true;
+  const auto wf = make_workflow();
+
+  // Profile: register-bound, with the compiler's numbers as evidence.
+  auto u = wf.understand(ctx);
+  ASSERT_TRUE(u.ok()) << (u.hard.empty() ? "" : u.hard[0].summary + u.hard[0].detail);
+  const YAML::Node& p = ctx.profile;
+  EXPECT_EQ(p["bottleneck"]["class"].as<std::string>(), "register-bound") << p["bottleneck"];
+  const std::string case_evidence = p["baseline"]["cases"][0]["evidence"].as<std::string>();
+  EXPECT_NE(case_evidence.find("spill_bytes = 720 >= 128"), std::string::npos) << case_evidence;
+  EXPECT_EQ(p["code_variants"][0]["spill_bytes"].as<int>(), 720);
+  const std::string evidence = p["bottleneck"]["evidence"].as<std::string>();
+  // Nsight Compute ran (the extended list refused, the throughput metrics retried) and is cited.
+  EXPECT_EQ(gpu->ncu_runs, 2);
+  EXPECT_NE(evidence.find("Nsight Compute on backward 4096x16384 bf16: achieved_occupancy_pct = 12.4, dram_pct = 24.5"),
+            std::string::npos) << evidence;
+  EXPECT_NE(evidence.find("backward 4096x16384 bf16: spill_bytes = 720 >= 128, copy_fraction = 0.25 < 0.8"),
+            std::string::npos) << evidence;
+
+  // Optimize.
+  auto a = wf.act(ctx);
+  ASSERT_TRUE(a.ok()) << (a.hard.empty() ? "" : a.hard[0].summary + a.hard[0].detail);
+  const fs::path od = run / "optimization";
+  // The launch search ran in batched processes, not one process per candidate.
+  EXPECT_GT(gpu->batch_candidates, 3 * gpu->batch_processes) << gpu->batch_processes << " processes";
+  // v1 is the launch search (no code change); the code variant that recomputes wins.
+  const auto state = nlohmann::json::parse(liger::util::read_file(od / "act.json"));
+  std::string winner = state["winner"];
+  ASSERT_FALSE(winner.empty()) << state.dump(2);
+  const std::string nb = liger::util::read_file(od / winner / "notebook.md");
+  EXPECT_NE(nb.find("recompute"), std::string::npos) << nb;
+  EXPECT_NE(nb.find("register-bound"), std::string::npos) << "the hypothesis cites the diagnosis";
+  EXPECT_NE(nb.find("Prediction (ptxas"), std::string::npos) << nb;
+  EXPECT_NE(nb.find("720 bytes spilled"), std::string::npos) << nb;
+  EXPECT_NE(nb.find("-using BwdVariant = norm::BwdVariant<0, 1, 0>;"), std::string::npos) << "the source diff";
+  EXPECT_NE(nb.find("+using BwdVariant = norm::BwdVariant<0, 0, 0>;"), std::string::npos) << nb;
+  ASSERT_EQ(staging.files(), std::vector<std::string>{rms().tuning});
+  const std::string staged = liger::util::read_file(staging.path_of(rms().tuning));
+  EXPECT_EQ(read_knobs(rms().code, staged)->at("cache_fp32"), 0);
+
+  // Apply (the engine's job) and Finalize: the A/B interleaved rounds confirm the win.
+  liger::util::write_file_atomic(tree.dir / rms().tuning, staged);
+  auto v = wf.verify(ctx);
+  ASSERT_TRUE(v.ok()) << (v.hard.empty() ? "" : v.hard[0].summary + v.hard[0].detail);
+  EXPECT_EQ(gpu->abab_runs, 11) << "5 rounds of A and B, and the original's benchmark, from snapshots";
+  EXPECT_FALSE(fs::exists(od / "final/build-original.log")) << "the original comes from Optimize's v0 snapshot";
+  EXPECT_TRUE(fs::exists(od / "v0-build/liger-bench"));
+  const std::string held = liger::util::read_file(od / "final/interleaved.md");
+  EXPECT_NE(held.find("5 rounds A/B interleaved: 2 target case(s) faster and 0 slower"), std::string::npos) << held;
+  EXPECT_NE(liger::util::read_file(od / "final/report.md").find("Wins that hold"), std::string::npos);
+  set_runner_for_testing(nullptr);
+}
+
+TEST(KernelPerfNaiveStart, WithoutUsableSnapshotsTheOriginalIsRebuiltAndTheRoundsSaySo) {
+  Tree tree;
+  auto gpu = std::make_shared<ScriptedGpu>();
+  gpu->tree = tree.dir;
+  gpu->old_rpath = true;
+  set_runner_for_testing(gpu);
+  const fs::path run = tree.dir / "run";
+  fs::create_directories(run / "input");
+  liger::engine::Staging staging(run / "staging");
+  liger::engine::StageContext ctx;
+  ctx.run_dir = run;
+  ctx.input_dir = run / "input";
+  ctx.tree_root = tree.dir;
+  ctx.input = {{"op", "rms_norm"}, {"goal", "speed"}, {"mode", "backward"}, {"max_variants", 2}, {"dtype", "bf16"}};
+  ctx.staging = &staging;
+  ctx.log = std::make_shared<spdlog::logger>("kperf-naive-rpath");
+  ctx.quiet = true;
+  const auto wf = make_workflow();
+  ASSERT_TRUE(wf.understand(ctx).ok());
+  ASSERT_TRUE(wf.act(ctx).ok());
+  ASSERT_EQ(staging.files().size(), 1u);
+  liger::util::write_file_atomic(tree.dir / rms().tuning, liger::util::read_file(staging.path_of(rms().tuning)));
+  ASSERT_TRUE(wf.verify(ctx).ok());
+  const fs::path fd = run / "optimization/final";
+  EXPECT_TRUE(fs::exists(fd / "build-original.log")) << "no usable v0 snapshot: the original is rebuilt";
+  EXPECT_EQ(gpu->abab_runs, 0);
+  const std::string report = liger::util::read_file(fd / "report.md");
+  EXPECT_NE(report.find("not run: the snapshot"), std::string::npos) << report.substr(report.find("Wins that hold"));
+  EXPECT_NE(report.find("does not load its own kernel library"), std::string::npos);
+  // The work tree ends with what was applied, not the rebuilt original.
+  EXPECT_EQ(read_knobs(rms().code, liger::util::read_file(run / "optimization/work" / rms().tuning))->at("cache_fp32"), 0);
+  set_runner_for_testing(nullptr);
+}
