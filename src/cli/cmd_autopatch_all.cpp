@@ -101,8 +101,30 @@ std::string verdict_of(const fs::path& run_dir) {
   return std::regex_search(md, m, verdict) ? m[1].str() : "";
 }
 
-// One model: its own liger-agent process, its stdout (one JSON document) kept in a file so the
-// run's log lines on stderr cannot mix into it.
+// The run a model's own run root holds ("" when the run was never created).
+fs::path find_run_dir(const fs::path& root) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(root, ec))
+    if (fs::is_regular_file(e.path() / "state.json", ec)) return e.path();
+  return {};
+}
+
+// One liger-agent process; its stdout (one JSON document) goes to `out_file`, so the run's log
+// lines on stderr cannot mix into it.
+toolchain::ProcessResult launch(const Job& job, const std::vector<std::string>& cmd, const fs::path& out_file,
+                                const std::string& cuda_device, const std::string& label) {
+  toolchain::ProcessOptions po;
+  po.argv = {"/bin/sh", "-c", "out=$1; shift; exec \"$@\" >\"$out\"", "sh", out_file.string()};
+  po.argv.insert(po.argv.end(), cmd.begin(), cmd.end());
+  po.env["LIGER_TRANSFORMERS_DIR"] = job.package_dir.string();
+  if (!cuda_device.empty()) po.env["CUDA_VISIBLE_DEVICES"] = cuda_device;
+  // Understand reads a few files; Verify builds and trains for minutes per attempt.
+  po.timeout = job.args->verify ? std::chrono::seconds(4 * 3600) : std::chrono::seconds(600);
+  po.progress_label = label;
+  return toolchain::run_process(po);
+}
+
+// One model in its own run root (<zoo>/runs/<type>/).
 Row run_model(const Job& job, const ZooModel& model, const std::string& cuda_device) {
   Row row;
   row.model = model.type;
@@ -110,75 +132,93 @@ Row run_model(const Job& job, const ZooModel& model, const std::string& cuda_dev
   const fs::path logs = job.zoo / "logs";
   const fs::path out_file = logs / (model.type + ".json");
   const fs::path log_file = logs / (model.type + ".log");
+  const fs::path root = job.zoo / "runs" / model.type;
   row.log = log_file.string();
-  std::vector<std::string> cmd = {job.self.string(), "--json", "-q", "--run-dir", (job.zoo / "runs" / model.type).string()};
-  if (!job.options->config_file.empty()) cmd.insert(cmd.end(), {"--config", job.options->config_file});
-  if (!job.options->llm.empty()) cmd.insert(cmd.end(), {"--llm", job.options->llm});
-  if (job.args->verify) cmd.push_back("--yes");
+  std::vector<std::string> globals = {job.self.string(), "--json", "-q", "--run-dir", root.string()};
+  if (!job.options->config_file.empty()) globals.insert(globals.end(), {"--config", job.options->config_file});
+  if (!job.options->llm.empty()) globals.insert(globals.end(), {"--llm", job.options->llm});
+  if (job.args->verify) globals.push_back("--yes");
+  std::vector<std::string> cmd = globals;
   cmd.insert(cmd.end(), {"autopatch", model.type, "--tree", job.tree.string()});
   if (!job.args->python.empty()) cmd.insert(cmd.end(), {"--python", job.args->python});
   if (!job.args->kernels.empty()) cmd.insert(cmd.end(), {"--kernels", job.args->kernels});
 
-  toolchain::ProcessOptions po;
-  // sh keeps stdout apart: the child's JSON goes to out_file, its stderr into result.output.
-  po.argv = {"/bin/sh", "-c", "out=$1; shift; exec \"$@\" >\"$out\"", "sh", out_file.string()};
-  po.argv.insert(po.argv.end(), cmd.begin(), cmd.end());
-  po.env["LIGER_TRANSFORMERS_DIR"] = job.package_dir.string();
-  if (!cuda_device.empty()) po.env["CUDA_VISIBLE_DEVICES"] = cuda_device;
-  // Understand reads a few files; Verify builds and trains for minutes per attempt.
-  po.timeout = job.args->verify ? std::chrono::seconds(4 * 3600) : std::chrono::seconds(600);
-  po.progress_label = "autopatch " + model.type;
   toolchain::ProcessResult r;
-  try {
-    r = toolchain::run_process(po);
-  } catch (const std::exception& e) {
-    row.error = std::string("could not start the run: ") + e.what();
-    return row;
-  }
-  util::write_file_atomic(log_file, r.output);
-  const std::string out = read_or_empty(out_file);
-  if (r.timed_out || r.interrupted || r.signal != 0) {
-    row.error = r.timed_out ? "the run timed out after " + std::to_string(po.timeout.count()) + " s"
-                : r.interrupted ? std::string("interrupted")
-                                : "the run crashed (signal " + std::to_string(r.signal) + ")";
-    if (!r.output.empty()) row.error += ": " + last_line(r.output);
-    return row;
-  }
+  std::string log;
   nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(out);
-  } catch (const std::exception&) {
-    row.error = "the run printed no result (exit " + std::to_string(r.exit_code) + ")" +
-                (r.output.empty() ? std::string() : ": " + last_line(r.output));
-    return row;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::hours(24);
+  for (bool first = true;; first = false) {
+    try {
+      r = launch(job, cmd, out_file, cuda_device, "autopatch " + model.type);
+    } catch (const std::exception& e) {
+      row.error = std::string("could not start the run: ") + e.what();
+      return row;
+    }
+    log += (first ? "" : "\n--- resumed ---\n") + r.output;
+    util::write_file_atomic(log_file, log);
+    if (r.timed_out || r.interrupted || r.signal != 0) {
+      row.error = r.timed_out ? "the run timed out"
+                  : r.interrupted ? std::string("interrupted")
+                                  : "the run crashed (signal " + std::to_string(r.signal) + ")";
+      if (!r.output.empty()) row.error += ": " + last_line(r.output);
+      return row;
+    }
+    try {
+      doc = nlohmann::json::parse(read_or_empty(out_file));
+    } catch (const std::exception&) {
+      row.error = "the run printed no result (exit " + std::to_string(r.exit_code) + ")" +
+                  (r.output.empty() ? std::string() : ": " + last_line(r.output));
+      return row;
+    }
+    // With --verify every run applies into the same checkout: the registry and docs/python.md are
+    // shared, so a run whose apply finds another run's lock waits for it and resumes (Understand
+    // still runs in parallel; Act and Verify take turns).
+    const std::string message = doc.contains("error") ? doc["error"].value("message", std::string()) : "";
+    const fs::path parked = find_run_dir(root);
+    if (!job.args->verify || message.find("holds the apply lock") == std::string::npos || parked.empty() ||
+        std::chrono::steady_clock::now() > deadline || signals::interrupted())
+      break;
+    for (int i = 0; i < 20 && !signals::interrupted(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    cmd = globals;
+    cmd.insert(cmd.end(), {"resume", parked.filename().string()});
   }
-  if (doc.contains("error")) {
-    row.error = doc["error"].value("message", std::string("failed"));
-    if (job.args->verify) row.verified = "not run (analysis failed)";
-    return row;
-  }
-  const fs::path run_dir = doc.value("run_dir", std::string());
+
+  const std::string error = doc.contains("error") ? doc["error"].value("message", std::string("failed")) : "";
+  fs::path run_dir = doc.value("run_dir", std::string());
+  if (run_dir.empty()) run_dir = find_run_dir(root);
   row.run_dir = run_dir.string();
   YAML::Node profile;
-  try {
-    profile = YAML::LoadFile((run_dir / "profile.yaml").string());
-  } catch (const std::exception& e) {
-    row.error = "the run wrote no readable profile.yaml (" + doc.value("status", std::string("?")) + "): " + e.what();
+  std::error_code ec;
+  if (!run_dir.empty() && fs::is_regular_file(run_dir / "profile.yaml", ec)) {
+    try {
+      profile = YAML::LoadFile((run_dir / "profile.yaml").string());
+    } catch (const std::exception& e) {
+      row.error = "the run's profile.yaml is not readable: " + std::string(e.what());
+      return row;
+    }
+  }
+  if (!profile || !profile["decisions"]) {
+    // No profile: the analysis itself failed (or the run never started).
+    row.error = error.empty() ? "the run wrote no profile.yaml (" + doc.value("status", std::string("?")) + ")" : error;
+    if (job.args->verify) row.verified = "not run (analysis failed)";
     return row;
   }
   Row analysed = autopatch::zoo::row_from_profile(model.type, profile);
   analysed.heads = model.heads;  // the file's classes, whatever the analysis made of them
   analysed.run_dir = row.run_dir;
   analysed.log = row.log;
-  if (job.args->verify) {
-    const std::string status = doc.value("status", std::string());
-    const std::string verdict = verdict_of(run_dir);
-    if (!verdict.empty()) analysed.verified = verdict;
-    else if (status == "awaiting_approval")
-      analysed.verified = "not run (stopped at the " + doc.value("pending_checkpoint", std::string("profile")) +
-                          " checkpoint" + (analysed.undecided.empty() ? "" : ": undecided decisions") + ")";
-    else analysed.verified = "not run (" + (status.empty() ? std::string("no verdict") : status) + ")";
+  if (!job.args->verify) {
+    if (!error.empty()) analysed.error = error;  // Understand-only runs stop at the profile: nothing else can fail
+    return analysed;
   }
+  const std::string status = doc.value("status", std::string());
+  const std::string verdict = verdict_of(run_dir);
+  if (!verdict.empty()) analysed.verified = verdict;
+  else if (!error.empty()) analysed.verified = "failed before Verify: " + error;
+  else if (status == "awaiting_approval")
+    analysed.verified = "not run (stopped at the " + doc.value("pending_checkpoint", std::string("profile")) +
+                        " checkpoint" + (analysed.undecided.empty() ? "" : ": undecided decisions") + ")";
+  else analysed.verified = "not run (" + (status.empty() ? std::string("no verdict") : status) + ")";
   return analysed;
 }
 

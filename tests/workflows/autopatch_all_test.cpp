@@ -194,3 +194,34 @@ TEST(AutopatchAll, MissingTransformersNamesTheFix) {
   EXPECT_NE(r.err.find("transformers"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("--transformers"), std::string::npos) << r.err;
 }
+
+TEST(AutopatchAll, VerifyRunsEachModelsWorkflowAndRecordsItsVerdict) {
+  FakeTransformers t;
+  fs::remove_all(t.models / "llava");
+  // What `autopatch <model> --yes` writes into: the registry and the supported-models table.
+  const fs::path source = LIGER_SOURCE_DIR;
+  fs::copy_file(source / "kernels/python/liger_kernels/transformers/__init__.py",
+                t.checkout / "kernels/python/liger_kernels/transformers/__init__.py");
+  fs::create_directories(t.checkout / "docs");
+  fs::copy_file(source / "docs/python.md", t.checkout / "docs/python.md");
+  fs::create_directories(t.models / "phi3");
+  fs::copy(kZoo / "phi3", t.models / "phi3", fs::copy_options::recursive);
+  const fs::path out = t.dir.path() / "out";
+  // Two at a time: both runs apply into the same registry, so one waits for the other's lock.
+  auto r = t.all({"--verify", "--jobs", "2", "--out", out.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto doc = nlohmann::json::parse(liger::util::read_file(out / "models.json"));
+  EXPECT_EQ(doc["verify"], true);
+  for (const char* model : {"llama", "phi3"}) {
+    const auto* row = row_of(doc, model);
+    ASSERT_TRUE(row) << model;
+    const std::string verdict = (*row)["verified"];
+    // Without torch/a GPU the verdict is "unverified (...)"; with them, verified or failed.
+    EXPECT_TRUE(verdict.rfind("unverified", 0) == 0 || verdict.rfind("verified", 0) == 0 || verdict == "failed")
+        << model << ": " << verdict;
+    EXPECT_TRUE(fs::is_regular_file(t.checkout / "kernels/python/liger_kernels/transformers" / (std::string(model) + ".py")))
+        << model;
+  }
+  EXPECT_EQ((*row_of(doc, "broken"))["verified"], "not run (analysis failed)");
+  EXPECT_NE(liger::util::read_file(out / "models.md").find("verification:"), std::string::npos);
+}
