@@ -3,6 +3,8 @@
 #include "cli/commands.h"
 #include <regex>
 
+#include "cli/autopatch_all.h"
+
 #include "cli/run_support.h"
 #include "cli/tree.h"
 #include "liger/error.h"
@@ -21,14 +23,16 @@ void register_autopatch_command(CLI::App& app, GlobalOptions& options) {
     std::string kernels;
     bool modify = false;
     std::string python;
+    bool all = false;
+    AutopatchAllArgs zoo;
   };
   auto args = std::make_shared<Args>();
   auto* cmd = app.add_subcommand(
       "autopatch",
       "Generate the code that swaps a HuggingFace model's RMSNorm/LayerNorm, MLP, RoPE and loss for the "
       "bundled kernels, with a patch test and a convergence test.");
-  cmd->add_option("model", args->model, "Path to modeling_<model>.py, or a model type in an installed transformers")
-      ->required();
+  cmd->add_option("model", args->model,
+                  "Path to modeling_<model>.py, or a model type in an installed transformers (or --all)");
   cmd->add_option("--tree", args->tree, "Checkout to add the patch to (default: the one holding the current directory)");
   cmd->add_option("--module", args->module,
                   "Python module name of the generated integration (default: the model type); needed beside a "
@@ -41,14 +45,52 @@ void register_autopatch_command(CLI::App& app, GlobalOptions& options) {
                 "Update an existing generated integration: Understand adds a change-impact analysis against its "
                 "recorded profile and Act regenerates only what changed");
   cmd->add_option("--python", args->python, "Python interpreter for resolution and verification (default python3)");
+  cmd->add_flag("--all", args->all,
+                "Every model type of a transformers tree, one run each (Understand only unless --verify), then the "
+                "coverage table models.md / models.json");
+  auto* transformers = cmd->add_option("--transformers", args->zoo.transformers,
+                                       "With --all: the transformers package directory or its models/ folder "
+                                       "(default: the installed one)");
+  auto* jobs = cmd->add_option("--jobs", args->zoo.jobs, "With --all: runs at a time (default 1)");
+  auto* verify = cmd->add_flag("--verify", args->zoo.verify,
+                               "With --all: run each model's full workflow (as `autopatch <model> --yes`) and record "
+                               "its verdict");
+  auto* out = cmd->add_option("--out", args->zoo.out,
+                              "With --all: directory for models.md and models.json (default: the --all run directory)");
   cmd->footer(examples_footer({
       "liger-agent autopatch qwen3",
       "liger-agent autopatch gemma2 --yes",
       "liger-agent autopatch llama --module llama_autopatch --yes   # beside the hand-written llama.py",
       "liger-agent autopatch path/to/modeling_mistral.py --kernels rms_norm,swiglu --yes",
       "liger-agent autopatch qwen3 --modify --yes   # after a transformers upgrade",
+      "liger-agent autopatch --all --jobs 4   # coverage table of the installed transformers: models.md, models.json",
   }));
-  cmd->callback([args, &options] {
+  cmd->callback([args, &options, transformers, jobs, verify, out] {
+    if (args->all) {
+      if (!args->model.empty())
+        throw Error(ErrorKind::Usage, "autopatch --all analyses every model type; it takes no model ('" +
+                                          args->model.substr(0, 80) + "')",
+                    "drop the model name, or drop --all: liger-agent autopatch " + args->model.substr(0, 80));
+      for (const auto& [flag, given] : {std::pair<const char*, bool>{"--module", !args->module.empty()},
+                                        {"--model-type", !args->model_type.empty()},
+                                        {"--modify", args->modify}})
+        if (given)
+          throw Error(ErrorKind::Usage, std::string(flag) + " names one model's integration and cannot go with --all",
+                      "run liger-agent autopatch <model> " + std::string(flag) + " ... for that model");
+      args->zoo.tree = args->tree;
+      args->zoo.python = args->python;
+      args->zoo.kernels = args->kernels;
+      options.exit_code = run_autopatch_all(options, args->zoo);
+      return;
+    }
+    for (const auto* flag : {transformers, jobs, verify, out})
+      if (flag->count() > 0)
+        throw Error(ErrorKind::Usage, flag->get_name() + " goes with --all",
+                    "add --all (liger-agent autopatch --all " + flag->get_name() + " ...), or drop it");
+    if (args->model.empty())
+      throw Error(ErrorKind::Usage, "autopatch needs a model, or --all",
+                  "e.g. liger-agent autopatch qwen3, liger-agent autopatch path/to/modeling_qwen3.py, or "
+                  "liger-agent autopatch --all");
     // The model is a modeling file or a model type; anything else is refused before a run exists.
     const input::Argument given =
         input::classify_argument(args->model, "the autopatch model", 255,

@@ -10,8 +10,7 @@
 
 namespace liger::cli {
 
-namespace {
-
+// The short commit of the source tree this binary was built from; "" when git cannot say.
 std::string git_commit() {
   if (!toolchain::find_executable("git")) return "";
   toolchain::ProcessOptions options;
@@ -20,6 +19,8 @@ std::string git_commit() {
   auto result = toolchain::run_process(options);
   return result.ok() ? util::trim(result.output) : "";
 }
+
+namespace {
 
 const char* build_type() {
 #if defined(NDEBUG) && defined(__OPTIMIZE__)

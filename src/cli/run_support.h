@@ -20,6 +20,9 @@ std::filesystem::path run_root(GlobalOptions& options);
 // Prints the outcome (text on stdout, or one JSON object with --json) and returns its exit code.
 int print_outcome(const GlobalOptions& options, const engine::RunOutcome& outcome);
 
+// The short git commit of the source tree this binary was built from, "" when unknown (cmd_version.cpp).
+std::string git_commit();
+
 // Prints one JSON document on stdout.
 void print_json(const nlohmann::json& document);
 
