@@ -7,7 +7,7 @@ operation the same way for every spelling, so a model written in any of them is 
 from __future__ import annotations
 
 import operator
-from typing import Any, Iterable, List, Optional, Sequence
+from typing import Any, Iterable, List, Optional, Sequence, Tuple
 
 import torch
 from torch import fx
@@ -79,6 +79,17 @@ def dtype(node: Any) -> Optional[torch.dtype]:
 
 def is_tensor(node: Any) -> bool:
     return isinstance(node, fx.Node) and shape(node) is not None
+
+
+def rows_cols(node: Any) -> Optional[Tuple[int, int]]:
+    """(rows, last dim) of a tensor node viewed as a [rows, cols] matrix, as the library's ops see it."""
+    s = shape(node)
+    if not s:
+        return None
+    rows = 1
+    for d in s[:-1]:
+        rows *= int(d)
+    return rows, int(s[-1])
 
 
 def arg(node: fx.Node, index: int, name: str, default: Any = None) -> Any:

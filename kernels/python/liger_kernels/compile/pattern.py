@@ -113,10 +113,7 @@ class Pattern:
             if escaping:
                 misses.append(Miss(self.op, n, f"intermediate {escaping[0].name} is used outside the pattern"))
                 continue
-            cols = int(out_shape[-1])
-            rows = 1
-            for d in out_shape[:-1]:
-                rows *= int(d)
+            rows, cols = G.rows_cols(n)
             call_args = tuple(env[name] for name in self.params)
 
             def apply(g, n=n, call_args=call_args):

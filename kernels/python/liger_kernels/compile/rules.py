@@ -44,16 +44,6 @@ def _single_user(node: fx.Node) -> Optional[fx.Node]:
     return users[0] if len(users) == 1 else None
 
 
-def _rows_cols(node: fx.Node) -> Optional[Tuple[int, int]]:
-    s = G.shape(node)
-    if not s:
-        return None
-    rows = 1
-    for d in s[:-1]:
-        rows *= int(d)
-    return rows, int(s[-1])
-
-
 # ---------------------------------------------------------------- RMSNorm
 def _weight_expr(node, cols: int):
     """(weight, offset, nodes) for w, w.float(), 1 + w, 1.0 + w.float(), ... with w of shape [cols]."""
@@ -108,7 +98,7 @@ def rms_norm(graph: fx.Graph) -> Scan:
         if G.kind(norm) != "mul" or h not in G.operands(norm):
             continue
         x = h.args[0] if G.is_cast(h) else h
-        rc = _rows_cols(x)
+        rc = G.rows_cols(x)
         if rc is None:
             continue
         rows, cols = rc
@@ -167,7 +157,7 @@ def layer_norm(graph: fx.Graph) -> Scan:
         weight = G.arg(n, 2, "weight")
         bias = G.arg(n, 3, "bias")
         eps = G.arg(n, 4, "eps", 1e-5)
-        rc = _rows_cols(x)
+        rc = G.rows_cols(x)
         if rc is None:
             continue
         rows, cols = rc
@@ -232,7 +222,7 @@ def glu(graph: fx.Graph) -> Scan:
             if not (G.dtype(gate) == G.dtype(up) == G.dtype(m)):
                 misses.append(Miss(op, m, "gate, up and output dtypes differ"))
                 break
-            rows, cols = _rows_cols(gate)
+            rows, cols = G.rows_cols(gate)
             fn = R.swiglu if op == "swiglu" else R.geglu
 
             def apply(g, m=m, gate=gate, up=up, fn=fn):
@@ -358,7 +348,7 @@ def rope(graph: fx.Graph) -> Scan:
                 qa.replace_all_uses_with(q_out)
                 ka.replace_all_uses_with(k_out)
 
-            rows, cols = _rows_cols(q)
+            rows, cols = G.rows_cols(q)
             matches.append(Match("rope", qa, qr + kr, {"rows": rows, "cols": cols, "head_dim": int(G.shape(q)[-1])},
                                  apply, f"unsqueeze_dim={dim}", extra_anchors=[ka]))
         for lone, _, _ in rots:
@@ -426,9 +416,7 @@ def cross_entropy(graph: fx.Graph) -> Scan:
         else:
             pre, cap, cap_nodes = logits, None, []
         out_dtype = G.dtype(n)
-        rows = 1
-        for d in G.shape(src)[:-1]:
-            rows *= int(d)
+        rows = G.rows_cols(src)[0]
         common = dict(target=target, class_weight=class_weight, ignore_index=ignore_index,
                       label_smoothing=float(label_smoothing), reduction=reduction, softcap=cap, out_dtype=out_dtype)
         detail = f"reduction={reduction} ignore_index={ignore_index}" + (f" softcap={cap:g}" if cap else "")
