@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
+#include <optional>
 #include <chrono>
 #include <condition_variable>
 #include <ctime>
@@ -124,6 +126,20 @@ toolchain::ProcessResult launch(const Job& job, const std::vector<std::string>& 
   return toolchain::run_process(po);
 }
 
+// "<module>_autopatch" when the checkout holds a hand-written integration named after the model
+// type (no "# autopatch-profile:" header), nullopt otherwise.
+std::optional<std::string> hand_written_sibling(const fs::path& tree, const std::string& type) {
+  std::string module = type;
+  for (char& c : module)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  const fs::path file = tree / "kernels/python/liger_kernels/transformers" / (module + ".py");
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec)) return std::nullopt;
+  const std::string text = util::read_file(file);
+  if (text.find("# autopatch-profile:") != std::string::npos) return std::nullopt;
+  return module + "_autopatch";
+}
+
 // One model in its own run root (<zoo>/runs/<type>/).
 Row run_model(const Job& job, const ZooModel& model, const std::string& cuda_device) {
   Row row;
@@ -142,6 +158,9 @@ Row run_model(const Job& job, const ZooModel& model, const std::string& cuda_dev
   cmd.insert(cmd.end(), {"autopatch", model.type, "--tree", job.tree.string()});
   if (!job.args->python.empty()) cmd.insert(cmd.end(), {"--python", job.args->python});
   if (!job.args->kernels.empty()) cmd.insert(cmd.end(), {"--kernels", job.args->kernels});
+  // A hand-written integration of the same name is the maintainers' code: a single run refuses to
+  // touch it, and the zoo must still analyse the model, so its run generates beside it.
+  if (const auto module = hand_written_sibling(job.tree, model.type)) cmd.insert(cmd.end(), {"--module", *module});
 
   toolchain::ProcessResult r;
   std::string log;

@@ -70,7 +70,8 @@ grep -q "| GPU tests | not run" "$run_dir/kernel-dev/verify.md" || fail "Verify'
 # The clone changed exactly by the op's files.
 changed="$( (diff <(echo "$clone_before") <(snapshot "$clone") || true) | sed -n 's/^> [0-9a-f]*  \.\///p' | sort)"
 expected="$(printf '%s\n' benchmarks/bench_relu_squared.cpp docs/kernels/README.md docs/kernels/relu_squared.md \
-  kernels/include/liger_kernels/relu_squared.h kernels/ops.yaml kernels/python/liger_kernels/functional.py \
+  kernels/include/liger_kernels/relu_squared.h kernels/ops.yaml kernels/python/liger_kernels/compile/generated/relu_squared.py \
+  kernels/python/liger_kernels/functional.py \
   kernels/python/liger_kernels/ops/relu_squared.py kernels/reference/relu_squared_ref.cpp \
   kernels/reference/relu_squared_ref.h kernels/src/relu_squared/relu_squared.cu kernels/src/relu_squared/tuning.h \
   tests/kernels/gpu/test_relu_squared.cpp tests/kernels/reference/test_relu_squared_ref.cpp | sort)"

@@ -145,6 +145,24 @@ TEST(AutopatchAll, WritesTheCoverageTableWithErrorRowsAndLeavesTheTreesAlone) {
   EXPECT_EQ(table_without_date(out2 / "models.md"), table_without_date(out1 / "models.md"));
 }
 
+// A hand-written integration named after a model type (the library ships llama.py) would make a
+// single `autopatch llama` refuse; the zoo still analyses the model, generating beside it.
+TEST(AutopatchAll, AModelWithAHandWrittenIntegrationIsStillAnalysed) {
+  FakeTransformers t;
+  const fs::path hand = t.checkout / "kernels/python/liger_kernels/transformers/llama.py";
+  fs::create_directories(hand.parent_path());
+  liger::util::write_file_atomic(hand, "\"\"\"Hand-written llama integration.\"\"\"\n");
+  const fs::path out = t.dir.path() / "out";
+  auto r = t.all({"--out", out.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto doc = nlohmann::json::parse(liger::util::read_file(out / "models.json"));
+  const auto* llama = row_of(doc, "llama");
+  ASSERT_TRUE(llama);
+  EXPECT_TRUE((*llama)["error"].is_null()) << llama->dump(2);
+  EXPECT_GE((*llama)["decided"].get<int>(), 10) << llama->dump(2);
+  EXPECT_EQ(liger::util::read_file(hand), "\"\"\"Hand-written llama integration.\"\"\"\n");
+}
+
 TEST(AutopatchAll, DefaultOutIsTheRunDirectoryAndJsonNamesTheFiles) {
   FakeTransformers t;
   auto r = run_cli(t.checkout, {"--json", "--run-dir", (t.dir.path() / "runs").string(), "autopatch", "--all",

@@ -28,7 +28,25 @@ _TORCH_NAMES = (
     "optimize",
 )
 
-if _importlib_util.find_spec("torch") is not None:
+
+def _torch_problem():
+    """Why the torch-based names cannot load here ("" when they can)."""
+    if _importlib_util.find_spec("torch") is None:
+        return "needs PyTorch, which is not installed (pip install torch)"
+    import re
+
+    import torch
+
+    found = re.match(r"(\d+)\.(\d+)", torch.__version__)
+    if found and tuple(int(v) for v in found.groups()) < (2, 4):
+        # An old torch (Debian 12 ships 1.13) lacks torch.library.custom_op: say so instead of an AttributeError.
+        return f"needs PyTorch >= 2.4 (torch.library custom ops), found {torch.__version__}"
+    return ""
+
+
+_TORCH_PROBLEM = _torch_problem()
+
+if not _TORCH_PROBLEM:
     # With torch, import eagerly as always: `import liger_kernels` registers torch.ops.liger.*.
     from . import functional  # noqa: F401
     from .modules import (
@@ -52,11 +70,9 @@ else:
     def __getattr__(name: str):
         if name in _TORCH_NAMES:
             raise ImportError(
-                f"liger_kernels.{name} needs PyTorch, which is not installed "
-                "(pip install torch); library_path() and library_version() work without it"
+                f"liger_kernels.{name} {_TORCH_PROBLEM}; library_path() and library_version() work without it"
             )
         raise AttributeError(f"module 'liger_kernels' has no attribute {name!r}")
-
 
 __version__ = "0.1.0"
 
