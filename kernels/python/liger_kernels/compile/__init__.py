@@ -58,8 +58,9 @@ class Backend:
     """The backend object. policy: "table" (default: replace where decisions.json says the library
     wins), "always" (replace every match: parity tests), "never" (plain Inductor, decisions still
     logged). goal: "speed" or "memory". metric: "wall" (whole-step time, host work included: the
-    default) or "device" (GPU kernel time: for large models whose host runs ahead). inner: the compiler the rewritten graph goes to ("inductor",
-    or a callable backend; "eager" runs the rewritten graph uncompiled)."""
+    default) or "device" (GPU kernel time: for large models whose host runs ahead). inner: the
+    compiler the rewritten graph goes to ("inductor", or a callable backend; "eager" runs the
+    rewritten graph uncompiled)."""
 
     def __init__(self, policy: Optional[str] = None, goal: Optional[str] = None, inner="inductor",
                  table: Optional[DecisionTable] = None, ops: Optional[List[str]] = None,
@@ -92,6 +93,9 @@ class Backend:
             if entry.scan not in scans:
                 scans.append(entry.scan)
         for scan in scans:
+            # What an earlier rule replaced is dead now: drop it so no later rule matches inside it.
+            if any(d.replaced for d in decisions):
+                gm.graph.eliminate_dead_code()
             matches, misses = scan(gm.graph)
             for miss in misses:
                 decisions.append(Decision(index, miss.op, miss.node.name, "-", False, miss.reason))
