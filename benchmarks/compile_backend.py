@@ -10,7 +10,6 @@ A step is `loss = model(input_ids, labels).loss; loss.backward()` with the loss 
 time over --steps steps after warm-up (compilation excluded), tokens/s, peak memory, the loss
 relative to eager, and for the backend the replacements it made."""
 import argparse
-import copy
 import json
 import os
 import sys

@@ -51,3 +51,26 @@ def check(out, ref, dtype=None, name="", atol=None, rtol=None, rel=None):
     worst = float((o - r).abs().max()) if o.numel() else 0.0
     assert nbad == 0, f"{name}: {nbad}/{o.numel()} elements outside atol={t['atol']} rtol={t['rtol']} (max abs err {worst:.3e}, rel norm {e:.3e})"
     assert e <= t["rel"], f"{name}: relative error norm {e:.3e} > {t['rel']:.1e}"
+
+
+# Small sizes for any decoder config; only the fields a config class has are set.
+MINI = dict(vocab_size=1024, hidden_size=128, intermediate_size=256, moe_intermediate_size=64,
+            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+            max_position_embeddings=256, num_experts=4, num_experts_per_tok=2, sliding_window=64,
+            tie_word_embeddings=False, use_cache=False)
+
+
+def mini_model(model_type, dtype=torch.float32, device="cuda", **overrides):
+    """A small HF causal LM of `model_type` from its own config class (no checkpoint), eager attention."""
+    import transformers
+
+    cfg = transformers.AutoConfig.for_model(model_type)
+    for k, v in {**MINI, **overrides}.items():
+        if hasattr(cfg, k):
+            setattr(cfg, k, v)
+    for tok in ("pad_token_id", "bos_token_id", "eos_token_id"):  # ids inside the small vocabulary
+        if isinstance(getattr(cfg, tok, None), int) and getattr(cfg, tok) >= cfg.vocab_size:
+            setattr(cfg, tok, 0)
+    cfg._attn_implementation = "eager"
+    torch.manual_seed(0)
+    return transformers.AutoModelForCausalLM.from_config(cfg).to(device, dtype)

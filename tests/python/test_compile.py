@@ -16,7 +16,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from helpers import check
+from helpers import check, mini_model
 
 import liger_kernels.functional as LF
 
@@ -185,26 +185,6 @@ except ImportError as _exc:  # the op tests above still run
     _NO_TRANSFORMERS = f"transformers not available: {_exc}"
 needs_transformers = pytest.mark.skipif(transformers is None, reason=globals().get("_NO_TRANSFORMERS", ""))
 
-# Small sizes for any decoder config; only the fields a config class has are set.
-MINI = dict(vocab_size=1024, hidden_size=128, intermediate_size=256, moe_intermediate_size=64,
-            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
-            max_position_embeddings=256, num_experts=4, num_experts_per_tok=2, sliding_window=64,
-            tie_word_embeddings=False, use_cache=False)
-
-
-def _mini_model(model_type, dtype):
-    cfg = transformers.AutoConfig.for_model(model_type)
-    for k, v in MINI.items():
-        if hasattr(cfg, k):
-            setattr(cfg, k, v)
-    for tok in ("pad_token_id", "bos_token_id", "eos_token_id"):  # ids inside the small vocabulary
-        if isinstance(getattr(cfg, tok, None), int) and getattr(cfg, tok) >= cfg.vocab_size:
-            setattr(cfg, tok, 0)
-    cfg._attn_implementation = "eager"
-    torch.manual_seed(0)
-    return transformers.AutoModelForCausalLM.from_config(cfg).to(DEV, dtype)
-
-
 def _step(model, ids, labels, run=None):
     """Loss and parameter gradients of one forward+backward; `run` is the callable (a compiled
     wrapper, whose parameter names carry a prefix), `model` names the parameters."""
@@ -223,7 +203,7 @@ def test_integration_compiles_and_matches_eager(model_type):
     torch._dynamo.reset()
     LT.MODEL_TYPE_TO_APPLY_LIGER_FN[model_type]()
     try:
-        eager = _mini_model(model_type, torch.float32)
+        eager = mini_model(model_type, torch.float32)
         compiled_model = copy.deepcopy(eager)
         g = torch.Generator(device="cpu").manual_seed(1)
         ids = torch.randint(0, 1024, (2, 64), generator=g).to(DEV)
@@ -245,7 +225,7 @@ def test_llama_fullgraph_where_hf_allows_it():
     torch._dynamo.reset()
     g = torch.Generator(device="cpu").manual_seed(2)
     ids = torch.randint(0, 1024, (2, 32), generator=g).to(DEV)
-    plain = _mini_model("llama", torch.float32)
+    plain = mini_model("llama", torch.float32)
     try:
         torch.compile(plain, fullgraph=True)(input_ids=ids, labels=ids).loss.backward()
     except Exception as exc:  # noqa: BLE001
@@ -253,7 +233,7 @@ def test_llama_fullgraph_where_hf_allows_it():
     torch._dynamo.reset()
     LT.MODEL_TYPE_TO_APPLY_LIGER_FN["llama"]()
     try:
-        model = _mini_model("llama", torch.float32)
+        model = mini_model("llama", torch.float32)
         ref = copy.deepcopy(model)
         loss = torch.compile(model, fullgraph=True)(input_ids=ids, labels=ids).loss
         check(loss.detach().reshape(1), ref(input_ids=ids, labels=ids).loss.detach().reshape(1).double(),

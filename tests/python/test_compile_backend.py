@@ -12,7 +12,7 @@ import os
 import pytest
 import torch
 
-from helpers import check
+from helpers import check, mini_model
 
 from liger_kernels.compile import Backend
 
@@ -20,24 +20,7 @@ transformers = pytest.importorskip("transformers")
 
 DEV = "cuda"
 ARCHS = ["llama", "mistral", "qwen3", "gemma2", "phi3", "olmo2", "granite", "qwen3_moe", "gemma3_text", "smollm3"]
-MINI = dict(vocab_size=1024, hidden_size=128, intermediate_size=256, moe_intermediate_size=64,
-            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
-            max_position_embeddings=256, num_experts=4, num_experts_per_tok=2, sliding_window=64,
-            tie_word_embeddings=False, use_cache=False)
 REPORT = {}
-
-
-def mini_model(model_type, dtype=torch.float32, **overrides):
-    cfg = transformers.AutoConfig.for_model(model_type)
-    for k, v in {**MINI, **overrides}.items():
-        if hasattr(cfg, k):
-            setattr(cfg, k, v)
-    for tok in ("pad_token_id", "bos_token_id", "eos_token_id"):
-        if isinstance(getattr(cfg, tok, None), int) and getattr(cfg, tok) >= cfg.vocab_size:
-            setattr(cfg, tok, 0)
-    cfg._attn_implementation = "eager"
-    torch.manual_seed(0)
-    return transformers.AutoModelForCausalLM.from_config(cfg).to(DEV, dtype)
 
 
 def _grads(model):

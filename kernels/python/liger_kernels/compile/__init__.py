@@ -21,7 +21,6 @@ from typing import Dict, List, Optional
 import torch
 from torch import fx
 
-from . import graph as G
 from .registry import GOALS, METRICS, POLICIES, DecisionTable, library_wins, registry, shape_class
 
 _LOG = logging.getLogger("liger_kernels.compile")

@@ -110,22 +110,6 @@ def users_within(node: fx.Node, allowed: Iterable[fx.Node]) -> bool:
     return all(u in allowed for u in node.users)
 
 
-def strip(node: Any, kinds: frozenset) -> Any:
-    """Follows single-input nodes of the given kinds upwards: x.float().view(-1, V) -> x."""
-    while isinstance(node, fx.Node) and kind(node) in kinds:
-        node = node.args[0]
-    return node
-
-
-def chain_up(node: Any, kinds: frozenset) -> List[fx.Node]:
-    """The nodes `strip` walks through, nearest first."""
-    out = []
-    while isinstance(node, fx.Node) and kind(node) in kinds:
-        out.append(node)
-        node = node.args[0]
-    return out
-
-
 def literal(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 

@@ -7,9 +7,8 @@ add/mul operands in either order) with the function's parameters bound consisten
 parameter ("input" or "param") to one graph value, a "scalar" parameter to one Python number."""
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List
 
-import torch
 from torch import fx
 
 from . import graph as G

@@ -8,7 +8,7 @@ never changes what the graph computes: a region whose output dtype or shape the 
 not reproduce is reported as a miss with the reason, not replaced."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
@@ -26,7 +26,6 @@ class Match:
     dims: Dict[str, int]                     # sizes the registry's shape class is computed from
     apply: Callable[[fx.Graph], None]        # performs the rewrite
     detail: str = ""                         # e.g. "casting=gemma offset=1 eps=1e-06"
-    extra_anchors: List[fx.Node] = field(default_factory=list)
 
 
 @dataclass
@@ -350,7 +349,7 @@ def rope(graph: fx.Graph) -> Scan:
 
             rows, cols = G.rows_cols(q)
             matches.append(Match("rope", qa, qr + kr, {"rows": rows, "cols": cols, "head_dim": int(G.shape(q)[-1])},
-                                 apply, f"unsqueeze_dim={dim}", extra_anchors=[ka]))
+                                 apply, f"unsqueeze_dim={dim}"))
         for lone, _, _ in rots:
             misses.append(Miss("rope", lone, "a rotation with no partner sharing its cos/sin (the op rotates q and k together)"))
     return matches, misses
