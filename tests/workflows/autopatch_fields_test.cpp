@@ -14,6 +14,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "yaml_path.h"
 #include "engine/checkpoint.h"
 #include "liger/error.h"
 #include "liger/profile.h"
@@ -115,24 +116,7 @@ std::string all_of(const std::map<std::string, std::string>& files) {
   return out;
 }
 
-// The node at "a.b[0].c" (created if missing).
-YAML::Node at(YAML::Node root, const std::string& path) {
-  YAML::Node node = root;
-  std::string rest = path;
-  while (!rest.empty()) {
-    const std::size_t end = rest.find_first_of(".[");
-    const std::string key = rest.substr(0, end);
-    rest = end == std::string::npos ? "" : rest.substr(end);
-    if (!key.empty()) node.reset(node[key]);
-    while (!rest.empty() && rest[0] == '[') {
-      const std::size_t close = rest.find(']');
-      node.reset(node[std::stoi(rest.substr(1, close - 1))]);
-      rest = rest.substr(close + 1);
-    }
-    if (!rest.empty() && rest[0] == '.') rest = rest.substr(1);
-  }
-  return node;
-}
+YAML::Node at(YAML::Node root, const std::string& path) { return liger::testing::yaml_at(root, path); }
 
 struct FieldCase {
   std::string field;    // schema path, list items as "[]"

@@ -14,6 +14,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "yaml_path.h"
 #include "liger/profile.h"
 #include "workflows/kernel_dev/render.h"
 #include "workflows/kernel_dev/workflow.h"
@@ -58,24 +59,7 @@ std::map<std::string, std::string> staged(const YAML::Node& profile) {
   return out;
 }
 
-// The node at "a.b[0].c" (created if missing).
-YAML::Node at(YAML::Node root, const std::string& path) {
-  YAML::Node node = root;
-  std::string rest = path;
-  while (!rest.empty()) {
-    std::size_t end = rest.find_first_of(".[");
-    std::string key = rest.substr(0, end);
-    rest = end == std::string::npos ? "" : rest.substr(end);
-    if (!key.empty()) node.reset(node[key]);
-    while (!rest.empty() && rest[0] == '[') {
-      const std::size_t close = rest.find(']');
-      node.reset(node[std::stoi(rest.substr(1, close - 1))]);
-      rest = rest.substr(close + 1);
-    }
-    if (!rest.empty() && rest[0] == '.') rest = rest.substr(1);
-  }
-  return node;
-}
+YAML::Node at(YAML::Node root, const std::string& path) { return liger::testing::yaml_at(root, path); }
 
 struct FieldCase {
   std::string field;  // schema path, list items as "[]": "inputs[].name"
