@@ -288,3 +288,30 @@ TEST(ParserLimits, OversizedInputsAreUsageErrorsWithSizeLimitAndFix) {
   }
   fs::remove_all(big.parent_path());
 }
+
+// Found by fuzzing (expr_fuzz, 2026-11-26): a 70-character name parsed, became an input and a
+// gradient name, and the run then failed on its own generated profile ("builtin gave no valid
+// yaml document ... use a stronger model"), blaming the provider for the user's input.
+TEST(ParserLimits, ANameLongerThanTheProfileAllowsIsAParseErrorAtTheName) {
+  const std::string long_name(kd::kMaxNameLength + 6, 'n');
+  try {
+    kd::parse_program("t = x*x\ny = t + 2*" + long_name);
+    FAIL() << "a " << long_name.size() << "-character name parsed";
+  } catch (const kd::ParseError& e) {
+    std::string message = e.what();
+    EXPECT_EQ(e.line(), 2);
+    EXPECT_EQ(e.column(), 11);
+    EXPECT_NE(message.find(std::to_string(long_name.size()) + " characters long"), std::string::npos) << message;
+    EXPECT_NE(message.find("at most " + std::to_string(kd::kMaxNameLength)), std::string::npos) << message;
+  }
+  EXPECT_NO_THROW(kd::parse_program("y = 2*" + std::string(kd::kMaxNameLength, 'n')));
+}
+
+TEST(ParserLimits, APyTorchInputNameLongerThanTheProfileAllowsIsRejectedByName) {
+  const std::string long_name(kd::kMaxNameLength + 6, 'a');
+  kd::TorchTranslation r =
+      kd::translate_pytorch("def f(" + long_name + "):\n    return torch.tanh(" + long_name + ") * 2\n", kb().catalogue);
+  EXPECT_FALSE(r.elementwise);
+  EXPECT_NE(r.rejection.find(std::to_string(long_name.size()) + " characters long"), std::string::npos) << r.rejection;
+  EXPECT_EQ(r.line, 2);
+}

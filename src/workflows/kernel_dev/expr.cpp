@@ -377,6 +377,14 @@ std::vector<Token> lex(const std::string& text) {
       while (j < text.size() && (std::isalnum(static_cast<unsigned char>(text[j])) || text[j] == '_')) ++j;
       t.type = Tok::Ident;
       t.text = text.substr(i, j - i);
+      // Names become tensor and gradient names in the profile, the C++ and the Python it renders,
+      // where the schema holds them to 64 characters: say so here, at the name, not as an
+      // invalid generated profile later.
+      if (t.text.size() > kMaxNameLength)
+        throw ParseError("line " + std::to_string(t.line) + ", column " + std::to_string(t.column) + ": the name '" +
+                             t.text.substr(0, 24) + "...' is " + std::to_string(t.text.size()) +
+                             " characters long; names are at most " + std::to_string(kMaxNameLength) + " characters",
+                         t.line, t.column, "a name of at most " + std::to_string(kMaxNameLength) + " characters");
       advance(j - i);
       tokens.push_back(t);
       continue;

@@ -74,6 +74,7 @@ std::size_t node_count(const Expr& e);
 // expanded. The parsers enforce these limits so that the walkers stay within a bounded stack
 // and bounded time, whatever the input.
 inline constexpr int kMaxNesting = 200;                  // parentheses, call arguments, signs, powers in the source
+inline constexpr std::size_t kMaxNameLength = 64;       // as the profile schema's name pattern
 inline constexpr int kMaxTreeDepth = 1000;               // the IR after substitution
 inline constexpr std::uint64_t kMaxTreeNodes = 200000;   // the IR after substitution, expanded
 inline constexpr std::size_t kMaxSourceBytes = 256 * 1024;  // expression or PyTorch text (util::kMaxKernelDevInputBytes)

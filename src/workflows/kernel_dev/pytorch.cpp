@@ -1176,6 +1176,13 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
       if (!known) throw Reject{"name '" + name + "' is neither an input nor a parameter", 0};
     }
     if (result.program.inputs.empty()) throw Reject{"the result does not depend on any tensor input", 0};
+    // Input and parameter names become profile, C++ and Python names, held to 64 characters.
+    for (const auto& name : used)
+      if (name.size() > kMaxNameLength)
+        throw Reject{"the name '" + name.substr(0, 24) + "...' is " + std::to_string(name.size()) +
+                         " characters long; input and parameter names are at most " + std::to_string(kMaxNameLength) +
+                         " characters: rename it",
+                     0};
     result.program.output = unclashing_output_name("y", result.program.inputs, result.program.params);
     return result;
   } catch (const Reject& r) {
