@@ -23,6 +23,7 @@
 #include "liger/process.h"
 #include "liger/profile.h"
 #include "liger/util.h"
+#include "util/input_limits.h"
 
 namespace liger::engine {
 
@@ -396,6 +397,17 @@ RunOutcome Engine::drive(const fs::path& given_run_dir) {
           const std::string profile_text = profile::to_yaml(
               ctx.profile, workflow.name + " profile for run " + state.name + "\ntree: " + state.tree_root.string() +
                                "\nschema: " + state.schema_path.string());
+          // The loader refuses documents over this size; say why here, where the cause is known,
+          // instead of failing to read our own file back. Formulas are written out in full, so a
+          // small input can still give a huge profile (a derivative where the product rule copies a
+          // shared subexpression at every level).
+          if (profile_text.size() > util::kMaxProfileBytes) {
+            throw Error(ErrorKind::Failure,
+                        "the profile Understand produced is " + util::format_size(profile_text.size()) +
+                            ", more than the " + util::format_size(util::kMaxProfileBytes) +
+                            " a profile may be: the input is too large once its formulas are written out",
+                        "start a new run with a smaller input (fewer terms, or intermediate values used fewer times)");
+          }
           util::write_file_atomic(profile_path, profile_text);
           // What edits are compared with: read-only fields must keep these values.
           util::write_file_atomic(understood_profile_path(profile_path), profile_text);
