@@ -5,10 +5,10 @@
 # with its own seed and output corpus, and sums the executions from libFuzzer's final stats.
 #
 #   scripts/fuzz-fleet.sh pack DIR
-#   scripts/fuzz-fleet.sh run DIR SECONDS OUT "expr_fuzz:W:RUNS python_source_fuzz:W:RUNS ..."
+#   scripts/fuzz-fleet.sh run DIR SECONDS OUT "expr_fuzz:W:RUNS[:MAXLEN] python_source_fuzz:W:RUNS ..."
 #
 # RUNS is the executions wanted for that target in all (each worker stops at RUNS/W, or at
-# SECONDS). OUT receives summary.txt (one line per target: executions, workers, reproducers) and
+# SECONDS); MAXLEN is libFuzzer's -max_len (default 8192, as scripts/fuzz.sh). OUT receives summary.txt (one line per target: executions, workers, reproducers) and
 # fuzz-fleet.tar.gz: per target the final stats, any reproducer with its worker's log, and the
 # inputs the workers found (found-*/, to merge with `scripts/fuzz.sh merge`). Exit 1 on any crash,
 # sanitizer report, leak or timeout.
@@ -51,14 +51,14 @@ case "${1:-}" in
     log "$(nproc) cores; plan: $plan; ${seconds}s"
     pids=()
     for entry in $plan; do
-      IFS=: read -r target workers runs <<<"$entry"
+      IFS=: read -r target workers runs max_len <<<"$entry"
       name="${target%_fuzz}"
       per_worker=$(( (runs + workers - 1) / workers ))
       mkdir -p "$scratch/$name/artifacts"
       for w in $(seq 1 "$workers"); do
         mkdir -p "$scratch/$name/found-$w"
         "$dir/$target" -seed="$((w * 7919 + ${#name}))" -runs="$per_worker" -max_total_time="$seconds" \
-          -timeout=10 -rss_limit_mb=2048 -max_len=8192 -print_final_stats=1 -reload=0 \
+          -timeout=10 -rss_limit_mb=2048 -max_len="${max_len:-8192}" -print_final_stats=1 -reload=0 \
           -artifact_prefix="$scratch/$name/artifacts/w$w-" "$scratch/$name/found-$w" "$repo_root/fuzz/corpus/$name" \
           >"$scratch/$name/w$w.log" 2>&1 &
         pids+=($!)
@@ -68,12 +68,12 @@ case "${1:-}" in
     for p in "${pids[@]}"; do wait "$p" || failed=1; done
     : >"$out/summary.txt"
     for entry in $plan; do
-      IFS=: read -r target workers runs <<<"$entry"
+      IFS=: read -r target workers runs max_len <<<"$entry"
       name="${target%_fuzz}"
       execs=$(cat "$scratch/$name"/w*.log | awk '/^stat::number_of_executed_units/{s+=$2} END{print s+0}')
       crashes=$(ls "$scratch/$name/artifacts" | wc -l)
       errors=$(cat "$scratch/$name"/w*.log | grep -c -E '^==[0-9]+==ERROR|^SUMMARY: ' || true)
-      printf '%s executions=%s workers=%s reproducers=%s sanitizer_lines=%s\n' "$target" "$execs" "$workers" "$crashes" "$errors" | tee -a "$out/summary.txt"
+      printf '%s executions=%s workers=%s max_len=%s reproducers=%s sanitizer_lines=%s\n' "$target" "$execs" "$workers" "${max_len:-8192}" "$crashes" "$errors" | tee -a "$out/summary.txt"
       grep -H -E '^stat::' "$scratch/$name"/w*.log >"$scratch/$name/stats.txt" || true
       # Worker logs are kept only where something was found.
       [ "$crashes" -gt 0 ] || [ "$errors" -gt 0 ] || rm -f "$scratch/$name"/w*.log

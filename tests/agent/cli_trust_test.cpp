@@ -67,6 +67,9 @@ TEST(CliTrust, BadKernelDevInputIsAUsageErrorWithoutARunDirectory) {
            BadInput{{"kernel-dev", (dir.path() / "afifo").string()}, "is a FIFO"},
            BadInput{{"kernel-dev", "relu squared", "--name", "evil\nimport os"}, "is not an op name"},
            BadInput{{"kernel-dev", "y = 2*" + std::string(70, 'n')}, "70 characters long"},
+           // Found by expr_fuzz: fifteen short lines whose formulas, written out, made a 1.1 MiB profile.
+           BadInput{{"kernel-dev", util::read_file(fs::path(LIGER_SOURCE_DIR) / "fuzz/corpus/expr/profile_over_size_limit.txt")},
+                    "operations once assignments are substituted"},
            BadInput{{"kernel-dev", "relu squared", "--modify", "no_such_op"}, "no op of that name"},
            BadInput{{"autopatch", std::string(300, 'q')}, "inline text is at most 255 bytes"},
            BadInput{{"autopatch", (dir.path() / "adir").string()}, "is a directory"},
@@ -76,20 +79,6 @@ TEST(CliTrust, BadKernelDevInputIsAUsageErrorWithoutARunDirectory) {
            BadInput{{"kernel-perf", "no_such_op"}, "no op named 'no_such_op'"},
        })
     expect_usage_error_without_run(dir.path(), c);
-}
-
-// Found by expr_fuzz: fifteen short lines whose derivative, written out, makes a 1.1 MiB profile.
-// The engine refused to read its own file back ("restore it from the run's history"); now the
-// input is named as the cause.
-TEST(CliTrust, InputWhoseFormulasOverflowTheProfileLimitIsNamedAsTheCause) {
-  TempDir dir;
-  testing::make_checkout(dir.path());
-  const std::string expression = util::read_file(fs::path(LIGER_SOURCE_DIR) / "fuzz/corpus/expr/profile_over_size_limit.txt");
-  const auto result = run_cli(dir.path(), {"--run-dir", (dir.path() / "runs").string(), "--yes", "kernel-dev", expression});
-  EXPECT_EQ(result.exit_code, 1) << result.err;
-  EXPECT_EQ(count_of(result.err, "too large once its formulas are written out"), 1u) << result.err;
-  EXPECT_EQ(result.err.find("restore it from the run"), std::string::npos) << result.err;
-  EXPECT_EQ(result.err.find("bug in liger-agent"), std::string::npos) << result.err;
 }
 
 TEST(CliTrust, RunDirThatIsNotAWritableDirectoryIsNamed) {

@@ -256,6 +256,26 @@ TEST(Engine, AutonomousModeStillStopsOnUndecidedFields) {
   EXPECT_EQ(outcome.undecided[0], "value: the builtin provider cannot tell");
 }
 
+// A profile the loader would refuse (over util::kMaxProfileBytes) is refused before it is written,
+// naming the input as the cause; before, the engine wrote it and then failed to read it back.
+TEST(Engine, ProfileOverTheDocumentLimitIsRefusedBeforeItIsWritten) {
+  Fixture f;
+  f.workflow.understand = [](StageContext& ctx) {
+    ctx.profile["value"] = std::string(1100 * 1024, 'x');
+    ctx.profile["mode"] = "fast";
+    return StageResult{};
+  };
+  f.register_workflow();
+  Engine engine(f.registry, f.options(CheckpointPolicy::AutoApprove));
+  try {
+    engine.start(f.request());
+    FAIL() << "a 1.1 MiB profile was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("too large once its formulas are written out"), std::string::npos) << e.what();
+  }
+  for (const auto& run : fs::directory_iterator(f.runs)) EXPECT_FALSE(fs::exists(run.path() / "profile.yaml"));
+}
+
 TEST(Engine, RejectedRunLeavesTheTreeByteForByteUntouched) {
   Fixture f;
   f.register_workflow();

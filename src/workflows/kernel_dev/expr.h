@@ -76,7 +76,9 @@ std::size_t node_count(const Expr& e);
 inline constexpr int kMaxNesting = 200;                  // parentheses, call arguments, signs, powers in the source
 inline constexpr std::size_t kMaxNameLength = 64;       // as the profile schema's name pattern
 inline constexpr int kMaxTreeDepth = 1000;               // the IR after substitution
-inline constexpr std::uint64_t kMaxTreeNodes = 200000;   // the IR after substitution, expanded
+// 50 000 operations written out are about 250 KiB of the profile (each formula is printed in full,
+// and the 1 MiB profile also holds the derivatives): a limit that fits the document it feeds.
+inline constexpr std::uint64_t kMaxTreeNodes = 50000;    // the IR after substitution, expanded
 inline constexpr std::size_t kMaxSourceBytes = 256 * 1024;  // expression or PyTorch text (util::kMaxKernelDevInputBytes)
 // The raw (unsimplified) derivative with respect to any input or parameter, expanded. The product
 // rule roughly triples a term, so a sum at the kMaxTreeNodes limit still has its gradient.
