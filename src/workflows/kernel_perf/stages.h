@@ -1,6 +1,6 @@
 // kernel-perf's stages share these: run directory layout, the logged tool runner, the work
-// tree's build, liger-bench and the op's GPU tests (workflow.cpp: Profile / Optimize,
-// finalize.cpp: Finalize).
+// tree's build, liger-bench and the op's GPU tests (profile.cpp: Profile, optimize.cpp:
+// Optimize, finalize.cpp: Finalize).
 #pragma once
 
 #include <filesystem>
@@ -46,6 +46,10 @@ bool loads_own_library(const fs::path& snap, std::string* why_not);
 std::map<std::string, BenchRun> bench_batch(const StageContext& ctx, const KernelPerfInput& in,
                                             const std::vector<Candidate>& list, int min_time_ms, const fs::path& dir);
 bool run_tests(const StageContext& ctx, const OpSpec& spec, const fs::path& log, std::string* summary);
+
+// Profile (profile.cpp) and Optimize (optimize.cpp).
+StageResult understand(StageContext& ctx);
+StageResult act(StageContext& ctx);
 
 // Finalize (finalize.cpp).
 StageResult verify(StageContext& ctx);
