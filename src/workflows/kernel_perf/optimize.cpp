@@ -54,11 +54,27 @@ struct VariantRecord {
 };
 
 struct SearchState {
-  std::map<std::string, BenchRun> runs;  // candidate text -> run (its last, longest measurement)
-  std::map<std::string, BenchRun> dropped;  // losers of successive halving (never picked)
+  // candidate text -> run (its last, longest measurement, holding only the cases of the classes
+  // where it is still in the running)
+  std::map<std::string, BenchRun> runs;
+  std::map<std::string, BenchRun> dropped;  // losers of successive halving in every class (never picked)
   int batches = 0;
   std::map<std::size_t, std::string> class_winner;  // table row -> candidate text
+  std::map<std::size_t, std::set<Candidate>> tried;  // table row -> every point measured or pruned there
 };
+
+// The launch shape v0 runs with: the op's own table (an empty candidate). It is measured beside
+// the grid in the same process, and a row changes only when a challenger beats it outside the
+// spread.
+const std::string kIncumbent = candidate_text(Candidate{});
+
+// A later run's results over an earlier one's, keeping the earlier cases the later lacks.
+BenchRun merge_runs(const BenchRun& older, const BenchRun& newer) {
+  BenchRun out = newer;
+  for (const auto& r : older.results)
+    if (!newer.find(r.key())) out.results.push_back(r);
+  return out;
+}
 
 // Classes: table row index -> the v0 cases in it (target modes only).
 std::map<std::size_t, std::vector<std::string>> size_classes(const OpSpec& spec, const TuningFile& file, int sm,
@@ -168,7 +184,9 @@ StageResult act(StageContext& ctx) {
     if (!original_source.empty()) write(work_dir(ctx) / spec.kernel_source, original_source);
   };
   restore_work();
+  const auto build_start = Clock::now();
   if (auto err = build_work(ctx, in, sm, od / "work-build.log"); !err.empty()) return result.fail("work tree build", err);
+  record_phase(ctx, "optimize", "work tree back to v0 (build)", seconds_since(build_start));
   // Kept for Finalize: the original without a rebuild.
   if (auto err = snapshot_bench(ctx, od / "v0-build"); !err.empty() && ctx.log)
     ctx.log->info("kernel-perf: no v0 snapshot ({}): Finalize rebuilds the original", err);
@@ -178,65 +196,131 @@ StageResult act(StageContext& ctx) {
   BenchRun best_run = v0;
   std::string best_name = "v0", best_tuning = original_tuning, stop = "every applicable strategy was tried";
   SearchState search;
-  std::set<Candidate> tried;
   const auto strategies = profile_strategies(ctx.profile);
   std::size_t strategy_index = 0;
   int n = 0;
   const TuningFile original_file = TuningFile::parse(original_tuning);
   const auto classes = size_classes(spec, original_file, sm, v0, goal);
   const int dbytes = dominant_dtype_bytes(v0);
+  const SearchMeasure measure;
+  // The incumbent is the table's own choice only when v0 runs the table (no --start-tunables).
+  const bool incumbent_is_table = in.start_tunables.empty() && spec.table.present;
+  auto search_class = [&](std::size_t row) {
+    return SearchClass{row, classes.at(row), largest_cols(v0, classes.at(row))};
+  };
 
-  // Successive halving: every feasible candidate in one process at a quarter of the search time,
-  // then the best half of each size class again at twice the time, up to the full search time;
-  // the losers' runs move to search.dropped (recorded, never picked).
-  std::vector<std::vector<std::string>> class_keys;
-  for (const auto& [row, keys] : classes) class_keys.push_back(keys);
-  auto measure_candidates = [&](const std::vector<Candidate>& list, const std::string& tag) {
+  // Successive halving per size class: every feasible point of a class in one process at a
+  // quarter of the search time (a case stops early once its spread is small), then each class's
+  // best half (minus those beyond the early cut) again at twice the time, up to the full search
+  // time. A candidate is measured only on the cases of the classes it is still in; one lost
+  // everywhere moves to search.dropped (recorded, never picked). Returns a one-line account.
+  auto measure_candidates = [&](const std::map<std::size_t, std::vector<Candidate>>& per_row, const std::string& tag,
+                                bool with_incumbent) {
+    const auto start = Clock::now();
     const bool bwd = std::any_of(v0.results.begin(), v0.results.end(), [](const auto& r) { return r.mode != "forward"; });
-    std::vector<Candidate> live;
-    for (const auto& c : list) {
-      std::string why;
-      tried.insert(c);
-      if (!candidate_feasible(spec.space, c, arch, ctx.profile["compiler_resources"]["max_registers"].as<int>(0),
-                              ctx.profile["compiler_resources"]["max_smem_bytes"].as<long long>(0), bwd, &why)) {
-        if (ctx.log) ctx.log->info("kernel-perf: pruned {}: {}", candidate_text(c), why);
-        continue;
+    std::map<std::size_t, std::vector<Candidate>> live;
+    int pruned_count = 0;
+    for (const auto& [row, list] : per_row) {
+      std::vector<Candidate> feasible;
+      for (const auto& c : list) {
+        std::string why;
+        search.tried[row].insert(c);
+        if (!candidate_feasible(spec.space, c, arch, ctx.profile["compiler_resources"]["max_registers"].as<int>(0),
+                                ctx.profile["compiler_resources"]["max_smem_bytes"].as<long long>(0), bwd, &why)) {
+          if (ctx.log) ctx.log->info("kernel-perf: pruned {}: {}", candidate_text(c), why);
+          ++pruned_count;
+          continue;
+        }
+        feasible.push_back(c);
       }
-      live.push_back(c);
+      std::vector<std::string> pruned;
+      live[row] = class_candidates(spec.space, feasible, search_class(row), dbytes, &pruned);
+      pruned_count += static_cast<int>(pruned.size());
+      if (ctx.log)
+        for (const auto& p : pruned) ctx.log->info("kernel-perf: pruned for row {}: {}", row, p);
+      if (with_incumbent && incumbent_is_table && !live[row].empty()) live[row].push_back(Candidate{});
     }
-    int time_ms = std::max(10, in.search_min_time_ms / 4);
-    for (int round = 1; !live.empty(); ++round) {
+    int time_ms = std::max(10, in.search_min_time_ms / 4), processes = 0;
+    long measurements = 0;
+    for (int round = 1;; ++round) {
       signals::throw_if_interrupted();
-      ctx.progress(tag + ": round " + std::to_string(round) + ", " + std::to_string(live.size()) +
-                   " candidate(s) in one liger-bench process at " + std::to_string(time_ms) + " ms per case");
+      std::map<std::string, BatchEntry> entries;
+      for (const auto& [row, list] : live)
+        for (const auto& c : list) {
+          auto& e = entries[candidate_text(c)];
+          e.candidate = c;
+          e.keys.insert(e.keys.end(), classes.at(row).begin(), classes.at(row).end());
+        }
+      if (entries.empty()) break;
+      std::vector<BatchEntry> batch;
+      for (auto& [text, e] : entries) {
+        measurements += static_cast<long>(e.keys.size());
+        batch.push_back(e);
+      }
+      ctx.progress(tag + ": round " + std::to_string(round) + ", " + std::to_string(batch.size()) +
+                   " candidate(s) in one liger-bench process, up to " + std::to_string(time_ms) + " ms per case");
       const fs::path dir = od / "search" / (std::to_string(search.batches++) + "-" + std::to_string(round));
       std::map<std::string, BenchRun> measured;
+      ++processes;
       try {
-        measured = bench_batch(ctx, in, live, time_ms, dir);
+        measured = bench_batch(ctx, in, batch, time_ms, measure, dir);
       } catch (const Error& e) {
         if (ctx.log) ctx.log->warn("kernel-perf: {} round {} failed: {}", tag, round, e.what());
         break;
       }
-      for (const auto& [text, run] : measured) search.runs[text] = run;
-      if (time_ms >= in.search_min_time_ms) break;
-      const auto keep = halving_survivors(measured, class_keys, 2);
-      std::vector<Candidate> next;
-      for (const auto& c : live) {
-        const std::string text = candidate_text(c);
-        if (keep.count(text)) {
-          next.push_back(c);
-        } else if (search.runs.count(text)) {
-          search.dropped[text] = search.runs[text];
+      const bool last = time_ms >= in.search_min_time_ms;
+      std::map<std::size_t, std::vector<Candidate>> next;
+      std::size_t kept = 0;
+      for (const auto& [row, list] : live) {
+        if (last) break;
+        const auto& keys = classes.at(row);
+        std::vector<std::pair<double, std::string>> ranked;
+        for (const auto& c : list) {
+          const std::string text = candidate_text(c);
+          if (text == kIncumbent) continue;  // the reference: re-measured every round, never ranked out
+          ranked.push_back({measured.count(text) ? class_score(measured[text], keys) : INFINITY, text});
+        }
+        std::stable_sort(ranked.begin(), ranked.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+        const double spread = ranked.empty() || !measured.count(ranked.front().second)
+                                  ? 0
+                                  : class_spread(measured[ranked.front().second], keys);
+        const auto survivors = class_survivors(ranked, spread, measure, 2);
+        const std::set<std::string> keep(survivors.begin(), survivors.end());
+        for (const auto& c : list)
+          if (keep.count(candidate_text(c)) || candidate_text(c) == kIncumbent) next[row].push_back(c);
+        kept += next[row].size();
+      }
+      // Every candidate now stands for the classes it is still in (all it was measured on, after
+      // the last round).
+      for (const auto& [text, e] : entries) {
+        if (!measured.count(text)) continue;
+        std::set<std::string> alive;
+        for (const auto& [row, list] : last ? live : next)
+          for (const auto& c : list)
+            if (candidate_text(c) == text) alive.insert(classes.at(row).begin(), classes.at(row).end());
+        const BenchRun run = search.runs.count(text) ? merge_runs(search.runs[text], measured[text]) : measured[text];
+        if (alive.empty()) {
+          search.dropped[text] = run;
           search.runs.erase(text);
+        } else {
+          search.runs[text] = last ? run : restrict_run(run, alive);
         }
       }
-      if (next.size() == live.size() && time_ms * 2 < in.search_min_time_ms) {
+      if (last) break;
+      std::size_t before = 0;
+      for (const auto& [row, list] : live) before += list.size();
+      if (kept == before && time_ms * 2 < in.search_min_time_ms) {
         time_ms = in.search_min_time_ms;  // nothing to drop: measure the rest once at full time
       } else {
         time_ms = std::min(in.search_min_time_ms, time_ms * 2);
       }
       live = next;
     }
+    const double secs = seconds_since(start);
+    const std::string account = std::to_string(processes) + " liger-bench process(es), " + std::to_string(measurements) +
+                                " candidate-case measurements, " + std::to_string(pruned_count) + " point(s) pruned";
+    record_phase(ctx, "optimize", tag, secs, account);
+    return tag + fmt(" %.1f s", secs) + " (" + account + ")";
   };
   auto pick_class_winners = [&]() {
     for (const auto& [row, keys] : classes) {
@@ -248,11 +332,32 @@ StageResult act(StageContext& ctx) {
           search.class_winner[row] = text;
         }
       }
+      // A launch shape replaces the row's own only when it is faster outside the spread.
+      if (search.class_winner.count(row) && search.class_winner[row] != kIncumbent && search.runs.count(kIncumbent) &&
+          !beats_outside_spread(search.runs[search.class_winner[row]], search.runs[kIncumbent], keys))
+        search.class_winner[row] = kIncumbent;
     }
   };
+  // Per class, the untried neighbours of its winner (none around the incumbent: the table's own
+  // rows are not a point of the grid).
+  auto neighbours = [&](const SearchSpace& space) {
+    std::map<std::size_t, std::vector<Candidate>> out;
+    for (const auto& [row, text] : search.class_winner) {
+      if (text == kIncumbent) continue;
+      auto list = refine_around(space, *parse_candidate(text), search.tried[row]);
+      if (!list.empty()) out[row] = list;
+    }
+    return out;
+  };
+  std::vector<std::string> search_account;
+
   auto tuning_from_winners = [&](std::string* change, std::string* why_not) -> std::string {
     TuningFile f = TuningFile::parse(original_tuning);
     for (const auto& [row, text] : search.class_winner) {
+      if (text == kIncumbent) {
+        *change += "row " + std::to_string(row) + " kept (nothing beat its launch shape outside the spread); ";
+        continue;
+      }
       const auto c = parse_candidate(text);
       std::string why;
       if (!spec.table.present) {
@@ -305,14 +410,19 @@ StageResult act(StageContext& ctx) {
                       " (v0 runs with " + v0.tunables + "); a measured search over " + std::to_string(spec.space.dims.size()) +
                       " tunables finds a better one per class.";
       write(od / rec.name / "notebook.md", render_notebook(templates_dir(), nb));
-      measure_candidates(coarse_grid(spec.space), "coarse grid");
+      std::map<std::size_t, std::vector<Candidate>> grid;
+      for (const auto& [row, keys] : classes) grid[row] = coarse_grid(spec.space);
+      search_account.push_back(measure_candidates(grid, rec.name + " search: coarse grid", true));
       pick_class_winners();
-      std::vector<Candidate> refine;
-      for (const auto& [row, text] : search.class_winner)
-        for (const auto& c : refine_around(spec.space, *parse_candidate(text), tried)) refine.push_back(c);
-      measure_candidates(refine, "refine");
-      pick_class_winners();
+      if (const auto refine = neighbours(spec.space); !refine.empty()) {
+        search_account.push_back(measure_candidates(refine, rec.name + " search: refine", false));
+        pick_class_winners();
+      }
       tuning_text = tuning_from_winners(&rec.change, &why_not);
+      if (!tuning_text.empty() && tuning_text == best_tuning) {
+        rec.change += "(same table as " + best_name + ")";
+        confirms_best = true;
+      }
     } else if (s.kind == "split_size_class") {
       ++strategy_index;
       // A class whose sizes prefer different candidates (outside the spread) gets its own row.
@@ -330,7 +440,7 @@ StageResult act(StageContext& ctx) {
         std::string small_best;
         double sb = INFINITY;
         for (const auto& [text, run] : search.runs)
-          if (double sc = class_score(run, small_keys); sc < sb) {
+          if (double sc = class_score(run, small_keys); sc < sb && text != kIncumbent) {
             sb = sc;
             small_best = text;
           }
@@ -338,7 +448,7 @@ StageResult act(StageContext& ctx) {
         double noise = 0;
         for (const auto& k : small_keys)
           if (const auto* r = v0.find(k)) noise = std::max(noise, r->spread_pct);
-        if (small_best.empty() || small_best == winner || sb >= sw * (1 - noise / 100)) continue;
+        if (small_best.empty() || small_best == winner || winner == kIncumbent || sb >= sw * (1 - noise / 100)) continue;
         const auto* a = f.array(spec.table.arrays.rbegin()->second);
         auto cur = table_row_for(f, spec.table, sm, smallest);
         if (!a || !cur) continue;
@@ -361,18 +471,19 @@ StageResult act(StageContext& ctx) {
       SearchSpace finer = spec.space;
       for (auto& d : finer.dims) {
         std::set<int> values(d.coarse.begin(), d.coarse.end());
-        for (const auto& c : tried)
-          if (c.count(d.name)) values.insert(c.at(d.name));
+        for (const auto& [row, tried] : search.tried)
+          for (const auto& c : tried)
+            if (c.count(d.name)) values.insert(c.at(d.name));
         d.coarse.assign(values.begin(), values.end());
       }
-      std::vector<Candidate> more;
-      for (const auto& [row, text] : search.class_winner)
-        for (const auto& c : refine_around(finer, *parse_candidate(text), tried)) more.push_back(c);
+      const auto more = neighbours(finer);
       if (more.empty()) continue;
-      nb.hypothesis = "A finer step around the current best launch shapes (" + std::to_string(more.size()) +
+      std::size_t count = 0;
+      for (const auto& [row, list] : more) count += list.size();
+      nb.hypothesis = "A finer step around the current best launch shapes (" + std::to_string(count) +
                       " untried neighbours) finds a small further gain.";
       write(od / rec.name / "notebook.md", render_notebook(templates_dir(), nb));
-      measure_candidates(more, "neighbour search");
+      search_account.push_back(measure_candidates(more, rec.name + " neighbour search", false));
       pick_class_winners();
       tuning_text = tuning_from_winners(&rec.change, &why_not);
       if (tuning_text == best_tuning) {
@@ -459,10 +570,16 @@ StageResult act(StageContext& ctx) {
       nb.status = "confirmed the current best";
       rec.verdict = "NO CHANGE";
       rec.speedup = std::numeric_limits<double>::quiet_NaN();  // not benchmarked: shown as n/a
-      rec.summary = "the finer search kept " + best_name + "'s rows: nothing new to build or benchmark";
+      const bool first_search = s.kind == "tunable_search";
+      rec.summary = (first_search ? "the search kept " : "the finer search kept ") + best_name +
+                    "'s rows: nothing new to build or benchmark";
       nb.smoke = rec.smoke = "not needed (same table as " + best_name + ")";
-      nb.learnings.push_back("every untried neighbour was measured in the search and none beat " + best_name +
-                             "'s launch shapes: the coarse winner is a local optimum of this grid");
+      nb.learnings.push_back(first_search ? "no launch shape beat the table's own outside the spread in any size class: "
+                                            "the tuned rows stand"
+                                          : "every untried neighbour was measured in the search and none beat " +
+                                                best_name + "'s launch shapes: the coarse winner is a local optimum of this grid");
+      for (const auto& a : search_account) nb.learnings.push_back("time: " + a);
+      search_account.clear();
       write(od / rec.name / "notebook.md", render_notebook(templates_dir(), nb));
       history.push_back(rec);
       continue;
@@ -485,21 +602,34 @@ StageResult act(StageContext& ctx) {
         }
       }
     }
+    std::string timing;
+    auto timed = [&](const std::string& phase, auto&& body) {
+      const auto start = Clock::now();
+      body();
+      const double secs = seconds_since(start);
+      record_phase(ctx, "optimize", rec.name + " " + phase, secs);
+      timing += (timing.empty() ? "" : ", ") + phase + fmt(" %.1f s", secs);
+    };
     if (ok) {
-      if (auto err = build_work(ctx, in, sm, od / rec.name / "build.log"); !err.empty()) {
-        ok = false;
-        smoke = "does not build: " + tail(err, 300);
-      }
+      timed("build", [&] {
+        if (auto err = build_work(ctx, in, sm, od / rec.name / "build.log"); !err.empty()) {
+          ok = false;
+          smoke = "does not build: " + tail(err, 300);
+        }
+      });
     }
     if (ok) {
-      std::string summary;
-      ok = run_tests(ctx, spec, od / rec.name / "smoke.log", &summary);
-      smoke = (ok ? "passed (" : "FAILED (") + summary + ")";
+      timed("smoke test", [&] {
+        std::string summary;
+        ok = run_tests(ctx, spec, od / rec.name / "smoke.log", &summary);
+        smoke = (ok ? "passed (" : "FAILED (") + summary + ")";
+      });
     }
     rec.smoke = smoke;
     nb.smoke = smoke;
     if (ok) {
-      const BenchRun run = bench(ctx, in, {}, in.bench_min_time_ms, od / rec.name / "bench.json");
+      BenchRun run;
+      timed("benchmark", [&] { run = bench(ctx, in, {}, in.bench_min_time_ms, od / rec.name / "bench.json"); });
       const Verdict v = judge(v0, run, goal);
       const Verdict vs_best = judge(best_run, run, goal);
       rec.measured = true;
@@ -532,6 +662,10 @@ StageResult act(StageContext& ctx) {
       rec.summary = "discarded: " + smoke;
       nb.learnings.push_back("discarded before benchmarking: " + smoke);
     }
+    // Where this variant's time went (the search's processes first): what the next run can cut.
+    for (const auto& a : search_account) nb.learnings.push_back("time: " + a);
+    search_account.clear();
+    if (!timing.empty()) nb.learnings.push_back("time: " + timing);
     write(od / rec.name / "notebook.md", render_notebook(templates_dir(), nb));  // after it ran
     history.push_back(rec);
   }
@@ -553,6 +687,7 @@ StageResult act(StageContext& ctx) {
                         {"summary", h.summary}, {"measured", h.measured}});
   }
   write(od / "comparison.md", render_comparison(templates_dir(), info));
+  if (const std::string t = timings_markdown(ctx); !t.empty()) write(od / "timings.md", "# Where the time went\n\n" + t);
   state = {{"variants", variants}, {"winner", best_name == "v0" ? "" : best_name}, {"stop_reason", stop}, {"excluded", nlohmann::json::array()}};
   write(od / "act.json", state.dump(2));
   if (best_name != "v0" && best_tuning != original_tuning) {

@@ -218,12 +218,14 @@ StageResult understand(StageContext& ctx) {
     throw Error(ErrorKind::Toolchain, "kernel-perf: nvcc not found on PATH", "install the CUDA toolkit (nvcc) or add it to PATH");
   const fs::path ptxas_log = opt_dir(ctx) / "profile" / "ptxas.log";
   fs::create_directories(ptxas_log.parent_path());  // nvcc writes the object there
+  auto phase_start = Clock::now();
   auto pr = run_logged(ctx,
                        {"nvcc", "-std=c++17", "--expt-relaxed-constexpr", "-I", (ctx.tree_root / "kernels/include").string(),
                         "-I", (ctx.tree_root / "kernels/src").string(), "-arch=sm_" + std::to_string(sm), "-Xptxas", "-v",
                         "-c", (ctx.tree_root / spec.kernel_source).string(), "-o",
                         (opt_dir(ctx) / "profile" / (in.op + ".o")).string()},
                        {}, 900, ptxas_log);
+  record_phase(ctx, "profile", "ptxas report (nvcc -Xptxas -v)", seconds_since(phase_start), spec.kernel_source);
   if (!pr.ok()) return result.fail("nvcc could not compile " + spec.kernel_source, tail(pr.output));
   const auto kernels = parse_ptxas_log(pr.output);
   if (kernels.empty()) result.warn("ptxas reported no kernel functions for " + spec.kernel_source);
@@ -284,7 +286,10 @@ StageResult understand(StageContext& ctx) {
   const auto rules = parse_class_rules(strategies_doc["classification"]);
   const auto catalogue = parse_strategies(strategies_doc);
   const std::string tuning_text = util::read_file(ctx.tree_root / spec.tuning);
+  phase_start = Clock::now();
   profile["code_variants"] = profile_code_variants(ctx, spec, tuning_text, catalogue, *arch, sm, result);
+  record_phase(ctx, "profile", "code variants' ptxas reports", seconds_since(phase_start),
+               std::to_string(profile["code_variants"].size()) + " compile(s)");
 
   if (in.profile_only || !gpu) {
     profile["ncu"]["status"] = "not run (--profile-only)";
@@ -299,9 +304,11 @@ StageResult understand(StageContext& ctx) {
 
   // Build the work tree and check the op's benchmark entries.
   ctx.progress("building liger-bench and kernel_tests for sm_" + std::to_string(sm) + " in the run's work tree");
+  phase_start = Clock::now();
   copy_project(ctx.tree_root, work_dir(ctx));
   if (auto err = build_work(ctx, in, sm, opt_dir(ctx) / "profile" / "build.log"); !err.empty())
     return result.fail("the kernel library does not build", err);
+  record_phase(ctx, "profile", "work tree copy and build", seconds_since(phase_start), work_dir(ctx).string());
   auto list = run_logged(ctx, {bench_exe(ctx).string(), "--list", "--op", in.op}, {}, 60, {});
   if (!list.ok() || list.output.find(in.op) == std::string::npos)
     throw Error(ErrorKind::Usage, "kernel-perf: liger-bench has no benchmark entries for '" + in.op + "'",
@@ -309,13 +316,17 @@ StageResult understand(StageContext& ctx) {
 
   // Baseline v0.
   ctx.progress("baseline v0: liger-bench --op " + in.op + (in.start_tunables.empty() ? "" : " with " + candidate_text(in.start_tunables)));
+  phase_start = Clock::now();
   const BenchRun v0 = bench(ctx, in, in.start_tunables, in.bench_min_time_ms, opt_dir(ctx) / "v0" / "bench.json");
+  record_phase(ctx, "profile", "baseline v0 benchmark", seconds_since(phase_start),
+               std::to_string(v0.results.size()) + " case(s) at " + std::to_string(in.bench_min_time_ms) + " ms");
 
   // Nsight Compute on the largest target case (never touching clocks).
   std::optional<NcuMetrics> ncu;
   const BenchCaseResult* biggest = nullptr;
   for (const auto& r : v0.results)
     if (r.ok && in_target(in.goal_spec(), r.mode) && (!biggest || r.min_bytes > biggest->min_bytes)) biggest = &r;
+  phase_start = Clock::now();
   if (runner->has_tool("ncu") && biggest) {
     ctx.progress("Nsight Compute on " + biggest->key());
     const std::string basic =
@@ -353,6 +364,7 @@ StageResult understand(StageContext& ctx) {
   } else {
     profile["ncu"]["status"] = "ncu not found on PATH";
   }
+  record_phase(ctx, "profile", "Nsight Compute", seconds_since(phase_start), profile["ncu"]["status"].as<std::string>());
 
   // Baseline table and classification.
   YAML::Node base;
