@@ -139,3 +139,19 @@ TEST(KernelPerfSearch, PhaseTimingsAccumulateAcrossStagesIntoOneTable) {
   EXPECT_NE(stages::timings_markdown(ctx).find("Totals: finalize 30.0 s"), std::string::npos);
   fs::remove_all(dir);
 }
+
+TEST(KernelPerfSearch, EveryLibraryOpHasAnEntryWithExistingFiles) {
+  // kernel_perf_all.sh runs every op of kernels/ops.yaml: each needs its search-space entry, and
+  // the files the Profile checks must exist in the tree.
+  const YAML::Node ops = YAML::LoadFile((repo() / "kernels/ops.yaml").string())["ops"];
+  ASSERT_GE(ops.size(), 8u);
+  for (const auto& o : ops) {
+    const std::string name = o["name"].as<std::string>();
+    const OpSpec& spec = op(name);
+    for (const auto& rel : {spec.header, spec.kernel_source, spec.tuning, spec.test_file})
+      EXPECT_TRUE(fs::exists(repo() / rel)) << name << ": " << rel;
+    const std::string suite = spec.test_filter.substr(0, spec.test_filter.find('.'));
+    EXPECT_NE(liger::util::read_file(repo() / spec.test_file).find(suite), std::string::npos) << name << ": " << suite;
+  }
+  EXPECT_FALSE(op("fused_linear_cross_entropy").table.present) << "its launch search would have nowhere to write";
+}

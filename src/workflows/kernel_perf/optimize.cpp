@@ -406,6 +406,12 @@ StageResult act(StageContext& ctx) {
 
     if (s.kind == "tunable_search") {
       ++strategy_index;
+      if (!spec.table.present) {
+        // Nothing the search finds could be written back: measuring it would only cost time.
+        result.note("strategy '" + s.name + "' skipped: " + in.op +
+                    "'s tuning header holds no launch-shape table (no table mapping in search_spaces.yaml)");
+        continue;
+      }
       nb.hypothesis = "The launch shape chosen for each size class is not the fastest on sm_" + std::to_string(sm) +
                       " (v0 runs with " + v0.tunables + "); a measured search over " + std::to_string(spec.space.dims.size()) +
                       " tunables finds a better one per class.";
