@@ -209,7 +209,8 @@ StageResult act(StageContext& ctx) {
     return SearchClass{row, classes.at(row), largest_cols(v0, classes.at(row))};
   };
 
-  // Successive halving per size class: every feasible point of a class in one process at a
+  // Successive halving per size class: every feasible point of a class (and the incumbent, so a
+  // challenger is judged against it in the same process) in one process at a
   // quarter of the search time (a case stops early once its spread is small), then each class's
   // best half (minus those beyond the early cut) again at twice the time, up to the full search
   // time. A candidate is measured only on the cases of the classes it is still in; one lost
@@ -285,6 +286,7 @@ StageResult act(StageContext& ctx) {
                                   ? 0
                                   : class_spread(measured[ranked.front().second], keys);
         const auto survivors = class_survivors(ranked, spread, measure, 2);
+        if (survivors.empty()) continue;  // every point failed here: the incumbent alone decides nothing more
         const std::set<std::string> keep(survivors.begin(), survivors.end());
         for (const auto& c : list)
           if (keep.count(candidate_text(c)) || candidate_text(c) == kIncumbent) next[row].push_back(c);
@@ -421,7 +423,7 @@ StageResult act(StageContext& ctx) {
       search_account.push_back(measure_candidates(grid, rec.name + " search: coarse grid", true));
       pick_class_winners();
       if (const auto refine = neighbours(spec.space); !refine.empty()) {
-        search_account.push_back(measure_candidates(refine, rec.name + " search: refine", false));
+        search_account.push_back(measure_candidates(refine, rec.name + " search: refine", true));
         pick_class_winners();
       }
       tuning_text = tuning_from_winners(&rec.change, &why_not);
@@ -489,7 +491,7 @@ StageResult act(StageContext& ctx) {
       nb.hypothesis = "A finer step around the current best launch shapes (" + std::to_string(count) +
                       " untried neighbours) finds a small further gain.";
       write(od / rec.name / "notebook.md", render_notebook(templates_dir(), nb));
-      search_account.push_back(measure_candidates(more, rec.name + " neighbour search", false));
+      search_account.push_back(measure_candidates(more, rec.name + " neighbour search", true));
       pick_class_winners();
       tuning_text = tuning_from_winners(&rec.change, &why_not);
       if (tuning_text == best_tuning) {
