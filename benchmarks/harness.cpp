@@ -252,6 +252,15 @@ double measure_copy_bandwidth(std::size_t bytes, std::string& error) {
   return 2.0 * static_cast<double>(bytes) / (median_ms * 1e-3) / 1e9;
 }
 
+namespace {
+// (p90 - p10) / median of a set of run times, in percent (the spread the results report).
+double spread_pct_of(std::vector<double> times) {
+  std::sort(times.begin(), times.end());
+  const double median = percentile(times, 0.5);
+  return median > 0 ? (percentile(times, 0.9) - percentile(times, 0.1)) / median * 100.0 : 0;
+}
+}  // namespace
+
 Measurement measure_case(const BenchCase& bench_case, const DeviceInfo& device, const MeasureOptions& options,
                          const liger_tunables* tunables) {
   Measurement result;
@@ -368,6 +377,9 @@ Measurement measure_case(const BenchCase& bench_case, const DeviceInfo& device, 
       times.push_back(ms);
       total_ms += ms;
     }
+    if (!run_failed && options.stop_spread_pct > 0 && static_cast<int>(times.size()) >= options.min_runs &&
+        total_ms < options.min_time_ms && spread_pct_of(times) <= options.stop_spread_pct)
+      break;
   }
   for (int i = 0; i < kBatch; ++i) {
     cudaEventDestroy(starts[i]);

@@ -118,6 +118,9 @@ struct MeasureOptions {
   int min_runs = 20;            // timed runs: at least this many
   int max_runs = 2000;          //   at most this many
   double min_time_ms = 400;     //   and keep going until this much GPU time was timed
+  double stop_spread_pct = 0;   //   ...unless (> 0) the runs so far, at least min_runs, already have
+                                //   a p10-p90 spread at or below this (% of the median): a tight
+                                //   distribution has a stable median after few runs
   double rotate_factor = 2.0;   // rotating input sets together exceed this many times L2
   std::size_t max_set_bytes = 0;  // cap on all sets together (0: 40% of free memory)
 };

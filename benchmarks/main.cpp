@@ -26,6 +26,9 @@ struct Options {
   // --candidate sets measured in this one process, case by case (every candidate on a case before
   // the next case, so drift hits them alike); --json-dir gets <index>.json per candidate.
   std::vector<liger_tunables> candidates;
+  // Per candidate, the cases it is measured on ("mode/shape/dtype" labels after '@'); empty: every
+  // selected case. A search measures a candidate only where it is still in the running.
+  std::vector<std::vector<std::string>> candidate_cases;
   std::string json_dir;
   std::string csv_path, json_path, commit;
   bool list = false;
@@ -61,14 +64,18 @@ void usage(std::FILE* out) {
                "  --tunable key=value        override a liger_tunables field (repeatable): threads_per_block,\n"
                "                             rows_per_block, vector_bytes, reduction_blocks, chunk_rows,\n"
                "                             pipeline_depth, stages\n"
-               "  --candidate k=v,k=v        a tunables set to measure (repeatable; each case runs every\n"
-               "                             candidate in turn, in one process); needs --json-dir\n"
+               "  --candidate k=v,k=v[@CASES] a tunables set to measure (repeatable; each case runs every\n"
+               "                             candidate in turn, in one process); needs --json-dir. CASES:\n"
+               "                             mode/shape/dtype labels joined by '+' (only those cases for\n"
+               "                             this candidate); an empty k=v list is the op's own defaults\n"
                "  --json-dir DIR             with --candidate: DIR/<index>.json per candidate (as --json)\n"
                "  --csv FILE  --json FILE    also write the results there\n"
                "  --commit SHA               recorded in the JSON/CSV output\n"
                "  --min-time-ms X            timed GPU time per case (default 400)\n"
                "  --min-runs N --max-runs N  bounds on timed runs (default 20, 2000)\n"
                "  --warmup-ms X              warm-up per case (default 50)\n"
+               "  --stop-spread-pct X        stop timing a case before --min-time-ms once --min-runs runs\n"
+               "                             have a p10-p90 spread <= X%% of the median (default 0: off)\n"
                "  --copy-mib X               size of the copy-bandwidth probe (default 1024)\n"
                "  --no-copy                  skip the copy-bandwidth probe (%%copy column empty)\n");
 }
@@ -125,6 +132,19 @@ int parse(int argc, char** argv, Options& options) {
     } else if (arg == "--candidate") {
       if (!value(v)) return 3;
       liger_tunables t{};
+      std::vector<std::string> cases;
+      if (const auto at = v.find('@'); at != std::string::npos) {
+        std::stringstream list(v.substr(at + 1));
+        std::string label;
+        while (std::getline(list, label, '+'))
+          if (!label.empty()) cases.push_back(label);
+        if (cases.empty()) {
+          std::fprintf(stderr, "liger-bench: --candidate '%s' has '@' but no case (want @mode/shape/dtype+...)\n",
+                       v.c_str());
+          return 3;
+        }
+        v = v.substr(0, at);
+      }
       for (const auto& part : split(v)) {
         if (!parse_tunable(part, t)) {
           std::fprintf(stderr, "liger-bench: bad --candidate '%s' (want field=integer,field=integer)\n", v.c_str());
@@ -132,6 +152,7 @@ int parse(int argc, char** argv, Options& options) {
         }
       }
       options.candidates.push_back(t);
+      options.candidate_cases.push_back(cases);
     } else if (arg == "--json-dir") {
       if (!value(options.json_dir)) return 3;
     } else if (arg == "--csv") {
@@ -141,7 +162,7 @@ int parse(int argc, char** argv, Options& options) {
     } else if (arg == "--commit") {
       if (!value(options.commit)) return 3;
     } else if (arg == "--min-time-ms" || arg == "--warmup-ms" || arg == "--copy-mib" || arg == "--min-runs" ||
-               arg == "--max-runs") {
+               arg == "--max-runs" || arg == "--stop-spread-pct") {
       if (!value(v)) return 3;
       char* end = nullptr;
       double number = std::strtod(v.c_str(), &end);
@@ -153,6 +174,7 @@ int parse(int argc, char** argv, Options& options) {
       else if (arg == "--warmup-ms") options.measure.warmup_ms = number;
       else if (arg == "--copy-mib") options.copy_mib = number;
       else if (arg == "--min-runs") options.measure.min_runs = static_cast<int>(number);
+      else if (arg == "--stop-spread-pct") options.measure.stop_spread_pct = number;
       else options.measure.max_runs = std::max(1, static_cast<int>(number));
     } else {
       std::fprintf(stderr, "liger-bench: unknown argument '%s'\n", arg.c_str());
@@ -227,6 +249,11 @@ std::string utc_now() {
 }
 
 using Results = std::vector<std::pair<const BenchCase*, Measurement>>;
+
+// "mode/shape/dtype": how --candidate names a case.
+std::string case_label(const BenchCase& c) {
+  return c.mode + "/" + c.shape + "/" + liger::bench::dtype_label(c.dtype);
+}
 
 void write_json(const std::string& path, const liger::bench::DeviceInfo& device, const std::string& date,
                 const std::string& commit, double copy_gbps, const liger_tunables* tunables, const Results& results) {
@@ -304,10 +331,24 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
 
   if (!options.candidates.empty()) {
+    // A case label a candidate names must be a selected case: a typo would silently measure nothing.
+    for (std::size_t k = 0; k < options.candidates.size(); ++k)
+      for (const auto& label : options.candidate_cases[k]) {
+        bool known = false;
+        for (const auto& c : selected) known = known || case_label(c) == label;
+        if (!known) {
+          std::fprintf(stderr, "liger-bench: --candidate %zu names case '%s', which no selected case has (labels are "
+                               "mode/shape/dtype; see --list)\n", k, label.c_str());
+          return 3;
+        }
+      }
     std::vector<Results> per(options.candidates.size());
     int failures = 0;
     for (const auto& bench_case : selected) {
       for (std::size_t k = 0; k < options.candidates.size(); ++k) {
+        if (!options.candidate_cases[k].empty() &&
+            !matches(options.candidate_cases[k], case_label(bench_case)))
+          continue;
         Measurement m = liger::bench::measure_case(bench_case, device, options.measure, &options.candidates[k]);
         if (m.ok && copy_gbps > 0) m.copy_fraction = m.gbps / copy_gbps;
         if (!m.ok) ++failures;

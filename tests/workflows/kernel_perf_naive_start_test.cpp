@@ -58,7 +58,9 @@ std::string ptxas_log(const KnobSetting& k, bool forward_too) {
 class ScriptedGpu : public Runner {
  public:
   fs::path tree;
-  int batch_processes = 0, batch_candidates = 0, single_runs = 0, abab_runs = 0, ncu_runs = 0;
+  int batch_processes = 0, batch_candidates = 0, single_runs = 0, abab_runs = 0, ncu_runs = 0, builds = 0;
+  std::vector<std::string> candidate_args;  // every --candidate argument, as passed
+  std::vector<std::vector<std::string>> batch_argvs;
   bool old_rpath = false;  // ldd resolves the build's library whatever LD_LIBRARY_PATH says
   std::set<std::string> tools = {"nvcc", "nvidia-smi", "cmake", "ldd", "env", "ncu"};
 
@@ -105,6 +107,7 @@ class ScriptedGpu : public Runner {
                          : ptxas_log(knobs_in(tree / rms().tuning), true);
     } else if (tool == "cmake") {
       if (has("--build")) {  // the "build": liger-bench remembers the work tree's knobs
+        ++builds;
         const fs::path build = after("--build");
         const KnobSetting k = knobs_in(build.parent_path() / rms().tuning);
         fs::create_directories(build / "benchmarks");
@@ -130,6 +133,11 @@ class ScriptedGpu : public Runner {
         double shape = 1.0;
         if (c.count("threads_per_block")) shape *= c.at("threads_per_block") == 512 ? 1.0 : 1.08;
         if (c.count("stages")) shape *= c.at("stages") == 1 ? 1.1 : 1.0;
+        // One grid point times 0.5% faster than the table's own shape (the empty candidate):
+        // inside the 1% spread, so it must not replace a row.
+        if (c.count("threads_per_block") && c.at("threads_per_block") == 512 && c.count("stages") && c.at("stages") == 2 &&
+            c.count("rows_per_block") && c.at("rows_per_block") == 1)
+          shape *= 0.995;
         nlohmann::json j = {{"device", "NVIDIA H100 80GB HBM3"}, {"sm_arch", 90}, {"sm_count", 132},
                             {"copy_gbps", 3000.0}, {"tunables", c.empty() ? "default" : candidate_text(c)}};
         j["results"] = nlohmann::json::array();
@@ -147,11 +155,14 @@ class ScriptedGpu : public Runner {
       };
       if (has("--json-dir")) {
         ++batch_processes;
+        batch_argvs.push_back(argv);
         int i = 0;
         for (std::size_t a = 0; a + 1 < argv.size(); ++a)
           if (argv[a] == "--candidate") {
             ++batch_candidates;
-            std::ofstream(fs::path(after("--json-dir")) / (std::to_string(i++) + ".json")) << json_for(*parse_candidate(argv[a + 1]));
+            candidate_args.push_back(argv[a + 1]);
+            const std::string tunables = argv[a + 1].substr(0, argv[a + 1].find('@'));
+            std::ofstream(fs::path(after("--json-dir")) / (std::to_string(i++) + ".json")) << json_for(*parse_candidate(tunables));
           }
       } else {
         (ld_path.empty() ? single_runs : abab_runs)++;
@@ -171,7 +182,7 @@ class ScriptedGpu : public Runner {
 
 struct Tree {
   fs::path dir;
-  Tree() {
+  explicit Tree(bool naive = true) {
     dir = fs::temp_directory_path() / ("kperf-naive-" + std::to_string(::getpid()) + "-" +
                                        std::to_string(reinterpret_cast<std::uintptr_t>(this)));
     fs::remove_all(dir);
@@ -182,7 +193,8 @@ struct Tree {
     fs::copy(repo() / rms().test_file, dir / rms().test_file);
     // The naive start: every row vector kept live in fp32 across the reduction.
     const fs::path tuning = dir / rms().tuning;
-    liger::util::write_file_atomic(tuning, render_knobs(rms().code, liger::util::read_file(tuning), {{"cache_fp32", 1}}));
+    if (naive)
+      liger::util::write_file_atomic(tuning, render_knobs(rms().code, liger::util::read_file(tuning), {{"cache_fp32", 1}}));
   }
   ~Tree() { fs::remove_all(dir); }
 };
@@ -227,8 +239,20 @@ TEST(KernelPerfNaiveStart, CodeVariantsRecoverARegisterBoundBackward) {
   auto a = wf.act(ctx);
   ASSERT_TRUE(a.ok()) << (a.hard.empty() ? "" : a.hard[0].summary + a.hard[0].detail);
   const fs::path od = run / "optimization";
-  // The launch search ran in batched processes, not one process per candidate.
+  // The launch search ran in batched processes, not one process per candidate, each candidate on
+  // the cases of its size classes only, with the search's adaptive measurement.
   EXPECT_GT(gpu->batch_candidates, 3 * gpu->batch_processes) << gpu->batch_processes << " processes";
+  for (const auto& arg : gpu->candidate_args) EXPECT_NE(arg.find("@backward/"), std::string::npos) << arg;
+  for (const auto& argv : gpu->batch_argvs) {
+    EXPECT_NE(std::find(argv.begin(), argv.end(), "--stop-spread-pct"), argv.end());
+    EXPECT_NE(std::find(argv.begin(), argv.end(), "--warmup-ms"), argv.end());
+  }
+  // --mode backward: no forward case is measured in the search.
+  for (const auto& arg : gpu->candidate_args) EXPECT_EQ(arg.find("forward/"), std::string::npos) << arg;
+  // The table's own launch shape (the incumbent) was measured beside the grid.
+  EXPECT_NE(std::find_if(gpu->candidate_args.begin(), gpu->candidate_args.end(),
+                         [](const std::string& a) { return a.rfind("@", 0) == 0; }),
+            gpu->candidate_args.end());
   // v1 is the launch search (no code change); the code variant that recomputes wins.
   const auto state = nlohmann::json::parse(liger::util::read_file(od / "act.json"));
   std::string winner = state["winner"];
@@ -254,6 +278,50 @@ TEST(KernelPerfNaiveStart, CodeVariantsRecoverARegisterBoundBackward) {
   const std::string held = liger::util::read_file(od / "final/interleaved.md");
   EXPECT_NE(held.find("5 rounds A/B interleaved: 2 target case(s) faster and 0 slower"), std::string::npos) << held;
   EXPECT_NE(liger::util::read_file(od / "final/report.md").find("Wins that hold"), std::string::npos);
+  // Where the time went: every stage's phases, in the report and in the variants' notebooks.
+  const std::string report = liger::util::read_file(od / "final/report.md");
+  for (const char* phase : {"## Where the time went", "| profile | baseline v0 benchmark |", "| optimize | v1 search: coarse grid |",
+                            "| finalize | A/B interleaved re-measurement |", "Totals: profile"})
+    EXPECT_NE(report.find(phase), std::string::npos) << phase;
+  EXPECT_TRUE(fs::exists(od / "timings.md"));
+  EXPECT_NE(liger::util::read_file(od / "v1/notebook.md").find("time: v1 search: coarse grid"), std::string::npos);
+  EXPECT_NE(liger::util::read_file(od / winner / "notebook.md").find("time: build"), std::string::npos);
+  // The A/B re-measured the target pass only.
+  EXPECT_NE(liger::util::read_file(od / "final/abab/A0.json.log").find("--mode backward"), std::string::npos);
+  set_runner_for_testing(nullptr);
+}
+
+TEST(KernelPerfNaiveStart, FromTunedDefaultsASearchThatBeatsNoRowBuildsNothing) {
+  // The scripted GPU times the table's own launch shape as fast as the best grid point: no row may
+  // change (nothing is faster outside the spread), so v1 is NO CHANGE without a build or benchmark.
+  Tree tree(false);
+  auto gpu = std::make_shared<ScriptedGpu>();
+  gpu->tree = tree.dir;
+  set_runner_for_testing(gpu);
+  const fs::path run = tree.dir / "run";
+  fs::create_directories(run / "input");
+  liger::engine::Staging staging(run / "staging");
+  liger::engine::StageContext ctx;
+  ctx.run_dir = run;
+  ctx.input_dir = run / "input";
+  ctx.tree_root = tree.dir;
+  ctx.input = {{"op", "rms_norm"}, {"goal", "speed"}, {"max_variants", 1}, {"dtype", "bf16"}};
+  ctx.staging = &staging;
+  ctx.log = std::make_shared<spdlog::logger>("kperf-tuned");
+  ctx.quiet = true;
+  const auto wf = make_workflow();
+  ASSERT_TRUE(wf.understand(ctx).ok());
+  const int builds_before = gpu->builds;
+  ASSERT_TRUE(wf.act(ctx).ok());
+  const fs::path od = run / "optimization";
+  const auto state = nlohmann::json::parse(liger::util::read_file(od / "act.json"));
+  EXPECT_EQ(state["winner"], "");
+  EXPECT_EQ(state["variants"][0]["verdict"], "NO CHANGE") << state.dump(2);
+  EXPECT_EQ(gpu->builds, builds_before + 1) << "only the work tree's return to v0 (a no-op build)";
+  EXPECT_FALSE(fs::exists(od / "v1/bench.json"));
+  const std::string nb = liger::util::read_file(od / "v1/notebook.md");
+  EXPECT_NE(nb.find("kept (nothing beat its launch shape outside the spread)"), std::string::npos) << nb;
+  EXPECT_TRUE(staging.files().empty());
   set_runner_for_testing(nullptr);
 }
 

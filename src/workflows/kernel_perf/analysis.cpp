@@ -602,6 +602,7 @@ SearchSpace parse_search_space(const std::string& op, const YAML::Node& node) {
   }
   s.max_threads_backward = node["max_threads_backward"].as<int>(0);
   s.rows_divide_threads = node["rows_divide_threads"].as<bool>(false);
+  s.row_vector_bytes = node["row_vector_bytes"].as<int>(0);
   return s;
 }
 

@@ -188,6 +188,8 @@ struct SearchSpace {
   std::vector<TunableDim> dims;
   int max_threads_backward = 0;  // 0: no limit beyond the architecture's
   bool rows_divide_threads = false;
+  int row_vector_bytes = 0;  // > 0: a row is read in vectors of this many bytes (unless vector_bytes
+                             // is a tunable): more threads per row than vectors only idle
 };
 SearchSpace parse_search_space(const std::string& op, const YAML::Node& node);
 std::vector<Candidate> coarse_grid(const SearchSpace& space);

@@ -41,6 +41,9 @@ std::optional<Interleaved> interleaved_rounds(StageContext& ctx, const KernelPer
       std::vector<std::string> argv = {"env", "LD_LIBRARY_PATH=" + snap.string(), (snap / "liger-bench").string(), "--op",
                                        in.op, "--json", json.string(), "--min-time-ms", std::to_string(ms), "--no-copy"};
       if (!in.dtype.empty()) argv.insert(argv.end(), {"--dtype", in.dtype});
+      // Only target cases count in the verdict (judge_interleaved): a run for one pass re-measures
+      // that pass alone; the other passes' guardrails were judged on the full benchmarks.
+      if (!in.mode.empty()) argv.insert(argv.end(), {"--mode", in.mode});
       for (const auto& [k, v] : orig ? start : opt_tunables) argv.insert(argv.end(), {"--tunable", k + "=" + std::to_string(v)});
       auto r = run_logged(ctx, argv, {}, 900, json.string() + ".log");
       if ((r.exit_code != 0 && r.exit_code != 1) || !fs::exists(json)) {
@@ -173,9 +176,13 @@ StageResult verify(StageContext& ctx) {
   if (fs::exists(ctx.tree_root / spec.kernel_source))
     write(work_dir(ctx) / spec.kernel_source, util::read_file(ctx.tree_root / spec.kernel_source));
   write(work_dir(ctx) / spec.tuning, applied);
+  auto phase_start = Clock::now();
   if (auto err = build_work(ctx, in, sm, fd / "build-applied.log"); !err.empty()) return result.fail("the applied winner does not build", err);
+  record_phase(ctx, "finalize", "build of what was applied", seconds_since(phase_start));
+  phase_start = Clock::now();
   std::string summary;
   const bool passed = run_tests(ctx, spec, fd / "tests.log", &summary);
+  record_phase(ctx, "finalize", "the op's full test suite", seconds_since(phase_start), summary);
   tests = (passed ? "passed: " : "FAILED: ") + summary;
   if (!passed) {
     write(fd / "report.md", render_report(ctx, in, spec, nullptr, nullptr, tests, diff, "not drawn", "not run", winner,
@@ -190,7 +197,10 @@ StageResult verify(StageContext& ctx) {
   if (abab_status.empty())
     if (auto err = snapshot_bench(ctx, abab / "optimized"); !err.empty()) abab_status = "not run: " + err;
   ctx.progress("re-benchmarking the optimized library");
+  phase_start = Clock::now();
   const BenchRun opt = bench(ctx, in, winner.empty() ? start : Candidate{}, in.bench_min_time_ms, fd / "optimized.json");
+  record_phase(ctx, "finalize", "optimized benchmark", seconds_since(phase_start));
+  phase_start = Clock::now();
 
   // PyTorch baseline, against the optimized build (before the work tree is rebuilt as the original:
   // the library the Python binding loads is that build's).
@@ -210,6 +220,8 @@ StageResult verify(StageContext& ctx) {
     }
   }
 
+  record_phase(ctx, "finalize", "PyTorch comparison", seconds_since(phase_start), torch_status);
+  phase_start = Clock::now();
   // The original: Optimize's snapshot of the v0 build when it loads its own library (no rebuild),
   // else rebuilt in the work tree.
   const fs::path v0_build = opt_dir(ctx) / "v0-build";
@@ -231,16 +243,21 @@ StageResult verify(StageContext& ctx) {
     write(work_dir(ctx) / spec.tuning, applied);
   }
   const BenchRun& orig = *orig_run;
+  record_phase(ctx, "finalize", "original benchmark", seconds_since(phase_start),
+               from_v0_snapshot ? "from the v0 snapshot" : "rebuilt");
 
   // Wins that hold: the winner only counts where alternating fresh processes agree.
   std::optional<Interleaved> held;
   if (abab_status.empty()) {
+    phase_start = Clock::now();
     std::string why;
     held = interleaved_rounds(ctx, in, abab, original_snapshot, abab / "optimized", start, Candidate{}, kInterleavedRounds,
                               &why);
     abab_status = held ? held->summary : "not run: " + why;
     if (held) write(fd / "interleaved.md", interleaved_markdown(*held));
     if (held && !held->holds) result.warn("the winner's gain does not hold on interleaved re-measurement", held->summary);
+    record_phase(ctx, "finalize", "A/B interleaved re-measurement", seconds_since(phase_start),
+                 std::to_string(kInterleavedRounds) + " rounds x 2 processes");
   }
 
   // Plot.
@@ -271,6 +288,8 @@ StageResult verify(StageContext& ctx) {
   std::string report = render_report(ctx, in, spec, &orig, &opt, tests, diff, plot, torch_status,
                                      winner.empty() ? "none (no variant improved outside the spread)" : winner, stop);
   report += "\n" + (held ? interleaved_markdown(*held) : "## Wins that hold: A/B interleaved re-measurement\n" + abab_status + "\n");
+  // The whole run's phases (Profile, Optimize and Finalize so far): where the next run's time goes.
+  if (const std::string t = timings_markdown(ctx); !t.empty()) report += "\n## Where the time went\n\n" + t;
   write(fd / "report.md", report);
   const Verdict v = judge(orig, opt, in.goal_spec());
   if (!winner.empty() && v.verdict == "REJECTED")

@@ -3,6 +3,7 @@
 #include "workflows/kernel_perf/stages.h"
 
 #include <algorithm>
+#include <cmath>
 #include <regex>
 #include <thread>
 
@@ -146,16 +147,15 @@ BenchRun bench(const StageContext& ctx, const KernelPerfInput& in, const Candida
 // drift hits them alike; one CUDA context and copy probe instead of one per candidate); the runs
 // by candidate text. Throws Toolchain when the process fails outright.
 std::map<std::string, BenchRun> bench_batch(const StageContext& ctx, const KernelPerfInput& in,
-                                            const std::vector<Candidate>& list, int min_time_ms, const fs::path& dir) {
+                                            const std::vector<BatchEntry>& list, int min_time_ms,
+                                            const SearchMeasure& measure, const fs::path& dir) {
   std::vector<std::string> argv = {bench_exe(ctx).string(), "--op", in.op, "--json-dir", dir.string(),
-                                   "--min-time-ms", std::to_string(min_time_ms), "--warmup-ms", "10",
-                                   "--min-runs", "5", "--copy-mib", "256"};
+                                   "--min-time-ms", std::to_string(min_time_ms), "--warmup-ms",
+                                   std::to_string(measure.warmup_ms), "--min-runs", std::to_string(measure.min_runs),
+                                   "--copy-mib", "256"};
+  if (measure.stop_spread_pct > 0) argv.insert(argv.end(), {"--stop-spread-pct", fmt("%g", measure.stop_spread_pct)});
   if (!in.dtype.empty()) argv.insert(argv.end(), {"--dtype", in.dtype});
-  for (const auto& c : list) {
-    std::string text;
-    for (const auto& [k, v] : c) text += (text.empty() ? "" : ",") + k + "=" + std::to_string(v);
-    argv.insert(argv.end(), {"--candidate", text});
-  }
+  for (const auto& e : list) argv.insert(argv.end(), {"--candidate", candidate_arg(e.candidate, e.keys)});
   fs::create_directories(dir);
   auto r = run_logged(ctx, argv, {}, 1800, dir / "bench.log");
   if (r.exit_code == 2)
@@ -164,9 +164,59 @@ std::map<std::string, BenchRun> bench_batch(const StageContext& ctx, const Kerne
   std::map<std::string, BenchRun> out;
   for (std::size_t i = 0; i < list.size(); ++i) {
     const fs::path json = dir / (std::to_string(i) + ".json");
-    if (fs::exists(json)) out[candidate_text(list[i])] = parse_bench_json(util::read_file(json));
+    if (fs::exists(json)) out[candidate_text(list[i].candidate)] = parse_bench_json(util::read_file(json));
   }
   return out;
+}
+
+// ---------------------------------------------------------------- phase timings
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+namespace {
+fs::path timings_path(const StageContext& ctx) { return opt_dir(ctx) / "timings.json"; }
+}  // namespace
+
+void record_phase(const StageContext& ctx, const std::string& stage, const std::string& phase, double seconds,
+                  const std::string& detail) {
+  nlohmann::json all = nlohmann::json::array();
+  const std::string text = read_or_empty(timings_path(ctx));
+  if (!text.empty()) {
+    try {
+      all = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception&) {
+      all = nlohmann::json::array();  // a damaged record only loses the earlier timings
+    }
+  }
+  all.push_back({{"stage", stage}, {"phase", phase}, {"seconds", std::round(seconds * 100) / 100}, {"detail", detail}});
+  write(timings_path(ctx), all.dump(2));
+}
+
+std::string timings_markdown(const StageContext& ctx) {
+  const std::string text = read_or_empty(timings_path(ctx));
+  if (text.empty()) return "";
+  nlohmann::json all;
+  try {
+    all = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception&) {
+    return "";
+  }
+  std::string md = "| stage | phase | seconds | detail |\n|---|---|---:|---|\n";
+  std::vector<std::pair<std::string, double>> totals;
+  for (const auto& e : all) {
+    const std::string stage = e.value("stage", "");
+    const double s = e.value("seconds", 0.0);
+    md += "| " + stage + " | " + e.value("phase", "") + " | " + fmt("%.1f", s) + " | " + e.value("detail", "") + " |\n";
+    auto it = std::find_if(totals.begin(), totals.end(), [&](const auto& t) { return t.first == stage; });
+    if (it == totals.end()) totals.push_back({stage, s});
+    else it->second += s;
+  }
+  md += "\nTotals: ";
+  for (std::size_t i = 0; i < totals.size(); ++i)
+    md += (i ? ", " : "") + totals[i].first + " " + fmt("%.1f", totals[i].second) + " s";
+  return md + " (phases not listed, such as writing notebooks, are not counted).\n";
 }
 
 // A copy of the work tree's liger-bench and its kernel library, so the original and the optimized

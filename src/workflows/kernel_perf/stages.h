@@ -1,8 +1,9 @@
 // kernel-perf's stages share these: run directory layout, the logged tool runner, the work
-// tree's build, liger-bench and the op's GPU tests (workflow.cpp: Profile / Optimize,
-// finalize.cpp: Finalize).
+// tree's build, liger-bench and the op's GPU tests (profile.cpp: Profile, optimize.cpp:
+// Optimize, finalize.cpp: Finalize).
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -10,6 +11,7 @@
 
 #include "liger/workflow.h"
 #include "workflows/kernel_perf/kernel_perf.h"
+#include "workflows/kernel_perf/search.h"
 
 namespace liger::kernel_perf::stages {
 
@@ -43,9 +45,30 @@ std::string snapshot_bench(const StageContext& ctx, const fs::path& to);
 // Whether the snapshot's liger-bench loads the snapshot's library (ldd under LD_LIBRARY_PATH: a
 // RUNPATH yields to it, an old-style RPATH would not); false with why.
 bool loads_own_library(const fs::path& snap, std::string* why_not);
+// Candidates measured in ONE liger-bench process, each on its own cases (none: every case);
+// the runs by candidate text. The search's measurement settings (short warm-up, stop once the
+// spread is small) apply; throws Toolchain when the process fails outright.
+struct BatchEntry {
+  Candidate candidate;
+  std::vector<std::string> keys;
+};
 std::map<std::string, BenchRun> bench_batch(const StageContext& ctx, const KernelPerfInput& in,
-                                            const std::vector<Candidate>& list, int min_time_ms, const fs::path& dir);
+                                            const std::vector<BatchEntry>& list, int min_time_ms,
+                                            const SearchMeasure& measure, const fs::path& dir);
 bool run_tests(const StageContext& ctx, const OpSpec& spec, const fs::path& log, std::string* summary);
+
+// Where the run's time goes: every stage records its phases (wall-clock seconds) in
+// optimization/timings.json, so a GPU run's report shows what to cut next.
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point start);
+void record_phase(const StageContext& ctx, const std::string& stage, const std::string& phase, double seconds,
+                  const std::string& detail = "");
+// The recorded phases as a Markdown table with a total per stage ("" when none were recorded).
+std::string timings_markdown(const StageContext& ctx);
+
+// Profile (profile.cpp) and Optimize (optimize.cpp).
+StageResult understand(StageContext& ctx);
+StageResult act(StageContext& ctx);
 
 // Finalize (finalize.cpp).
 StageResult verify(StageContext& ctx);
