@@ -170,6 +170,8 @@ TEST(KernelDevSegment, ProfileIsCompleteValidatesAndRoundTrips) {
   }
   // Names: generic function names give segment_<reduce>; a descriptive one or --name is kept.
   EXPECT_EQ(analyse(kRecognised[0].text).op_name, "segment_mean");
+  EXPECT_EQ(analyse("max pooling over jagged rows given lengths").op_name, "segment_max_lengths");
+  EXPECT_EQ(analyse(kRecognised[6].text).op_name, "segment_sum_dim1");
   EXPECT_EQ(analyse(kRecognised[7].text).op_name, "bag_pool");
   EXPECT_EQ(analyse("segment sum", "jagged_sum").op_name, "jagged_sum");
   // The schema rejects a reduction the kernels do not have; segment_problems other mistakes.
@@ -258,11 +260,14 @@ TEST(KernelDevSegment, RendersTheOpsFiles) {
   }
   // max saves its argmax rows; the forward and backward take them.
   const auto max_files = kd::render(analyse("max pooling over jagged rows given lengths"), kSource / "templates/kernel_dev");
+  int headers = 0;
   for (const auto& f : max_files)
-    if (f.path == "kernels/include/liger_kernels/segment_max.h") {
+    if (f.path == "kernels/include/liger_kernels/segment_max_lengths.h") {
+      ++headers;
       EXPECT_NE(f.content.find("int32_t* argmax, int64_t rows"), std::string::npos);
       EXPECT_NE(f.content.find("const int32_t* argmax, void* dx"), std::string::npos);
     }
+  EXPECT_EQ(headers, 1);
 }
 
 // The generated kernel compiles with nvcc for sm_90; the GPU test and the benchmark with g++ against

@@ -51,7 +51,13 @@ std::optional<KernelProfile> analyse_segment(const AnalysisRequest& request, con
   } else {
     std::string entry = r.entry;
     if (const auto dot = entry.find('.'); dot != std::string::npos) entry = entry.substr(0, dot);  // Class.forward
-    op = entry.empty() || generic_names().count(op_name_for(entry)) ? "segment_" + s.reduce : op_name_for(entry);
+    // A generic name says only the reduction; the index form and pooled dim (which change the
+    // op's signature) are added where not the default, so two requests never share a name.
+    std::string generic = "segment_" + s.reduce;
+    if (s.index == "lengths") generic += "_lengths";
+    if (s.pooled_dim != 0)
+      generic += "_dim" + (s.pooled_dim > 0 ? std::to_string(s.pooled_dim) : "_neg" + std::to_string(-s.pooled_dim));
+    op = entry.empty() || generic_names().count(op_name_for(entry)) ? generic : op_name_for(entry);
   }
   p.op_name = op;
   p.display_name = "Segment " + reduce_display(s.reduce) + " pooling (" + s.index + ")";
