@@ -86,6 +86,15 @@ const std::vector<Expected> kRecognised = {
      "lengths", 0, "split"},
     {"def f(x, lens):\n    return torch.stack([c.mean(dim=0) for c in x.split(lens.tolist())])\n", "mean", "lengths", 0,
      "split"},
+    {"class JaggedMax(torch.nn.Module):\n    def forward(self, values, lengths):\n        out = []\n"
+     "        for chunk in torch.split(values, lengths.tolist(), dim=0):\n            out.append(chunk.max(dim=0).values)\n"
+     "        return torch.stack(out)\n",
+     "max", "lengths", 0, "split"},
+    {"def f(x, offsets):\n    return torch.stack([x[s:e].sum(dim=0) for s, e in zip(offsets[:-1].tolist(), offsets[1:].tolist())])\n",
+     "sum", "offsets", 0, "loop"},
+    {"def f(x, ptr):\n    return segment_csr(x, ptr, reduce=\"max\")\n", "max", "offsets", 0, "segment_csr"},
+    {"def f(x, lengths):\n    idx = torch.repeat_interleave(torch.arange(len(lengths)), lengths)\n    return scatter_sum(x, idx, dim=0)\n",
+     "sum", "lengths", 0, "torch_scatter"},
     {"mean pooling over variable-length segments given offsets", "mean", "offsets", 0, "words"},
     {"max pooling over jagged rows given lengths", "max", "lengths", 0, "words"},
     {"segment sum", "sum", "offsets", 0, "words"},
@@ -109,6 +118,10 @@ TEST(KernelDevSegment, RecognisesSpellingsOfSegmentReductions) {
   // segment_reduce's max without `initial` gives -inf for an empty segment; the profile says so.
   EXPECT_EQ(kd::recognise_segment("torch.segment_reduce(x, 'max', lengths=l)").spec.empty_segment, "inf");
   EXPECT_EQ(kd::recognise_segment("torch.segment_reduce(x, 'max', lengths=l, initial=0)").spec.empty_segment, "zero");
+  EXPECT_EQ(kd::recognise_segment("torch.segment_reduce(x, 'max', lengths=l, initial=float('-inf'))").spec.empty_segment, "inf");
+  // The pooled tensor and the index tensor are the ones the code uses, whatever their names.
+  EXPECT_NE(kd::recognise_segment(kRecognised[12].text).resolved_from.find("of `values` over dim 0 via split, segments given by lengths (`lengths`)"),
+            std::string::npos) << kd::recognise_segment(kRecognised[12].text).resolved_from;
 }
 
 TEST(KernelDevSegment, LeavesOtherOpsAlone) {
@@ -116,7 +129,10 @@ TEST(KernelDevSegment, LeavesOtherOpsAlone) {
                            "sum of squares", "def f(x):\n    return torch.softmax(x, dim=-1)\n",
                            "def f(x):\n    return x.sum(-1)\n", "y = x * sigmoid(x)",
                            "def f(x):\n    a, b = x.split(x.shape[-1] // 2, -1)\n    return a * torch.sigmoid(b)\n",
-                           "def f(x):\n    for i in range(3):\n        x = x * 2\n    return x\n"}) {
+                           "def f(x):\n    for i in range(3):\n        x = x * 2\n    return x\n",
+                           "masked mean pooling over padded sequences given lengths", "max pooling 2d",
+                           "def f(x):\n    h = x.shape[-1] // 2\n    return x[..., :h] * torch.sigmoid(x[..., h:])\n",
+                           "def f(x):\n    for i in range(0, x.shape[0], 128):\n        x[i:i+128] = x[i:i+128].softmax(-1)\n    return x\n"}) {
     SCOPED_TRACE(text);
     EXPECT_FALSE(kd::recognise_segment(text).matched);
     EXPECT_FALSE(analyse(text).segment.has_value());
@@ -138,6 +154,8 @@ TEST(KernelDevSegment, NamesWhatIsMoreThanPooling) {
       {"def f(x, batch):\n    out = torch.zeros(int(batch.max()) + 1, x.shape[1])\n    return out.index_add_(0, batch, x)\n",
        "per-row segment id tensor (`batch`"},
       {"torch.segment_reduce(x, 'prod', lengths=l)", "reduce='prod'"},
+      {"torch.segment_reduce(x, 'max', lengths=l, initial=5)", "initial=5"},
+      {"def f(x, batch):\n    return torch_scatter.scatter_mean(x, batch, dim=0)\n", "per-row segment id tensor (`batch`"},
   };
   for (const auto& [text, why] : cases) {
     SCOPED_TRACE(text);

@@ -10,6 +10,7 @@
 #include <map>
 #include <regex>
 #include <set>
+#include <cstdlib>
 #include <sstream>
 
 namespace liger::kernel_dev {
@@ -78,7 +79,9 @@ SegmentRecognition recognise_words(const std::string& text) {
   // Other row ops that merely mention segments (a segment softmax) are not a pooling.
   static const std::set<std::string> other = {"softmax", "norm", "normalize", "normalise", "normalization",
                                               "normalisation", "attention", "entropy", "logsumexp", "variance",
-                                              "std", "argsort", "sort", "cumsum", "scan", "prod", "product"};
+                                              "std", "argsort", "sort", "cumsum", "scan", "prod", "product",
+                                              // a padded batch with a mask is a dense reduction, not jagged rows
+                                              "padded", "padding", "mask", "masked"};
   for (const auto& w : ws)
     if (other.count(w)) return r;
   std::vector<std::string> kinds;
@@ -224,6 +227,15 @@ std::vector<Call> calls(const std::string& code, const std::set<std::string>& na
   return out;
 }
 
+// A method call on a tensor (x.split(...)), not a module function (torch.split(...), F.x(...)).
+bool tensor_method(const std::string& code, std::size_t pos) {
+  if (pos == 0 || code[pos - 1] != '.') return false;
+  std::size_t b = pos - 1;
+  while (b > 0 && ident_char(code[b - 1])) --b;
+  static const std::set<std::string> modules = {"torch", "F", "functional", "Tensor", "nn", "np"};
+  return !modules.count(code.substr(b, pos - 1 - b));
+}
+
 // An argument that is one tensor, possibly cast (x, x.float(), x.to(torch.float32)): its name.
 std::string tensor_name(std::string arg) {
   arg = trim(arg);
@@ -345,7 +357,8 @@ const std::set<std::string>& allowed_calls() {
       "RuntimeError", "flatten", "squeeze", "where", "maximum", "minimum", "masked_fill", "masked_fill_",
       "cumsum_", "pad", "searchsorted", "bucketize", "abs", "all", "any", "lambda", "float32", "set_",
       "max_", "min_", "sum_", "reduce", "dim_size", "numpy", "cpu", "cuda", "detach", "clone", "copy_",
-      "fill_", "zero_", "new_tensor", "int64", "long_", "type", "shape", "no_grad", "while", "elif", "with", "append", "extend"};
+      "fill_", "zero_", "new_tensor", "int64", "long_", "type", "shape", "no_grad", "while", "elif", "with", "append", "extend", "segment_csr", "scatter_mean", "scatter_sum",
+      "scatter_max", "scatter_min", "scatter"};
   return names;
 }
 
@@ -386,6 +399,9 @@ SegmentRecognition recognise_code(const std::string& source) {
   std::string kind, form;
 
   const std::vector<Call> segs = calls(body, {"segment_reduce", "_segment_reduce"});
+  const std::vector<Call> csr = calls(body, {"segment_csr"});  // torch_scatter: offsets ("indptr")
+  // torch_scatter's scatter_<reduce>(src, index, dim=0): a per-row segment index.
+  const std::vector<Call> ts = calls(body, {"scatter_mean", "scatter_sum", "scatter_max", "scatter_min"});
   const std::vector<Call> scat = calls(body, {"scatter_reduce_", "scatter_reduce", "index_reduce_", "index_reduce"});
   const std::vector<Call> adds = calls(body, {"index_add_", "index_add", "scatter_add_", "scatter_add"});
   const std::vector<Call> splits = calls(body, {"split", "tensor_split"});
@@ -409,11 +425,39 @@ SegmentRecognition recognise_code(const std::string& source) {
     }
     if (c.kwargs.count("axis")) dim = int_arg(c.kwargs.at("axis"), 0);
     if (kind == "max" || kind == "min") {
-      if (c.kwargs.count("initial") && int_arg(c.kwargs.at("initial"), 1) != 0)
-        r.rejection = "torch.segment_reduce with initial=" + c.kwargs.at("initial") +
-                      ": an empty segment gives 0 or the reduction's infinity in the generated kernels";
-      r.spec.empty_segment = c.kwargs.count("initial") ? "zero" : "inf";
+      // Without `initial` an empty segment gives the reduction's identity (-inf for max); with it,
+      // that value: 0 and the identity are what the generated kernels write.
+      r.spec.empty_segment = "inf";
+      if (c.kwargs.count("initial")) {
+        const std::string initial = lower(c.kwargs.at("initial"));
+        static const std::regex number(R"(^[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:e[-+]?[0-9]+)?$)");
+        const bool negative = initial.find('-') != std::string::npos;
+        if (std::regex_match(initial, number) && std::strtod(initial.c_str(), nullptr) == 0.0)
+          r.spec.empty_segment = "zero";
+        else if (initial.find("inf") == std::string::npos || negative != (kind == "max"))
+          r.rejection = "torch.segment_reduce with initial=" + c.kwargs.at("initial") + ": an empty segment gives 0 or " +
+                        (kind == "max" ? "-inf" : "+inf") + " in the generated kernels";
+      }
     }
+  } else if (!csr.empty()) {
+    const Call& c = csr.front();
+    form = "segment_csr";
+    data = c.args.empty() ? "" : tensor_name(c.args[0]);
+    index_hint = "offsets";
+    index_name = c.args.size() > 1 ? tensor_name(c.args[1]) : (c.kwargs.count("indptr") ? tensor_name(c.kwargs.at("indptr")) : "");
+    const std::string reduce = c.kwargs.count("reduce") ? quoted(c.kwargs.at("reduce")) : (c.args.size() > 3 ? quoted(c.args[3]) : "sum");
+    kind = scatter_reduce_kind(reduce);
+    if (kind.empty()) r.rejection = "segment_csr with reduce='" + reduce + "': the generated kernels pool by sum, mean, max or min";
+    // segment_csr pools the last dim of indptr's rank - 1; with a 1-D indptr that is dim 0.
+  } else if (!ts.empty()) {
+    const Call& c = ts.front();
+    form = "torch_scatter";
+    if (c.args.size() < 2) return r;
+    data = tensor_name(c.args[0]);
+    index_arg = tensor_name(c.args[1]);
+    kind = scatter_reduce_kind(c.name.substr(std::string("scatter_").size()));
+    dim = c.kwargs.count("dim") ? int_arg(c.kwargs.at("dim"), 0) : (c.args.size() > 2 ? int_arg(c.args[2], 0) : 0);
+    if (data.empty()) r.rejection = "the tensor pooled by " + c.name + " is computed (" + c.args[0] + "): kernel-dev generates the pooling of one input tensor; compute it first";
   } else if (!scat.empty()) {
     const Call& c = pooling_call(scat, sig.params);
     form = c.name.find("index") == 0 ? "index_reduce" : "scatter_reduce";
@@ -449,8 +493,9 @@ SegmentRecognition recognise_code(const std::string& source) {
     std::string search = body;
     while (loop && std::regex_search(search, m, slice)) {
       const std::string a = trim(m[3]), b = trim(m[4]);
-      if (!a.empty() && !b.empty() && (a.find('[') != std::string::npos || b.find('[') != std::string::npos ||
-                                       b.find('+') != std::string::npos)) {
+      // Bounds that vary per segment (o[i]:o[i + 1], s:s + n, s:e from a zip), not constants.
+      static const std::regex constant(R"(^-?[0-9]*$)");
+      if (!a.empty() && !b.empty() && !(std::regex_match(a, constant) && std::regex_match(b, constant))) {
         data = m[1];
         const std::string leading = m[2];  // ":, " per dim before the sliced one
         dim = static_cast<int>(std::count(leading.begin(), leading.end(), ','));
@@ -461,7 +506,7 @@ SegmentRecognition recognise_code(const std::string& source) {
     }
     if (form.empty() && !splits.empty()) {
       const Call& c = splits.front();
-      const bool method = c.pos > 0 && body[c.pos - 1] == '.';
+      const bool method = tensor_method(body, c.pos);
       if (method) {
         std::size_t b = c.pos - 1;
         while (b > 0 && ident_char(body[b - 1])) --b;
@@ -488,7 +533,7 @@ SegmentRecognition recognise_code(const std::string& source) {
       std::string d;
       if (c.kwargs.count("dim")) d = c.kwargs.at("dim");
       else if (c.kwargs.count("axis")) d = c.kwargs.at("axis");
-      else if (c.pos > 0 && body[c.pos - 1] == '.' && !c.args.empty() && body.rfind("torch.", c.pos) != c.pos - 6)
+      else if (tensor_method(body, c.pos) && !c.args.empty())
         d = c.args[0];                            // piece.mean(0)
       else if (c.args.size() > 1) d = c.args[1];  // torch.mean(piece, 0)
       if (!d.empty() && form == "split") dim = int_arg(d, dim);
