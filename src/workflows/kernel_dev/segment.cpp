@@ -85,7 +85,8 @@ std::optional<KernelProfile> analyse_segment(const AnalysisRequest& request, con
                                     : "segment s has lengths[s] rows, consecutive from row 0"}};
   p.outputs = {{"y", "[segments, features]", "same as x", "the segment " + s.reduce + " of each segment's rows"}};
   const std::string empty = s.empty_segment == "inf" ? (s.reduce == "max" ? "-inf" : "+inf") : "0";
-  p.forward = ForwardSpec{"y[s] = " + s.reduce + " over rows r of segment s of x[r]; empty segment: " + empty,
+  // Read as "y = <expression>" in the docs table: the reduction of x over each segment's rows.
+  p.forward = ForwardSpec{s.reduce + " of x over the rows of segment s (per feature); empty segment: " + empty,
                           "  // generated from the profile's segment section (templates/kernel_dev/segment/kernel.cu.mustache)\n",
                           "  // generated from the profile's segment section, in fp64\n"};
   p.precision = std::vector<PrecisionNote>{

@@ -656,6 +656,8 @@ SegmentRecognition recognise_segment(const std::string& text) {
   if (text.size() > 20000) return {};
   try {
     if (looks_like_code(text)) return recognise_code(text);
+    // A longer text is not a description of one op (input_problem says so).
+    if (text.size() > kMaxDescriptionBytes) return {};
     return recognise_words(text);
   } catch (const std::exception&) {  // a regex over a pathological input: not recognised
     return {};
