@@ -276,6 +276,10 @@ TEST(KernelDevSegment, RendersTheOpsFiles) {
       EXPECT_NE(f.content.find("constexpr bool kMean = true;"), std::string::npos);
     }
   }
+  // Another spelling of the same op renders the same files (a second request finds it in place).
+  const auto loop = kd::render(analyse(kRecognised[4].text), kSource / "templates/kernel_dev");
+  ASSERT_EQ(loop.size(), files.size());
+  for (std::size_t i = 0; i < files.size(); ++i) EXPECT_EQ(loop[i].content, files[i].content) << files[i].path;
   // max saves its argmax rows; the forward and backward take them.
   const auto max_files = kd::render(analyse("max pooling over jagged rows given lengths"), kSource / "templates/kernel_dev");
   int headers = 0;
