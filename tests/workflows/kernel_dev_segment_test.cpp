@@ -95,6 +95,8 @@ const std::vector<Expected> kRecognised = {
     {"def f(x, ptr):\n    return segment_csr(x, ptr, reduce=\"max\")\n", "max", "offsets", 0, "segment_csr"},
     {"def f(x, lengths):\n    idx = torch.repeat_interleave(torch.arange(len(lengths)), lengths)\n    return scatter_sum(x, idx, dim=0)\n",
      "sum", "lengths", 0, "torch_scatter"},
+    {"def f(values, offsets):\n    nt = torch.nested.nested_tensor_from_jagged(values, offsets)\n    return nt.mean(dim=1)\n",
+     "mean", "offsets", 0, "nested"},
     {"mean pooling over variable-length segments given offsets", "mean", "offsets", 0, "words"},
     {"max pooling over jagged rows given lengths", "max", "lengths", 0, "words"},
     {"segment sum", "sum", "offsets", 0, "words"},
@@ -155,6 +157,7 @@ TEST(KernelDevSegment, NamesWhatIsMoreThanPooling) {
        "per-row segment id tensor (`batch`"},
       {"torch.segment_reduce(x, 'prod', lengths=l)", "reduce='prod'"},
       {"torch.segment_reduce(x, 'max', lengths=l, initial=5)", "initial=5"},
+      {"def f(v, o):\n    return torch.nested.nested_tensor_from_jagged(v, o).sum(dim=-1)\n", "not its ragged dim 1"},
       {"def f(x, batch):\n    return torch_scatter.scatter_mean(x, batch, dim=0)\n", "per-row segment id tensor (`batch`"},
   };
   for (const auto& [text, why] : cases) {

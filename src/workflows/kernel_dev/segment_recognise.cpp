@@ -358,7 +358,7 @@ const std::set<std::string>& allowed_calls() {
       "cumsum_", "pad", "searchsorted", "bucketize", "abs", "all", "any", "lambda", "float32", "set_",
       "max_", "min_", "sum_", "reduce", "dim_size", "numpy", "cpu", "cuda", "detach", "clone", "copy_",
       "fill_", "zero_", "new_tensor", "int64", "long_", "type", "shape", "no_grad", "while", "elif", "with", "append", "extend", "segment_csr", "scatter_mean", "scatter_sum",
-      "scatter_max", "scatter_min", "scatter"};
+      "scatter_max", "scatter_min", "scatter", "nested_tensor_from_jagged", "nested", "values"};
   return names;
 }
 
@@ -400,6 +400,9 @@ SegmentRecognition recognise_code(const std::string& source) {
 
   const std::vector<Call> segs = calls(body, {"segment_reduce", "_segment_reduce"});
   const std::vector<Call> csr = calls(body, {"segment_csr"});  // torch_scatter: offsets ("indptr")
+  // A jagged nested tensor (torch.nested.nested_tensor_from_jagged(values, offsets)) reduced
+  // over its ragged dim 1: the segments of `values` rows.
+  const std::vector<Call> nested = calls(body, {"nested_tensor_from_jagged"});
   // torch_scatter's scatter_<reduce>(src, index, dim=0): a per-row segment index.
   const std::vector<Call> ts = calls(body, {"scatter_mean", "scatter_sum", "scatter_max", "scatter_min"});
   const std::vector<Call> scat = calls(body, {"scatter_reduce_", "scatter_reduce", "index_reduce_", "index_reduce"});
@@ -439,6 +442,27 @@ SegmentRecognition recognise_code(const std::string& source) {
                         (kind == "max" ? "-inf" : "+inf") + " in the generated kernels";
       }
     }
+  } else if (!nested.empty()) {
+    const Call& c = nested.front();
+    form = "nested";
+    data = !c.args.empty() ? tensor_name(c.args[0]) : (c.kwargs.count("values") ? tensor_name(c.kwargs.at("values")) : "");
+    if (c.args.size() > 1 || c.kwargs.count("offsets")) {
+      index_hint = "offsets";
+      index_name = tensor_name(c.args.size() > 1 ? c.args[1] : c.kwargs.at("offsets"));
+    } else if (c.kwargs.count("lengths")) {
+      index_hint = "lengths";
+      index_name = tensor_name(c.kwargs.at("lengths"));
+    }
+    for (const auto& red : calls(body.substr(c.pos), {"mean", "sum", "amax", "max", "amin", "min"})) {
+      kind = method_reduce(red.name);
+      std::string d = red.kwargs.count("dim") ? red.kwargs.at("dim") : "";
+      if (d.empty() && !red.args.empty()) d = red.args[tensor_method(body.substr(c.pos), red.pos) ? 0 : std::min<std::size_t>(1, red.args.size() - 1)];
+      if (int_arg(d, -99) != 1)
+        r.rejection = "the nested tensor is reduced over dim " + (d.empty() ? std::string("(all)") : d) +
+                      ", not its ragged dim 1: only the pooling of each segment's rows is a segment reduction";
+      break;
+    }
+    if (kind.empty()) return r;
   } else if (!csr.empty()) {
     const Call& c = csr.front();
     form = "segment_csr";
