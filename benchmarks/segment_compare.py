@@ -188,25 +188,30 @@ def measure_all(torch, a, mod, dtype):
     if d not in (0, -2):
         dy = dy.movedim(0, d)
 
-    def measure(fn, runs, warmup):
+    def measure(fn, runs, warmup, grad_runs=None, grad_warmup=None):
         def leaf():
             return x.detach().requires_grad_(True)
+        grad_runs = runs if grad_runs is None else grad_runs
+        grad_warmup = warmup if grad_warmup is None else grad_warmup
         with torch.no_grad():
             fwd = median_us(lambda: None, lambda _: fn(x, index), runs, warmup)
         bwd = median_us(lambda: (lambda t: (fn(t, index), t))(leaf()),
-                        lambda s: torch.autograd.grad(s[0], s[1], dy), runs, warmup)
-        full = median_us(leaf, lambda t: torch.autograd.grad(fn(t, index), t, dy), runs, warmup)
+                        lambda s: torch.autograd.grad(s[0], s[1], dy), grad_runs, grad_warmup)
+        full = median_us(leaf, lambda t: torch.autograd.grad(fn(t, index), t, dy), grad_runs, grad_warmup)
         torch.cuda.empty_cache()
         return {"forward_us": fwd, "backward_us": bwd, "full_us": full}
 
     results, errors = {}, {}
-    impls = [("ours", getattr(mod, a.op), a.runs, 5), ("eager", mod.reference, a.runs, 3),
-             ("torch_compile", torch.compile(mod.reference), a.runs, 3),
-             ("segment_reduce", mod.reference_segment_reduce, a.runs, 3),
-             ("loop", mod.reference_loop, a.loop_runs, 1)]
-    for name, fn, runs, warmup in impls:
+    # The loop's backward runs one slice backward per segment, each writing a zero gradient of x's
+    # full size (PyTorch's SliceBackward), so it is seconds per call at the shape: timed
+    # once, after the forward repetitions warmed the allocator.
+    impls = [("ours", getattr(mod, a.op), a.runs, 5, None, None), ("eager", mod.reference, a.runs, 3, None, None),
+             ("torch_compile", torch.compile(mod.reference), a.runs, 3, None, None),
+             ("segment_reduce", mod.reference_segment_reduce, a.runs, 3, None, None),
+             ("loop", mod.reference_loop, a.loop_runs, 1, 1, 0)]
+    for name, fn, runs, warmup, grad_runs, grad_warmup in impls:
         try:
-            results[name] = measure(fn, runs, warmup)
+            results[name] = measure(fn, runs, warmup, grad_runs, grad_warmup)
         except Exception as exc:  # noqa: BLE001 - a baseline that fails is reported, the rest stands
             errors[name] = f"{exc.__class__.__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
             torch.cuda.synchronize()
@@ -223,7 +228,8 @@ def measure_all(torch, a, mod, dtype):
     return {
         "op": a.op, "dtype": a.dtype, "device": torch.cuda.get_device_name(), "reduce": spec["reduce"],
         "index": spec["index"], "shape": f"{a.segments} segments of {a.min_rows}..{a.max_rows} rows ({rows} rows) x {a.features}",
-        "timing": f"median of CUDA-event timings ({a.runs}; loop {a.loop_runs}), 256 MiB L2 flush before each",
+        "timing": f"median of CUDA-event timings ({a.runs}; loop forward {a.loop_runs}, loop backward and full 1), "
+                  "256 MiB L2 flush before each",
         "copy_gbps": copy_gbps, "bytes": bytes_, "copy_fraction": copy_fraction,
         "ours": ours, "eager_results": results.get("eager", {}), "torch_compile": results.get("torch_compile", {}),
         "segment_reduce": results.get("segment_reduce", {}), "loop": results.get("loop", {}),
