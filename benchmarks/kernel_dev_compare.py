@@ -159,6 +159,9 @@ def main():
     except Exception as e:  # noqa: BLE001
         print(f"cannot import the generated binding liger_kernels.ops.{a.op}: {e}")
         return 1
+    if hasattr(mod, "SEGMENT"):  # a segment reduction: jagged inputs and its own PyTorch versions
+        import segment_compare
+        return segment_compare.run(a, torch, mod)
 
     dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[a.dtype]
     names = [n for n in a.inputs.split(",") if n]

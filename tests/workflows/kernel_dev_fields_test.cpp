@@ -46,6 +46,8 @@ YAML::Node base(const std::string& name) {
     const std::size_t begin = s.find("```yaml\n") + 8;
     return YAML::Load(s.substr(begin, s.find("```", begin) - begin));
   }
+  if (name == "segment")  // a segment reduction: the segment section (segment.cpp)
+    return kd::profile_to_yaml(kd::analyse({"max pooling over jagged rows given offsets", kd::InputKind::Auto, ""}, kb()));
   const std::string request = name == "dyt" ? "dynamic tanh" : "leaky ReLU with negative slope 0.2";
   return kd::profile_to_yaml(kd::analyse({request, kd::InputKind::Auto, ""}, kb()));
 }
@@ -63,7 +65,7 @@ YAML::Node at(YAML::Node root, const std::string& path) { return liger::testing:
 
 struct FieldCase {
   std::string field;  // schema path, list items as "[]": "inputs[].name"
-  std::string base;   // dyt | leaky | softmax
+  std::string base;   // dyt | leaky | softmax | segment
   std::string path;   // the profile path edited
   std::string value;  // the new value, as YAML
 };
@@ -148,6 +150,17 @@ const std::vector<FieldCase> kCases = {
     {"row_program.backward.reductions[].expression", "softmax", "row_program.backward.reductions[0].expression", "dy * y * 2"},
     {"row_program.backward.grad_input", "softmax", "row_program.backward.grad_input", "y * (dy - 2 * g)"},
     {"row_program.pytorch_reference", "softmax", "row_program.pytorch_reference", "torch.nn.functional.softmax(x, -1)"},
+    {"segment.reduce", "segment", "segment.reduce", "min"},
+    {"segment.index", "segment", "segment.index", "lengths"},
+    {"segment.pooled_dim", "segment", "segment.pooled_dim", "1"},
+    {"segment.features", "segment", "segment.features", "512"},
+    {"segment.dtypes", "segment", "segment.dtypes", "[bf16]"},
+    {"segment.index_dtype", "segment", "segment.index_dtype", "int32"},
+    {"segment.empty_segment", "segment", "segment.empty_segment", "inf"},
+    {"segment.source_form", "segment", "segment.source_form", "loop"},
+    {"segment.benchmark.segments", "segment", "segment.benchmark.segments", "4096"},
+    {"segment.benchmark.min_rows", "segment", "segment.benchmark.min_rows", "0"},
+    {"segment.benchmark.max_rows", "segment", "segment.benchmark.max_rows", "128"},
     {"notes", "dyt", "notes", "[edited]"},
 };
 

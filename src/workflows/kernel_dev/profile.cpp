@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "workflows/kernel_dev/pytorch.h"
+#include "workflows/kernel_dev/segment.h"
 
 namespace liger::kernel_dev {
 
@@ -436,6 +437,7 @@ void derive_tier1(KernelProfile& p, const Program& program, const KnowledgeBase&
 }
 
 KernelProfile analyse(const AnalysisRequest& request, const KnowledgeBase& knowledge) {
+  if (auto segment = analyse_segment(request, knowledge)) return *segment;  // segment.cpp: jagged-row pooling
   KernelProfile p;
   p.source_text = request.text;
   InputKind kind = request.kind == InputKind::Auto ? detect_input_kind(request.text, knowledge.catalogue) : request.kind;
@@ -806,6 +808,7 @@ YAML::Node profile_to_yaml(const KernelProfile& p) {
     if (!r.pytorch_reference.empty()) n["pytorch_reference"] = r.pytorch_reference;
     root["row_program"] = n;
   }
+  if (p.segment) root["segment"] = segment_to_yaml(p);  // segment.cpp
   root["notes"] = YAML::Node(YAML::NodeType::Sequence);
   for (const auto& n : p.notes) root["notes"].push_back(n);
   return root;
@@ -909,6 +912,7 @@ KernelProfile profile_from_yaml(const YAML::Node& root) {
       spec.pytorch_reference = str(r, "pytorch_reference");
       p.row_program = spec;
     }
+    read_segment(root, p);  // segment.cpp
     p.notes = strings_from(root["notes"]);
   } catch (const YAML::Exception& error) {
     throw std::runtime_error("kernel profile: " + std::string(error.what()));
@@ -931,6 +935,7 @@ std::string op_name_for(const std::string& name) { return snake_case(name); }
 
 std::optional<InputProblem> input_problem(const AnalysisRequest& request, const KnowledgeBase& knowledge,
                                           bool llm_available) {
+  if (request.kind != InputKind::Expression && recognise_segment(request.text).matched) return std::nullopt;
   const InputKind kind =
       request.kind == InputKind::Auto ? detect_input_kind(request.text, knowledge.catalogue) : request.kind;
   if (kind == InputKind::Expression) {

@@ -16,6 +16,7 @@
 #include "workflows/kernel_dev/catalogue.h"
 #include "workflows/kernel_dev/codegen.h"
 #include "workflows/kernel_dev/expr.h"
+#include "workflows/kernel_dev/segment_spec.h"
 
 namespace liger::kernel_dev {
 
@@ -146,6 +147,7 @@ struct KernelProfile {
   std::optional<BenchmarkSpec> benchmark;
   std::optional<std::vector<ToleranceSpec>> tolerances;
   std::optional<RowProgramSpec> row_program;  // Tier 2 only (absent from Tier-1/3 documents)
+  std::optional<SegmentSpec> segment;         // a segment reduction (Tier 2, instead of a row program; segment.h)
   std::map<std::string, std::string> undecided;  // field -> reason
   std::vector<std::string> notes;
 

@@ -229,7 +229,7 @@ std::vector<std::string> profile_problems(const nlohmann::json& document) {
   try {
     KernelProfile p = profile_from_yaml(node);
     problems = row_program_problems(p);
-    if (p.tier == 2 && !p.row_program && !p.undecided.count("row_program") && p.complete())
+    if (p.tier == 2 && !p.row_program && !p.segment && !p.undecided.count("row_program") && p.complete())
       problems.push_back("row_program: a complete Tier-2 profile needs its row program (the reductions, the output and "
                          "the input gradient in the expression language), or {undecided: \"<why>\"}");
     if (problems.empty() && p.complete() && (p.tier == 1 || p.tier == 2)) render(p, data_dir() / "templates/kernel_dev");
@@ -492,7 +492,7 @@ StageResult act(StageContext& ctx) {
     return result.fail(fmt::format("'{}' is a Tier-3 (fused/complex) op: kernel-dev's templates generate Tier-1 "
                                    "(element-wise) and Tier-2 (row reduction) kernels; follow the closest kernel ({}) by hand",
                                    p.op_name, p.closest_kernel));
-  if (p.tier == 2 && !p.row_program)
+  if (p.tier == 2 && !p.row_program && !p.segment)
     return result.fail(fmt::format("'{}' is a Tier-2 op without a row program: kernel-dev renders a Tier-2 kernel from "
                                    "the profile's row_program (reductions, output, gradient), which an LLM provider "
                                    "(--llm openai|anthropic) or a human fills in; otherwise follow the closest kernel ({}) by hand",

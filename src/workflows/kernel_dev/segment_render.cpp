@@ -1,0 +1,188 @@
+// Act for a segment reduction: every file of the op from templates/kernel_dev/segment/ (the
+// kernel, tuning, C header, fp64 reference and its tests, GPU tests, benchmark, binding, docs page)
+// and the shared list templates of templates/kernel_dev/ (docs table row, Python exports).
+#include <mustache.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "liger/text_escape.h"
+#include "workflows/kernel_dev/segment.h"
+
+namespace liger::kernel_dev {
+
+namespace mu = kainjow::mustache;
+
+namespace {
+
+std::string upper(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// Profile text placed in comments, docstrings and Markdown cells: one line that cannot close any
+// of them (as render.cpp's free_text).
+std::string free_text(const std::string& text) {
+  std::string out = util::escape_code_text(text);
+  for (char& c : out) {
+    if (c == '|') c = '/';
+    else if (c == '`') c = '\'';
+  }
+  return out;
+}
+
+std::string number(double v) {
+  char buffer[64];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buffer, sizeof(buffer), "%.*g", digits, v);
+    if (std::strtod(buffer, nullptr) == v) break;
+  }
+  return buffer;
+}
+
+std::string c_string(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string read_template(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("kernel-dev template not found: " + path.string());
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+mu::data context(const KernelProfile& p) {
+  const SegmentSpec& s = *p.segment;
+  mu::data d;
+  d.set("tier", "2");
+  d.set("op", p.op_name);
+  d.set("OP", upper(p.op_name));
+  d.set("Camel", camel_case(p.op_name));
+  d.set("display", free_text(p.display_name));
+  d.set("closest_kernel", p.closest_kernel);
+  d.set("python_module", p.python_module);
+  d.set("source_kind", p.source_kind);
+  d.set("source_form", free_text(s.source_form));
+  d.set("reduce", s.reduce);
+  d.set("is_sum", mu::data(s.reduce == "sum"));
+  d.set("is_mean", mu::data(s.reduce == "mean"));
+  d.set("is_sum_or_mean", mu::data(s.reduce == "sum" || s.reduce == "mean"));
+  const bool arg = s.reduce == "max" || s.reduce == "min";
+  d.set("is_arg", mu::data(arg));
+  d.set("is_max", mu::data(s.reduce == "max"));
+  d.set("arg", "arg" + s.reduce);  // argmax / argmin
+  d.set("index", s.index);
+  d.set("is_offsets", mu::data(s.index == "offsets"));
+  d.set("is_lengths", mu::data(s.index == "lengths"));
+  d.set("pooled_dim", std::to_string(s.pooled_dim));
+  const bool inf = arg && s.empty_segment == "inf";
+  d.set("empty_text", inf ? (s.reduce == "max" ? "-inf" : "+inf") : "0");
+  d.set("empty_cuda", inf ? (s.reduce == "max" ? "-INFINITY" : "INFINITY") : "0.0f");
+  d.set("empty_reference", inf ? (s.reduce == "max" ? "-HUGE_VAL" : "HUGE_VAL") : "0.0");
+  d.set("empty_python", inf ? (s.reduce == "max" ? "float('-inf')" : "float('inf')") : "0.0");
+  d.set("empty_is_inf", mu::data(inf));
+  // "better" for the arg reductions: the comparison that replaces the running extreme.
+  d.set("better", s.reduce == "min" ? "<" : ">");
+  d.set("identity_cuda", s.reduce == "max" ? "-INFINITY" : s.reduce == "min" ? "INFINITY" : "0.0f");
+  d.set("torch_scatter", s.reduce == "max" ? "amax" : s.reduce == "min" ? "amin" : s.reduce);
+  d.set("features", std::to_string(s.features));
+  d.set("bench_segments", std::to_string(s.bench_segments));
+  d.set("bench_min_rows", std::to_string(s.bench_min_rows));
+  d.set("bench_max_rows", std::to_string(s.bench_max_rows));
+  d.set("derivative", free_text(p.gradients && !p.gradients->empty() ? p.gradients->front().expression : ""));
+  d.set("expression", free_text(p.forward ? p.forward->expression : "segment " + s.reduce));
+  d.set("output", "y");
+  d.set("inputs", mu::list{mu::object{{"name", "x"}}, mu::object{{"name", s.index}}});
+  d.set("learnable", mu::list{});
+  d.set("hyperparameters", mu::list{});
+
+  const int threads = p.tiling ? p.tiling->threads_per_block : 256;
+  const int vector = p.tiling ? p.tiling->vector_bytes : 16;
+  if (threads < 64 || threads > 1024 || threads % 32 != 0)
+    throw std::invalid_argument("render: tiling.threads_per_block = " + std::to_string(threads) +
+                                " is not a block the segment kernel launches (64..1024, a multiple of 32)");
+  if (vector != 2 && vector != 4 && vector != 8 && vector != 16)
+    throw std::invalid_argument("render: tiling.vector_bytes = " + std::to_string(vector) + " (want 16, 8, 4 or 2)");
+  d.set("threads", std::to_string(threads));
+  d.set("vector_bytes", std::to_string(vector));
+
+  mu::list tolerances;
+  for (const auto& t : *p.tolerances) {
+    if (t.dtype != "fp32" && t.dtype != "fp16" && t.dtype != "bf16")
+      throw std::invalid_argument("render: profile tolerance for unknown dtype '" + t.dtype + "'");
+    char brace[256];
+    std::snprintf(brace, sizeof(brace), "{%.9g, %.9g, %.9g, ", t.atol, t.rtol, t.max_relative_l2);
+    tolerances.push_back(mu::object{
+        {"dtype", t.dtype},
+        {"dtype_enum", t.dtype == "fp32" ? "LIGER_DTYPE_FLOAT32" : t.dtype == "fp16" ? "LIGER_DTYPE_FLOAT16" : "LIGER_DTYPE_BFLOAT16"},
+        {"applies_to", t.applies_to},
+        {"atol", number(t.atol)},
+        {"rtol", number(t.rtol)},
+        {"reason", free_text(t.reason)},
+        {"brace_init", std::string(brace) + c_string(free_text(t.reason)) + "}"}});
+  }
+  d.set("tolerances", tolerances);
+  return d;
+}
+
+}  // namespace
+
+std::vector<RenderedFile> render_segment(const KernelProfile& p, const std::filesystem::path& templates_dir) {
+  if (!p.segment) throw std::invalid_argument("render: profile '" + p.op_name + "' has no segment section");
+  if (!p.complete()) {
+    std::string fields;
+    for (const auto& [field, reason] : p.undecided) fields += (fields.empty() ? "" : "; ") + field + ": " + reason;
+    throw std::invalid_argument("render: profile '" + p.op_name + "' has undecided fields: " + fields);
+  }
+  if (const auto problems = segment_problems(p); !problems.empty()) {
+    std::string all;
+    for (const auto& problem : problems) all += (all.empty() ? "" : "; ") + problem;
+    throw std::invalid_argument("render: " + all);
+  }
+  if (!p.tolerances) throw std::invalid_argument("render: profile '" + p.op_name + "' lacks tolerances");
+  mu::data data = context(p);
+  const std::string& op = p.op_name;
+  struct Target {
+    std::string template_name;
+    std::string path;
+    bool insert;
+    std::string prefix = {};
+  };
+  const std::vector<Target> targets = {
+      {"segment/header.h.mustache", "kernels/include/liger_kernels/" + op + ".h", false},
+      {"segment/kernel.cu.mustache", "kernels/src/" + op + "/" + op + ".cu", false},
+      {"segment/tuning.h.mustache", "kernels/src/" + op + "/tuning.h", false},
+      {"segment/reference.h.mustache", "kernels/reference/" + op + "_ref.h", false},
+      {"segment/reference.cpp.mustache", "kernels/reference/" + op + "_ref.cpp", false},
+      {"segment/test_reference.cpp.mustache", "tests/kernels/reference/test_" + op + "_ref.cpp", false},
+      {"segment/test_gpu.cpp.mustache", "tests/kernels/gpu/test_" + op + ".cpp", false},
+      {"segment/bench.cpp.mustache", "benchmarks/bench_" + op + ".cpp", false},
+      {"segment/python_op.py.mustache", "kernels/python/liger_kernels/ops/" + op + ".py", false},
+      {"segment/doc.md.mustache", "docs/kernels/" + op + ".md", false},
+      {"docs_row.md.mustache", "docs/kernels/README.md", true, "| `"},
+      {"exports_import.py.mustache", "kernels/python/liger_kernels/functional.py", true, "from .ops."},
+      {"exports_alias.py.mustache", "kernels/python/liger_kernels/functional.py", true, "liger_"},
+      {"exports_all.py.mustache", "kernels/python/liger_kernels/functional.py", true, "    \""},
+  };
+  std::vector<RenderedFile> files;
+  for (const auto& target : targets) {
+    const std::filesystem::path path = templates_dir / target.template_name;
+    mu::mustache tmpl{read_template(path)};
+    if (!tmpl.is_valid()) throw std::runtime_error(path.string() + ": " + tmpl.error_message());
+    tmpl.set_custom_escape([](const std::string& s) { return s; });  // code, not HTML
+    std::string content = tmpl.render(data);
+    if (!tmpl.is_valid()) throw std::runtime_error(path.string() + ": " + tmpl.error_message());
+    files.push_back({target.path, content, target.template_name, target.insert, target.prefix});
+  }
+  return files;
+}
+
+}  // namespace liger::kernel_dev

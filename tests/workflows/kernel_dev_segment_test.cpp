@@ -1,0 +1,458 @@
+// kernel-dev segment reductions (issue 18 item 3): recognising a segment mean/sum/max/min in words
+// and in PyTorch (loops, index_add_ / scatter_add_ / scatter_reduce, torch.split, segment_reduce;
+// offsets vs lengths; the pooled dim), requests it must not take (other row ops, GLUs) or must name
+// as not pure pooling; the profile's `segment` section (schema, problems, YAML round trip); the
+// rendered files (nvcc -c for sm_90, g++ -fsyntax-only of the GPU test and benchmark, py_compile of
+// the binding, the fp64 reference built and its tests run); and the workflow through Verify with
+// the toolchain faked. A missing compiler skips with the reason.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "liger/config.h"
+#include "liger/engine.h"
+#include "liger/profile.h"
+#include "liger/util.h"
+#include "workflows/kernel_dev/render.h"
+#include "workflows/kernel_dev/segment.h"
+#include "workflows/kernel_dev/workflow.h"
+
+#include "committed_tree.h"
+
+namespace kd = liger::kernel_dev;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kSource = LIGER_SOURCE_DIR;
+
+const kd::KnowledgeBase& kb() {
+  static const kd::KnowledgeBase k = kd::KnowledgeBase::load(kSource);
+  return k;
+}
+
+kd::KernelProfile analyse(const std::string& text, const std::string& name = "") {
+  return kd::analyse({text, kd::InputKind::Auto, name}, kb());
+}
+
+struct Expected {
+  std::string text;
+  std::string reduce, index;
+  int dim = 0;
+  std::string form;
+};
+
+// The issue's spellings and others like them (different names, dims, keyword arguments).
+const std::vector<Expected> kRecognised = {
+    {"def f(x, offsets):\n"
+     "    out = torch.zeros(offsets.numel() - 1, x.shape[1], dtype=x.dtype, device=x.device)\n"
+     "    lengths = offsets[1:] - offsets[:-1]\n"
+     "    seg = torch.repeat_interleave(torch.arange(lengths.numel(), device=x.device), lengths)\n"
+     "    out.index_add_(0, seg, x)\n"
+     "    return out / lengths[:, None]\n",
+     "mean", "offsets", 0, "index_add"},
+    {"def pool(h, bounds):\n    n = bounds.diff()\n    ids = torch.arange(len(bounds) - 1).repeat_interleave(n)\n"
+     "    return torch.zeros(len(bounds) - 1, h.size(1)).index_add(0, ids, h)\n",
+     "sum", "offsets", 0, "index_add"},
+    {"def f(x, lengths):\n    seg = torch.repeat_interleave(torch.arange(lengths.numel()), lengths)\n"
+     "    idx = seg[:, None].expand(-1, x.shape[1])\n"
+     "    return torch.zeros(lengths.numel(), x.shape[1]).scatter_reduce(0, idx, x, reduce='amax', include_self=False)\n",
+     "max", "lengths", 0, "scatter_reduce"},
+    {"def f(x, sizes):\n    seg = torch.repeat_interleave(torch.arange(sizes.numel()), sizes)\n"
+     "    out = x.new_zeros(sizes.numel(), x.shape[1])\n    out.scatter_add_(0, seg[:, None].expand_as(x), x)\n"
+     "    counts = x.new_zeros(sizes.numel()).index_add_(0, seg, torch.ones_like(seg, dtype=x.dtype))\n"
+     "    return out / counts.clamp(min=1)[:, None]\n",
+     "mean", "lengths", 0, "scatter_add"},
+    {"def f(x, offsets):\n    out = torch.empty(len(offsets) - 1, x.shape[1])\n"
+     "    for i in range(len(offsets)-1): out[i] = x[offsets[i]:offsets[i+1]].mean(0)\n    return out\n",
+     "mean", "offsets", 0, "loop"},
+    {"def f(x, lengths):\n    out = []\n    start = 0\n    for l in lengths.tolist():\n"
+     "        out.append(x[start:start + l].amax(dim=0))\n        start += l\n    return torch.stack(out)\n",
+     "max", "lengths", 0, "loop"},
+    {"def f(x, offsets):\n    return torch.stack([x[:, offsets[i]:offsets[i + 1]].sum(1) for i in range(len(offsets) - 1)], 1)\n",
+     "sum", "offsets", 1, "loop"},
+    {"class BagPool(nn.Module):\n    def forward(self, emb, cu_seqlens):\n        return torch.stack([torch.min(emb[cu_seqlens[b]:cu_seqlens[b + 1]], dim=0).values\n"
+     "                            for b in range(cu_seqlens.numel() - 1)])\n",
+     "min", "offsets", 0, "loop"},
+    {"def f(x, lengths):\n    return torch.segment_reduce(x, \"mean\", lengths=lengths)\n", "mean", "lengths", 0,
+     "segment_reduce"},
+    {"y = torch.segment_reduce(data, reduce='max', offsets=ptr, axis=1, unsafe=True)", "max", "offsets", 1,
+     "segment_reduce"},
+    {"def f(x, lengths):\n    return torch.stack([p.sum(0) for p in torch.split(x, lengths.tolist())])\n", "sum",
+     "lengths", 0, "split"},
+    {"def f(x, lens):\n    return torch.stack([c.mean(dim=0) for c in x.split(lens.tolist())])\n", "mean", "lengths", 0,
+     "split"},
+    {"class JaggedMax(torch.nn.Module):\n    def forward(self, values, lengths):\n        out = []\n"
+     "        for chunk in torch.split(values, lengths.tolist(), dim=0):\n            out.append(chunk.max(dim=0).values)\n"
+     "        return torch.stack(out)\n",
+     "max", "lengths", 0, "split"},
+    {"def f(x, offsets):\n    return torch.stack([x[s:e].sum(dim=0) for s, e in zip(offsets[:-1].tolist(), offsets[1:].tolist())])\n",
+     "sum", "offsets", 0, "loop"},
+    {"def f(x, ptr):\n    return segment_csr(x, ptr, reduce=\"max\")\n", "max", "offsets", 0, "segment_csr"},
+    {"def f(x, lengths):\n    idx = torch.repeat_interleave(torch.arange(len(lengths)), lengths)\n    return scatter_sum(x, idx, dim=0)\n",
+     "sum", "lengths", 0, "torch_scatter"},
+    {"def f(values, offsets):\n    nt = torch.nested.nested_tensor_from_jagged(values, offsets)\n    return nt.mean(dim=1)\n",
+     "mean", "offsets", 0, "nested"},
+    {"mean pooling over variable-length segments given offsets", "mean", "offsets", 0, "words"},
+    {"max pooling over jagged rows given lengths", "max", "lengths", 0, "words"},
+    {"segment sum", "sum", "offsets", 0, "words"},
+    {"average each ragged bag of embeddings, bag sizes given as lengths", "mean", "lengths", 0, "words"},
+    {"segment min over dim 1 with cu_seqlens", "min", "offsets", 1, "words"},
+};
+
+}  // namespace
+
+TEST(KernelDevSegment, RecognisesSpellingsOfSegmentReductions) {
+  for (const auto& e : kRecognised) {
+    SCOPED_TRACE(e.text);
+    const kd::SegmentRecognition r = kd::recognise_segment(e.text);
+    ASSERT_TRUE(r.matched);
+    EXPECT_EQ(r.rejection, "");
+    EXPECT_EQ(r.spec.reduce, e.reduce);
+    EXPECT_EQ(r.spec.index, e.index);
+    EXPECT_EQ(r.spec.pooled_dim, e.dim);
+    EXPECT_EQ(r.spec.source_form, e.form);
+  }
+  // segment_reduce's max without `initial` gives -inf for an empty segment; the profile says so.
+  EXPECT_EQ(kd::recognise_segment("torch.segment_reduce(x, 'max', lengths=l)").spec.empty_segment, "inf");
+  EXPECT_EQ(kd::recognise_segment("torch.segment_reduce(x, 'max', lengths=l, initial=0)").spec.empty_segment, "zero");
+  EXPECT_EQ(kd::recognise_segment("torch.segment_reduce(x, 'max', lengths=l, initial=float('-inf'))").spec.empty_segment, "inf");
+  // The pooled tensor and the index tensor are the ones the code uses, whatever their names.
+  EXPECT_NE(kd::recognise_segment(kRecognised[12].text).resolved_from.find("of `values` over dim 0 via split, segments given by lengths (`lengths`)"),
+            std::string::npos) << kd::recognise_segment(kRecognised[12].text).resolved_from;
+}
+
+TEST(KernelDevSegment, LeavesOtherOpsAlone) {
+  for (const char* text : {"softmax", "ReLU squared activation function", "layer norm", "segment softmax given offsets",
+                           "sum of squares", "def f(x):\n    return torch.softmax(x, dim=-1)\n",
+                           "def f(x):\n    return x.sum(-1)\n", "y = x * sigmoid(x)",
+                           "def f(x):\n    a, b = x.split(x.shape[-1] // 2, -1)\n    return a * torch.sigmoid(b)\n",
+                           "def f(x):\n    for i in range(3):\n        x = x * 2\n    return x\n",
+                           "masked mean pooling over padded sequences given lengths", "max pooling 2d",
+                           "def f(x):\n    h = x.shape[-1] // 2\n    return x[..., :h] * torch.sigmoid(x[..., h:])\n",
+                           "def f(x):\n    for i in range(0, x.shape[0], 128):\n        x[i:i+128] = x[i:i+128].softmax(-1)\n    return x\n"}) {
+    SCOPED_TRACE(text);
+    EXPECT_FALSE(kd::recognise_segment(text).matched);
+    EXPECT_FALSE(analyse(text).segment.has_value());
+  }
+}
+
+// A segment reduction with more in it is named, not silently reduced to the pooling.
+TEST(KernelDevSegment, NamesWhatIsMoreThanPooling) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"def f(x, offsets):\n    seg = torch.repeat_interleave(torch.arange(len(offsets) - 1), offsets.diff())\n"
+       "    return torch.zeros(len(offsets) - 1, x.shape[1]).index_add_(0, seg, torch.relu(x))\n",
+       "is computed (torch.relu(x))"},
+      {"def f(x, offsets):\n    seg = torch.repeat_interleave(torch.arange(len(offsets) - 1), offsets.diff())\n"
+       "    out = torch.zeros(len(offsets) - 1, x.shape[1]).index_add_(0, seg, x)\n    return torch.tanh(out)\n",
+       "tanh"},
+      {"def f(x, offsets):\n    out = torch.empty(len(offsets) - 1, x.shape[1])\n"
+       "    for i in range(len(offsets) - 1): out[i] = (x[offsets[i]:offsets[i+1]] * 2).sum(0)\n    return out\n",
+       "arithmetic in"},
+      {"def f(x, batch):\n    out = torch.zeros(int(batch.max()) + 1, x.shape[1])\n    return out.index_add_(0, batch, x)\n",
+       "per-row segment id tensor (`batch`"},
+      {"torch.segment_reduce(x, 'prod', lengths=l)", "reduce='prod'"},
+      {"torch.segment_reduce(x, 'max', lengths=l, initial=5)", "initial=5"},
+      {"def f(v, o):\n    return torch.nested.nested_tensor_from_jagged(v, o).sum(dim=-1)\n", "not its ragged dim 1"},
+      {"def f(x, batch):\n    return torch_scatter.scatter_mean(x, batch, dim=0)\n", "per-row segment id tensor (`batch`"},
+  };
+  for (const auto& [text, why] : cases) {
+    SCOPED_TRACE(text);
+    const kd::SegmentRecognition r = kd::recognise_segment(text);
+    EXPECT_TRUE(r.matched);
+    EXPECT_NE(r.rejection.find(why), std::string::npos) << r.rejection;
+    const kd::KernelProfile p = analyse(text);
+    ASSERT_TRUE(p.undecided.count("segment"));
+    EXPECT_FALSE(p.complete());
+  }
+}
+
+TEST(KernelDevSegment, ProfileIsCompleteValidatesAndRoundTrips) {
+  const auto schema = liger::profile::Schema::load_file(kSource / "skills/kernel_dev/profile.schema.yaml");
+  for (const auto& e : kRecognised) {
+    SCOPED_TRACE(e.text);
+    const kd::KernelProfile p = analyse(e.text);
+    ASSERT_TRUE(p.segment.has_value());
+    EXPECT_TRUE(p.complete());
+    EXPECT_EQ(p.tier, 2);
+    EXPECT_TRUE(kd::segment_problems(p).empty());
+    const std::string text = kd::profile_to_text(p);
+    const auto report = schema.validate(YAML::Load(text));
+    EXPECT_TRUE(report.ok()) << report.format_errors("profile.yaml");
+    const kd::KernelProfile back = kd::profile_from_yaml(YAML::Load(text));
+    EXPECT_EQ(kd::profile_to_text(back), text);
+    ASSERT_TRUE(back.segment.has_value());
+    EXPECT_EQ(back.segment->reduce, e.reduce);
+    EXPECT_EQ(back.segment->index, e.index);
+  }
+  // Names: generic function names give segment_<reduce>; a descriptive one or --name is kept.
+  EXPECT_EQ(analyse(kRecognised[0].text).op_name, "segment_mean");
+  EXPECT_EQ(analyse("max pooling over jagged rows given lengths").op_name, "segment_max_lengths");
+  EXPECT_EQ(analyse(kRecognised[6].text).op_name, "segment_sum_dim1");
+  EXPECT_EQ(analyse(kRecognised[7].text).op_name, "bag_pool");
+  EXPECT_EQ(analyse("segment sum", "jagged_sum").op_name, "jagged_sum");
+  // The schema rejects a reduction the kernels do not have; segment_problems other mistakes.
+  YAML::Node bad = YAML::Load(kd::profile_to_text(analyse("segment sum")));
+  bad["segment"]["reduce"] = "median";
+  EXPECT_FALSE(schema.validate(bad).ok());
+  kd::KernelProfile wrong = analyse("segment sum");
+  wrong.segment->empty_segment = "inf";
+  ASSERT_EQ(kd::segment_problems(wrong).size(), 1u);
+  EXPECT_NE(kd::segment_problems(wrong)[0].find("inf is for max and min"), std::string::npos);
+  EXPECT_THROW(kd::render(wrong, kSource / "templates/kernel_dev"), std::invalid_argument);
+  // Only a rejection or an edit leaves it undecided; an undecided section reads back as such.
+  kd::KernelProfile pending = analyse("segment sum");
+  pending.undecided["segment"] = "check the index form";
+  const kd::KernelProfile read = kd::profile_from_yaml(YAML::Load(kd::profile_to_text(pending)));
+  EXPECT_EQ(read.undecided.at("segment"), "check the index form");
+  EXPECT_TRUE(read.segment.has_value());
+}
+
+namespace {
+
+fs::path write_tree(const std::vector<kd::RenderedFile>& files, const std::string& name) {
+  fs::path root = fs::temp_directory_path() / ("liger_kdev_segment_" + std::to_string(::getpid()) + "_" + name);
+  fs::remove_all(root);
+  for (const auto& f : files) {
+    if (f.insert) continue;
+    fs::path path = root / f.path;
+    fs::create_directories(path.parent_path());
+    std::ofstream(path) << f.content;
+  }
+  return root;
+}
+
+std::string find_tool(const std::vector<std::string>& candidates) {
+  for (const auto& c : candidates) {
+    if (c.find('/') != std::string::npos) {
+      if (fs::exists(c)) return c;
+    } else if (std::system(("command -v " + c + " >/dev/null 2>&1").c_str()) == 0) {
+      return c;
+    }
+  }
+  return "";
+}
+
+std::string run(const std::string& command, const fs::path& log) {
+  const int status = std::system((command + " >" + log.string() + " 2>&1").c_str());
+  if (status == 0) return "";
+  std::ifstream in(log);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string out = text.str();
+  if (out.size() > 6000) out = "..." + out.substr(out.size() - 6000);
+  return "command failed (" + std::to_string(status) + "): " + command + "\n" + out;
+}
+
+// One op per reduction and index form (and a pooled dim other than 0).
+const std::vector<std::pair<std::string, std::string>> kVariants = {
+    {"segment_mean", "mean pooling over variable-length segments given offsets"},
+    {"segment_sum_lengths", "segment sum given lengths"},
+    {"segment_max", "max pooling over jagged rows given offsets"},
+    {"segment_min_inf", "min over segments given lengths, -inf style empty segments"},
+    {"segment_mean_dim1", "def f(x, offsets):\n    return torch.stack([x[:, offsets[i]:offsets[i + 1]].mean(1) for i in range(len(offsets) - 1)], 1)\n"},
+};
+
+}  // namespace
+
+TEST(KernelDevSegment, RendersTheOpsFiles) {
+  const auto files = kd::render(analyse(kRecognised[0].text), kSource / "templates/kernel_dev");
+  std::vector<std::string> paths;
+  for (const auto& f : files)
+    if (!f.insert) paths.push_back(f.path);
+  const std::vector<std::string> expected = {
+      "kernels/include/liger_kernels/segment_mean.h", "kernels/src/segment_mean/segment_mean.cu",
+      "kernels/src/segment_mean/tuning.h",            "kernels/reference/segment_mean_ref.h",
+      "kernels/reference/segment_mean_ref.cpp",       "tests/kernels/reference/test_segment_mean_ref.cpp",
+      "tests/kernels/gpu/test_segment_mean.cpp",      "benchmarks/bench_segment_mean.cpp",
+      "kernels/python/liger_kernels/ops/segment_mean.py", "docs/kernels/segment_mean.md"};
+  EXPECT_EQ(paths, expected);
+  for (const auto& f : files) {
+    EXPECT_EQ(f.content.find("{{"), std::string::npos) << f.path;
+    if (f.path.find(".cu") != std::string::npos) {
+      EXPECT_NE(f.content.find("liger_status liger_segment_mean_forward(const void* x, int64_t x_row_stride, const int64_t* offsets"),
+                std::string::npos);
+      EXPECT_NE(f.content.find("constexpr bool kMean = true;"), std::string::npos);
+    }
+  }
+  // Another spelling of the same op renders the same files (a second request finds it in place).
+  const auto loop = kd::render(analyse(kRecognised[4].text), kSource / "templates/kernel_dev");
+  ASSERT_EQ(loop.size(), files.size());
+  for (std::size_t i = 0; i < files.size(); ++i) EXPECT_EQ(loop[i].content, files[i].content) << files[i].path;
+  // max saves its argmax rows; the forward and backward take them.
+  const auto max_files = kd::render(analyse("max pooling over jagged rows given lengths"), kSource / "templates/kernel_dev");
+  int headers = 0;
+  for (const auto& f : max_files)
+    if (f.path == "kernels/include/liger_kernels/segment_max_lengths.h") {
+      ++headers;
+      EXPECT_NE(f.content.find("int32_t* argmax, int64_t rows"), std::string::npos);
+      EXPECT_NE(f.content.find("const int32_t* argmax, void* dx"), std::string::npos);
+    }
+  EXPECT_EQ(headers, 1);
+}
+
+// The generated kernel compiles with nvcc for sm_90; the GPU test and the benchmark with g++ against
+// the CUDA headers; the binding with python3.
+TEST(KernelDevSegment, HostCodePythonAndCudaCompile) {
+  const std::string gxx = find_tool({"g++", "c++"});
+  const std::string nvcc = find_tool({"nvcc", "/usr/local/cuda/bin/nvcc"});
+  const std::string python = find_tool({"python3"});
+  std::string cuda_include;
+  for (const char* candidate : {"/usr/local/cuda/include", "/usr/include"})
+    if (fs::exists(fs::path(candidate) / "cuda_runtime.h")) cuda_include = candidate;
+  for (const auto& [op, text] : kVariants) {
+    SCOPED_TRACE(op);
+    const fs::path root = write_tree(kd::render(analyse(text, op), kSource / "templates/kernel_dev"), op);
+    if (!gxx.empty() && !cuda_include.empty()) {
+      const std::string includes = " -I" + cuda_include + " -I" + (root / "kernels/include").string() + " -I" +
+                                   (kSource / "kernels/include").string() + " -I" + (root / "kernels/reference").string() +
+                                   " -I" + (kSource / "tests/kernels").string() + " -I" + (kSource / "benchmarks").string();
+      for (const std::string& source : {"tests/kernels/gpu/test_" + op + ".cpp", "benchmarks/bench_" + op + ".cpp"})
+        EXPECT_EQ(run(gxx + " -std=c++17 -fsyntax-only -Wall -Wextra -Werror" + includes + " " + (root / source).string(),
+                      root / "build.log"),
+                  "");
+    }
+    if (!python.empty())
+      EXPECT_EQ(run(python + " -m py_compile " + (root / ("kernels/python/liger_kernels/ops/" + op + ".py")).string(),
+                    root / "py.log"),
+                "");
+    if (!nvcc.empty())
+      EXPECT_EQ(run(nvcc + " -std=c++17 -c --expt-relaxed-constexpr -arch=sm_90 -Werror all-warnings -I" +
+                        (root / "kernels/include").string() + " -I" + (root / "kernels/src").string() + " -I" +
+                        (kSource / "kernels/include").string() + " -I" + (kSource / "kernels/src").string() + " " +
+                        (root / ("kernels/src/" + op + "/" + op + ".cu")).string() + " -o " + (root / "kernel.o").string(),
+                    root / "nvcc.log"),
+                "");
+    fs::remove_all(root);
+  }
+  std::string missing;
+  if (gxx.empty() || cuda_include.empty()) missing += "g++ or the CUDA headers (GPU test and benchmark); ";
+  if (python.empty()) missing += "python3 (binding); ";
+  if (nvcc.empty()) missing += "nvcc (kernel); ";
+  if (!missing.empty()) GTEST_SKIP() << "not compiled, tool missing: " << missing;
+}
+
+// The rendered fp64 reference builds and passes its own tests (worked example, finite differences,
+// rows outside every segment) for every reduction and index form.
+TEST(KernelDevSegment, ReferenceBuildsAndPassesItsTests) {
+  const std::string gxx = find_tool({"g++", "c++"});
+  if (gxx.empty()) GTEST_SKIP() << "no C++ compiler (g++) on PATH: the rendered reference was not compiled";
+  for (const auto& [op, text] : kVariants) {
+    SCOPED_TRACE(op);
+    const fs::path root = write_tree(kd::render(analyse(text, op), kSource / "templates/kernel_dev"), op + "_ref");
+    const fs::path binary = root / "ref_test";
+    std::string error = run(gxx + " -std=c++17 -O1 -Wall -Wextra -Werror -I" + (root / "kernels/reference").string() + " " +
+                                (root / ("kernels/reference/" + op + "_ref.cpp")).string() + " " +
+                                (root / ("tests/kernels/reference/test_" + op + "_ref.cpp")).string() +
+                                " -lgtest -lgtest_main -pthread -o " + binary.string(),
+                            root / "build.log");
+    ASSERT_TRUE(error.empty()) << error;
+    error = run(binary.string(), root / "run.log");
+    EXPECT_TRUE(error.empty()) << error;
+    const std::string log = liger::util::read_file(root / "run.log");
+    EXPECT_NE(log.find("[  PASSED  ] 3 tests."), std::string::npos) << log;
+    fs::remove_all(root);
+  }
+}
+
+// A wrong gradient rule in the reference is caught by its finite-difference test (the test can fail).
+TEST(KernelDevSegment, ReferenceTestCatchesAWrongGradient) {
+  const std::string gxx = find_tool({"g++", "c++"});
+  if (gxx.empty()) GTEST_SKIP() << "no C++ compiler (g++) on PATH";
+  auto files = kd::render(analyse("segment mean given offsets", "seg_wrong"), kSource / "templates/kernel_dev");
+  for (auto& f : files)
+    if (f.path == "kernels/reference/seg_wrong_ref.cpp") {
+      const std::string rule = "dy[i] / static_cast<double>(end - begin)";
+      ASSERT_NE(f.content.find(rule), std::string::npos);
+      f.content.replace(f.content.find(rule), rule.size(), "dy[i]");  // the sum's gradient for a mean
+    }
+  const fs::path root = write_tree(files, "seg_wrong");
+  const fs::path binary = root / "ref_test";
+  std::string error = run(gxx + " -std=c++17 -O1 -I" + (root / "kernels/reference").string() + " " +
+                              (root / "kernels/reference/seg_wrong_ref.cpp").string() + " " +
+                              (root / "tests/kernels/reference/test_seg_wrong_ref.cpp").string() +
+                              " -lgtest -lgtest_main -pthread -o " + binary.string(),
+                          root / "build.log");
+  ASSERT_TRUE(error.empty()) << error;
+  error = run(binary.string(), root / "run.log");
+  EXPECT_NE(error.find("gradient check failed (seed 1)"), std::string::npos) << error;
+  fs::remove_all(root);
+}
+
+namespace {
+
+struct FakeRunner : kd::ToolRunner {
+  std::vector<std::vector<std::string>> calls;
+  liger::toolchain::ProcessResult run(const std::vector<std::string>& argv, const fs::path&, std::chrono::seconds,
+                                      const std::map<std::string, std::string>&) override {
+    calls.push_back(argv);
+    liger::toolchain::ProcessResult r;
+    r.exit_code = 0;
+    const std::string exe = fs::path(argv.front()).filename().string();
+    if (exe == "reference_tests") r.output = "[==========] 3 tests ran.\n[  PASSED  ] 3 tests.\n";
+    else if (exe == "python3") {
+      r.exit_code = 3;
+      r.output = "not run: torch not importable\n";
+    } else {
+      r.output = "ninja: no work to do.\n";
+    }
+    return r;
+  }
+  bool has_tool(const std::string&) override { return true; }
+  bool has_gpu() override { return false; }
+};
+
+}  // namespace
+
+// The issue's index_add_ spelling with --yes: Understand decides everything, Act writes the op's
+// files and list entries, Verify builds and runs <Camel>Reference.* (toolchain faked).
+TEST(KernelDevSegment, IndexAddSpellingReachesVerifyWithYes) {
+  std::string pattern = (fs::temp_directory_path() / "kernel-dev-seg-XXXXXX").string();
+  const fs::path root = ::mkdtemp(pattern.data());
+  const fs::path tree = root / "repo", build = root / "build";
+  liger::testing::copy_committed(kSource,
+                                 {"kernels/ops.yaml", "kernels/python/liger_kernels/functional.py",
+                                  "docs/kernels/README.md", "kernels/include/liger_kernels"},
+                                 tree);
+  fs::create_directories(build);
+  std::ofstream(build / "build.ninja") << "# fake\n";
+  std::ofstream(build / "CMakeCache.txt") << "LIGER_BUILD_KERNELS:BOOL=OFF\n";
+  auto runner = std::make_shared<FakeRunner>();
+  kd::set_tool_runner_for_testing(runner);
+  liger::engine::WorkflowRegistry registry;
+  registry.add(kd::make_workflow());
+  liger::Config config = liger::Config::defaults();
+  liger::engine::EngineOptions o;
+  o.run_root = root / "runs";
+  o.checkpoints = liger::engine::CheckpointPolicy::AutoApprove;
+  o.config = &config;
+  o.quiet = true;
+  liger::engine::RunRequest r;
+  r.workflow = "kernel-dev";
+  r.label = "segment";
+  r.tree_root = tree;
+  r.input_text = kRecognised[0].text;
+  r.arguments = {{"input", r.input_text}, {"build_dir", build.string()}};
+  liger::engine::Engine engine(registry, o);
+  const auto out = engine.start(r);
+  kd::set_tool_runner_for_testing(nullptr);
+  ASSERT_EQ(out.status, "completed") << out.message;
+  for (const char* f : {"kernels/src/segment_mean/segment_mean.cu", "kernels/python/liger_kernels/ops/segment_mean.py",
+                        "tests/kernels/reference/test_segment_mean_ref.cpp", "benchmarks/bench_segment_mean.cpp"})
+    EXPECT_TRUE(fs::exists(tree / f)) << f;
+  EXPECT_NE(liger::util::read_file(tree / "kernels/ops.yaml").find("  - name: segment_mean\n    tier: 2\n"), std::string::npos);
+  EXPECT_NE(liger::util::read_file(tree / "kernels/python/liger_kernels/functional.py").find("from .ops.segment_mean import segment_mean"),
+            std::string::npos);
+  const std::string verify = liger::util::read_file(out.run_dir / "kernel-dev/verify.md");
+  EXPECT_NE(verify.find("| reference tests | passed"), std::string::npos) << verify;
+  bool filtered = false;
+  for (const auto& c : runner->calls)
+    if (fs::path(c.front()).filename() == "reference_tests") filtered = c.at(1) == "--gtest_filter=SegmentMeanReference.*";
+  EXPECT_TRUE(filtered);
+  std::error_code ec;
+  fs::remove_all(root, ec);
+}
