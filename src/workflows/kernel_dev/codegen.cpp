@@ -178,23 +178,45 @@ constexpr double kSigmoidSaturates = 20.0;
 // tanh(softplus(u)) = ((1+e)^2 - 1) / ((1+e)^2 + 1) = n / (n + 2) with e = exp(u), n = e (e + 2):
 // one exp and one division instead of exp, log1p and tanh. No cancellation anywhere (n >= 0);
 // for u -> -inf, n/(n+2) -> e like the function.
-Expr tanh_softplus(const Expr& u) {
-  Expr e = call("exp", {u});
-  Expr n = mul(e, add(e, num(2)));
+Expr tanh_softplus(const Expr& e, const RewriteContext&) {
+  if (!is_call(e, "tanh") || !is_call(e->args[0], "softplus")) return nullptr;
+  const Expr& u = e->args[0]->args[0];
+  Expr ex = call("exp", {u});
+  Expr n = mul(ex, add(ex, num(2)));
   return where_expr(compare(">", u, num(kTanhSoftplusSaturates)), num(1), div(n, add(n, num(2))));
+}
+
+// a / sqrt(v) = a * rsqrt(v): one SFU reciprocal square root instead of an IEEE square root and
+// an IEEE division (2 ulp against 1 ulp). Equal at the edges: v = 0 gives a * inf, v = inf gives
+// a * 0, v < 0 NaN, as the quotient does.
+Expr divide_by_sqrt(const Expr& e, const RewriteContext&) {
+  if (e->kind != Kind::Div || !is_call(e->args[1], "sqrt")) return nullptr;
+  return mul(e->args[0], call("rsqrt", {e->args[1]->args[0]}));
+}
+
+// u^(k + 1/2) = u^k * sqrt(u) for k = 1..8: a product and a square root instead of powf
+// (exp2 of a log2 with extended-precision fix-ups, ~40 instructions).
+Expr half_integer_power(const Expr& e, const RewriteContext&) {
+  if (e->kind != Kind::Pow || !is_number(e->args[1])) return nullptr;
+  const double p = e->args[1]->value;
+  const double k = p - 0.5;
+  if (k != std::floor(k) || k < 1 || k > 8) return nullptr;
+  return mul(pow(e->args[0], num(k)), call("sqrt", {e->args[0]}));
 }
 
 // sigmoid(u) = e / (1 + e) with e = exp(u), when the statements compute exp(u) anyway: the
 // exp is shared and only the division remains (the stable form evaluates its own exp(-|u|)).
-Expr sigmoid_from_exp(const Expr& u) {
-  Expr e = call("exp", {u});
-  return where_expr(compare(">", u, num(kSigmoidSaturates)), num(1), div(e, add(num(1), e)));
+Expr sigmoid_shared_exp(const Expr& e, const RewriteContext& context) {
+  if (!is_call(e, "sigmoid") || !context.exp_arguments.count(to_string(e->args[0]))) return nullptr;
+  const Expr& u = e->args[0];
+  Expr ex = call("exp", {u});
+  return where_expr(compare(">", u, num(kSigmoidSaturates)), num(1), div(ex, add(num(1), ex)));
 }
 
 class Rewriter {
  public:
-  Rewriter(int pass, std::set<std::string> exps, std::vector<std::string>* applied)
-      : pass_(pass), exps_(std::move(exps)), applied_(applied) {}
+  Rewriter(int pass, RewriteContext context, std::vector<std::string>* applied)
+      : pass_(pass), context_(std::move(context)), applied_(applied) {}
 
   Expr run(const Expr& e) {
     if (e->args.empty()) return e;
@@ -212,25 +234,24 @@ class Rewriter {
       copy->args = std::move(args);
       node = copy;
     }
-    Expr out = apply(node);
-    memo_[e.get()] = out;
-    return out;
+    // The first rule of this pass whose pattern and condition hold; its replacement is final
+    // (the replacements contain no pattern of their own pass).
+    for (const auto& rule : rewrite_rules()) {
+      if (rule.pass != pass_) continue;
+      if (Expr replacement = rule.apply(node, context_)) {
+        if (applied_ && std::find(applied_->begin(), applied_->end(), rule.name) == applied_->end())
+          applied_->push_back(rule.name);
+        node = replacement;
+        break;
+      }
+    }
+    memo_[e.get()] = node;
+    return node;
   }
 
  private:
-  Expr apply(const Expr& e) {
-    if (pass_ == 0 && is_call(e, "tanh") && is_call(e->args[0], "softplus")) return fired("tanh_softplus", tanh_softplus(e->args[0]->args[0]));
-    if (pass_ == 1 && is_call(e, "sigmoid") && exps_.count(to_string(e->args[0])))
-      return fired("sigmoid_shared_exp", sigmoid_from_exp(e->args[0]));
-    return e;
-  }
-  Expr fired(const std::string& rule, Expr replacement) {
-    if (applied_ && std::find(applied_->begin(), applied_->end(), rule) == applied_->end()) applied_->push_back(rule);
-    return replacement;
-  }
-
   int pass_;
-  std::set<std::string> exps_;
+  RewriteContext context_;
   std::vector<std::string>* applied_;
   std::map<const Node*, Expr> memo_;
 };
@@ -246,9 +267,14 @@ void collect_exp_arguments(const Expr& e, std::set<std::string>& out, std::set<c
 const std::vector<RewriteRule>& rewrite_rules() {
   static const std::vector<RewriteRule> rules = {
       {"tanh_softplus", "tanh(softplus(u))", "where(u > 15, 1, n / (n + 2)), n = exp(u) * (exp(u) + 2)",
-       "always (the guard keeps exp(u) from overflowing; above it the value is 1.0f)"},
+       "every u (the guard keeps exp(u) from overflowing; above it the value is 1.0f)", 0, tanh_softplus},
+      {"divide_by_sqrt", "a / sqrt(v)", "a * rsqrt(v)",
+       "every a and v (v = 0: a * inf; v = inf: a * 0; v < 0: NaN, as the quotient)", 0, divide_by_sqrt},
+      {"half_integer_power", "u^(k + 0.5), k = 1..8", "u^k * sqrt(u)",
+       "every u but -inf (powf(-inf, k + 0.5) = +inf, the product NaN); u < 0 is NaN in both", 0, half_integer_power},
       {"sigmoid_shared_exp", "sigmoid(u)", "where(u > 20, 1, exp(u) / (1 + exp(u)))",
-       "when the same statements already compute exp(u) (e.g. after tanh_softplus), so the exp is shared"},
+       "when the same statements already compute exp(u) (e.g. after tanh_softplus), so the exp is shared", 1,
+       sigmoid_shared_exp},
   };
   return rules;
 }
@@ -259,10 +285,10 @@ std::vector<std::pair<std::string, Expr>> rewrite_for_device(const std::vector<s
   std::vector<std::pair<std::string, Expr>> current = outputs;
   Rewriter first(0, {}, applied);
   for (auto& [name, e] : current) e = first.run(e);
-  std::set<std::string> exps;
+  RewriteContext context;
   std::set<const Node*> seen;
-  for (const auto& [name, e] : current) collect_exp_arguments(e, exps, seen);
-  Rewriter second(1, exps, applied);
+  for (const auto& [name, e] : current) collect_exp_arguments(e, context.exp_arguments, seen);
+  Rewriter second(1, context, applied);
   for (auto& [name, e] : current) e = second.run(e);
   return current;
 }

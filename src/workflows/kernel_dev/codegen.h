@@ -6,6 +6,8 @@
 // sign_f64 (the templates define both).
 #pragma once
 
+#include <functional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -53,11 +55,18 @@ Tier1Code generate_tier1(const Program& program, const CodegenOptions& options =
 // CUDA statements only. Each rule is pattern -> replacement with the condition under which it
 // is valid; the replacement's guards make it valid for every finite and infinite argument, so the
 // conditions are about the context (which other subexpressions the statements already compute).
+struct RewriteContext {
+  std::set<std::string> exp_arguments;  // u of every exp(u) the statements compute (after pass 0)
+};
 struct RewriteRule {
   std::string name;
   std::string pattern;
   std::string replacement;
   std::string validity;
+  int pass = 0;  // 0: context-free; 1: uses what pass 0 left (RewriteContext)
+  // The replacement of a node (its arguments already rewritten), or nullptr where the pattern or
+  // its condition does not hold.
+  std::function<Expr(const Expr&, const RewriteContext&)> apply;
 };
 const std::vector<RewriteRule>& rewrite_rules();
 // Applies the rules bottom-up to a group of statements that share temporaries (one device
