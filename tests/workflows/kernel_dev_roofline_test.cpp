@@ -4,9 +4,14 @@
 // approximation policy taken from the tolerance table, and the rendered kernel's load plan.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
 #include <limits>
+#include <sstream>
 #include <vector>
 
 #include "workflows/kernel_dev/codegen.h"
@@ -313,4 +318,55 @@ TEST(KernelDevRoofline, RenderedKernelCarriesThePolicyAndItsOffSwitch) {
             std::string::npos);
   EXPECT_NE(kernel.find("tanh.approx.f32"), std::string::npos);
   EXPECT_NE(kernel.find("#ifndef LIGER_KD_FAST_MATH"), std::string::npos);
+}
+
+// The generated kernel's memory instructions, in the PTX of the bf16, 8-wide instantiations
+// (nvcc -ptx; CI has nvcc, no GPU): one 16-byte load per tensor and vector, and 16-byte stores.
+// A Vec of __nv_bfloat16 stored as a struct compiled to 2- and 4-byte stores (st.global.v2.u16),
+// four store instructions per vector.
+TEST(KernelDevRoofline, GeneratedKernelsMove16ByteVectors) {
+  std::string nvcc;
+  if (std::system("command -v nvcc >/dev/null 2>&1") == 0) nvcc = "nvcc";
+  else if (std::filesystem::exists("/usr/local/cuda/bin/nvcc")) nvcc = "/usr/local/cuda/bin/nvcc";
+  if (nvcc.empty()) GTEST_SKIP() << "nvcc not found (PATH, /usr/local/cuda/bin): the PTX was not inspected";
+  for (const char* request : {"Mish", "z = a * sigmoid(b) + c", "DyT"}) {
+    SCOPED_TRACE(request);
+    kd::KernelProfile p = kd::analyse({request, kd::InputKind::Auto, ""}, kb());
+    auto files = kd::render(p, kSource / "templates/kernel_dev");
+    const std::filesystem::path root =
+        std::filesystem::temp_directory_path() / ("liger_kdev_roofline_" + std::to_string(::getpid()) + "_" + p.op_name);
+    std::filesystem::remove_all(root);
+    for (const auto& f : files) {
+      if (f.insert) continue;
+      std::filesystem::create_directories((root / f.path).parent_path());
+      std::ofstream(root / f.path) << f.content;
+    }
+    const std::string cu = (root / ("kernels/src/" + p.op_name + "/" + p.op_name + ".cu")).string();
+    const std::string ptx = (root / "kernel.ptx").string();
+    const std::string command = nvcc + " -std=c++17 -ptx --expt-relaxed-constexpr -arch=sm_90 -I" + (root / "kernels/include").string() +
+                                " -I" + (root / "kernels/src").string() + " -I" + (kSource / "kernels/include").string() + " -I" +
+                                (kSource / "kernels/src").string() + " " + cu + " -o " + ptx + " >" + (root / "nvcc.log").string() + " 2>&1";
+    ASSERT_EQ(std::system(command.c_str()), 0) << command;
+    std::ifstream in(ptx);
+    std::stringstream text;
+    text << in.rdbuf();
+    // Split into entries; keep the bf16 (13__nv_bfloat16), VEC = 8 (Li8E) instantiations.
+    const std::string all = text.str();
+    int entries = 0;
+    std::size_t at = all.find(".entry ");
+    while (at != std::string::npos) {
+      const std::size_t next = all.find(".entry ", at + 1);
+      const std::string body = all.substr(at, next == std::string::npos ? std::string::npos : next - at);
+      const std::string name = body.substr(0, body.find('('));
+      at = next;
+      if (name.find("_kernelI13__nv_bfloat16") == std::string::npos || name.find("Li8E") == std::string::npos) continue;
+      ++entries;
+      EXPECT_NE(body.find("ld.global.v4.u32"), std::string::npos) << name;
+      EXPECT_NE(body.find("st.global.v4.b32"), std::string::npos) << name;
+      EXPECT_EQ(body.find("st.global.v2.u16"), std::string::npos) << name;
+      EXPECT_EQ(body.find("st.global.v4.u16"), std::string::npos) << name;
+    }
+    EXPECT_GE(entries, 2) << "no bf16 8-wide forward/backward kernels in the PTX";
+    std::filesystem::remove_all(root);
+  }
 }
