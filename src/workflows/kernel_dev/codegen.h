@@ -53,8 +53,8 @@ Tier1Code generate_tier1(const Program& program, const CodegenOptions& options =
 // ---------------------------------------------------------------------------------------------
 // Rewrites of special-function-heavy formulas into cheaper equivalent fp32 forms, applied to the
 // CUDA statements only. Each rule is pattern -> replacement with the condition under which it
-// is valid; the replacement's guards make it valid for every finite and infinite argument, so the
-// conditions are about the context (which other subexpressions the statements already compute).
+// is valid (the arguments it holds for, or the context it needs: which other subexpressions the
+// statements already compute). The replacements carry their own overflow guards.
 struct RewriteContext {
   std::set<std::string> exp_arguments;  // u of every exp(u) the statements compute (after pass 0)
 };
@@ -102,7 +102,7 @@ double tier1_min_bytes(const Tier1Traffic& traffic, const std::string& mode, dou
 
 // ---------------------------------------------------------------------------------------------
 // Approximate special functions the math policy may use per storage type, decided from the
-// profile's tolerance table (the loosest error the op's tests accept). tanh.approx.f32 has a
+// profile's tolerance table (the smallest atol and rtol of the dtype's rows). tanh.approx.f32 has a
 // relative error up to 2^-10.99; __logf an absolute error up to 2^-21.41 near 1 and 3 ulp
 // elsewhere. Each is allowed where the tolerance is >= 8x its error (the backward amplifies it:
 // 1 - tanh^2 doubles tanh's absolute error).
