@@ -220,6 +220,7 @@ TEST(KernelDevWorkflow, WordsToReluSquaredThroughVerifyWithoutGpu) {
   EXPECT_NE(verify.find("| GPU tests | not run: no GPU"), std::string::npos) << verify;
   EXPECT_EQ(verify.find("| GPU tests | passed"), std::string::npos) << verify;
   EXPECT_NE(verify.find("| benchmark | not run: no GPU"), std::string::npos) << verify;
+  EXPECT_NE(verify.find("| benchmark vs torch.compile | not run: no GPU"), std::string::npos) << verify;
   EXPECT_NE(verify.find("verdict: **unverified on GPU"), std::string::npos) << verify;
   // The compile pattern check asked python3 for torch, got none, and says so.
   EXPECT_NE(verify.find("| compile pattern matches the source | not run: python3 cannot import torch |"), std::string::npos)
@@ -308,6 +309,50 @@ TEST(KernelDevWorkflow, GpuPathRunsGpuTestsAndParsesBenchmarks) {
   EXPECT_NE(md.find("forward 93.0% of copy"), std::string::npos) << md;
   EXPECT_NE(md.find("(swiglu 86.5%)"), std::string::npos) << md;
   EXPECT_NE(md.find("not run: torch not importable"), std::string::npos) << md;
+  EXPECT_NE(md.find("| benchmark vs torch.compile | not run: torch not importable (ModuleNotFoundError)"), std::string::npos)
+      << md;
+}
+
+// With torch on a GPU, Verify reports the kernel against torch.compile of the same function
+// beside eager, and says why when torch.compile gave no timing.
+TEST(KernelDevWorkflow, VerifyReportsTorchCompileBesideEager) {
+  for (bool compiled : {true, false}) {
+    Tree t;
+    t.runner->gpu = true;
+    t.runner->python = [&](const std::vector<std::string>& argv) {
+      toolchain::ProcessResult r;
+      r.exit_code = 0;
+      const bool compare = std::any_of(argv.begin(), argv.end(), [](const std::string& a) {
+        return a.find("kernel_dev_compare.py") != std::string::npos;
+      });
+      if (!compare) {
+        r.exit_code = 3;
+        r.output = "not run: torch not importable (ModuleNotFoundError)\n";
+        return r;
+      }
+      const bool check_only = std::find(argv.begin(), argv.end(), "--check-only") != argv.end();
+      auto json = std::find(argv.begin(), argv.end(), "--json");
+      if (check_only) {
+        std::ofstream(*(json + 1)) << R"({"agree": true, "tensors": [], "lines": ["agree"]})";
+        r.output = "all outputs and gradients agree\n";
+        return r;
+      }
+      nlohmann::json out = {{"speedup", {{"forward", 2.0}, {"backward", 3.0}, {"full", 2.5}}}, {"memory_saving", 0.4}};
+      if (compiled) out["speedup_vs_compile"] = {{"forward", 1.25}, {"backward", 1.5}, {"full", 1.4}};
+      else out["torch_compile_error"] = "BackendCompilerFailed: inductor missing";
+      std::ofstream(*(json + 1)) << out.dump();
+      r.output = "measured\n";
+      return r;
+    };
+    const auto out = t.run("y = relu(x)^2", {{"name", "relu_squared"}});
+    ASSERT_EQ(out.status, "completed") << out.message;
+    const std::string md = util::read_file(out.run_dir / "kernel-dev/verify.md");
+    EXPECT_NE(md.find("forward 2.00x, backward 3.00x"), std::string::npos) << md;
+    if (compiled)
+      EXPECT_NE(md.find("| benchmark vs torch.compile | measured | forward 1.25x, backward 1.50x, full 1.40x"), std::string::npos) << md;
+    else
+      EXPECT_NE(md.find("| benchmark vs torch.compile | not run: BackendCompilerFailed: inductor missing"), std::string::npos) << md;
+  }
 }
 
 TEST(KernelDevWorkflow, SkipBenchSaysSo) {

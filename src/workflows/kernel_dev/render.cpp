@@ -247,6 +247,37 @@ mu::data context(const KernelProfile& p) {
   d.set("n_learnable", std::to_string(learnable.size()));
   d.set("n_tensors", std::to_string(p.inputs.size() + learnable.size()));
 
+  // What each direction moves (the kernel loads only the inputs its statements use; the
+  // benchmark's byte model counts exactly those) and the approximations the tolerances allow.
+  std::vector<std::string> input_names;
+  for (const auto& in : p.inputs) input_names.push_back(in.name);
+  const Tier1Traffic traffic = tier1_traffic(input_names, p.outputs.front().name, static_cast<int>(channels.size()),
+                                             static_cast<int>(scalars.size()), p.forward->cuda, p.backward->cuda);
+  auto mask = [](const std::vector<bool>& reads) {
+    unsigned long long bits = 0;
+    for (std::size_t k = 0; k < reads.size() && k < 64; ++k)
+      if (reads[k]) bits |= 1ull << k;
+    return std::to_string(bits);
+  };
+  auto names = [&](const std::vector<bool>& reads, std::string out) {
+    for (std::size_t i = 0; i < reads.size(); ++i)
+      if (reads[i]) out += (out.empty() ? "" : ", ") + p.inputs[i].name;
+    return out.empty() ? std::string("none") : out;
+  };
+  d.set("forward_read_mask", mask(traffic.forward_reads));
+  d.set("backward_read_mask", mask(traffic.backward_reads));
+  d.set("forward_read_names", names(traffic.forward_reads, ""));
+  d.set("backward_read_names", names(traffic.backward_reads, traffic.backward_reads_upstream ? "d" + p.outputs.front().name : ""));
+  d.set("backward_reads_upstream", traffic.backward_reads_upstream ? "true" : "false");
+  d.set("forward_tensors", std::to_string(traffic.forward_tensors()));
+  d.set("backward_tensors", std::to_string(traffic.backward_tensors()));
+  std::vector<ToleranceRow> tolerance_rows;
+  for (const auto& t : *p.tolerances) tolerance_rows.push_back({t.dtype, t.atol, t.rtol});
+  const ApproximationPolicy approx = approximation_policy(tolerance_rows);
+  d.set("tanh_approx_bf16", approx.tanh_approx_bf16 ? "1" : "0");
+  d.set("tanh_approx_fp16", approx.tanh_approx_fp16 ? "1" : "0");
+  d.set("fast_log_fp32", approx.fast_log_fp32 ? "1" : "0");
+
   d.set("forward_cuda", indent_lines(p.forward->cuda, ""));
   d.set("backward_cuda", indent_lines(p.backward->cuda, ""));
   d.set("forward_reference", indent_lines(p.forward->reference, "    "));

@@ -861,16 +861,22 @@ StageResult verify(StageContext& ctx) {
     }
   }
 
-  // 5. benchmarks (soft, GPU only)
+  // 5. benchmarks (soft, GPU only). The torch.compile comparison has its own row, so a run that
+  // could not measure it says why.
+  const std::string compile_check = "benchmark vs torch.compile";
   if (skip_bench) {
     checks.push_back({"benchmark", "not run: --skip-bench", ""});
+    checks.push_back({compile_check, "not run: --skip-bench", ""});
   } else if (!result.ok()) {
     checks.push_back({"benchmark", "not run: hard failures above", ""});
+    checks.push_back({compile_check, "not run: hard failures above", ""});
   } else if (!gpu) {
     checks.push_back({"benchmark", "not run: no GPU", ""});
+    checks.push_back({compile_check, "not run: no GPU", ""});
     result.warn("benchmark not run: no GPU");
   } else if (!kernels) {
     checks.push_back({"benchmark", "not run: the CUDA library is not built (no nvcc)", ""});
+    checks.push_back({compile_check, "not run: the CUDA library is not built (no nvcc)", ""});
   } else {
     const fs::path bench_json = log_dir / "bench.json";
     std::string ops = p.op_name;
@@ -906,6 +912,7 @@ StageResult verify(StageContext& ctx) {
     // PyTorch eager comparison through the generated binding.
     if (!runner->has_tool("python3")) {
       checks.push_back({"benchmark vs PyTorch eager", "not run: python3 not found", ""});
+      checks.push_back({compile_check, "not run: python3 not found", ""});
     } else {
       const fs::path cmp_json = log_dir / "compare.json";
       std::string inputs;
@@ -921,10 +928,15 @@ StageResult verify(StageContext& ctx) {
                                                 {"PYTHONPATH", (tree / "kernels/python").string()}};
       auto r = run_logged("compare_eager", argv, 1800, env);
       if (r.exit_code == 3) {
-        checks.push_back({"benchmark vs PyTorch eager", "not run: " + util::trim(tail_lines(r.output, 1)), ""});
+        // "not run: no CUDA device visible to torch" / "not run: torch not importable (...)"
+        std::string why = util::trim(tail_lines(r.output, 1));
+        if (why.rfind("not run: ", 0) == 0) why = why.substr(9);
+        checks.push_back({"benchmark vs PyTorch eager", "not run: " + why, ""});
+        checks.push_back({compile_check, "not run: " + why, ""});
       } else if (!r.ok() || !fs::exists(cmp_json)) {
         result.warn("PyTorch eager comparison failed", error_excerpt(r.output));
         checks.push_back({"benchmark vs PyTorch eager", "failed", tail_lines(r.output, 3)});
+        checks.push_back({compile_check, "not run: the comparison script failed (see the eager row)", ""});
       } else {
         nlohmann::json cmp = nlohmann::json::parse(util::read_file(cmp_json), nullptr, false);
         metrics["eager"] = cmp;
@@ -953,6 +965,17 @@ StageResult verify(StageContext& ctx) {
           line += "; torch.compile: " + cmp["torch_compile_error"].get<std::string>();
         }
         checks.push_back({"benchmark vs PyTorch eager (" + eager + ")", "measured", line});
+        // The same function under torch.compile (inductor), beside eager: speedup of ours over it.
+        if (cmp.contains("speedup_vs_compile") && cmp["speedup_vs_compile"].is_object() && !cmp["speedup_vs_compile"].empty()) {
+          std::string compiled;
+          for (const char* mode : {"forward", "backward", "full"})
+            if (cmp["speedup_vs_compile"].contains(mode))
+              compiled += fmt::format("{}{} {:.2f}x", compiled.empty() ? "" : ", ", mode, cmp["speedup_vs_compile"][mode].get<double>());
+          checks.push_back({compile_check, "measured", compiled});
+        } else {
+          const std::string why = cmp.value("torch_compile_error", std::string());
+          checks.push_back({compile_check, "not run: " + (why.empty() ? std::string("torch.compile gave no timing") : why), ""});
+        }
       }
     }
   }
