@@ -1,0 +1,75 @@
+// Internal to the PyTorch translator (pytorch.cpp, pytorch_reductions.cpp): Python logical lines,
+// tokens, and the values an expression evaluates to during translation.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "workflows/kernel_dev/expr.h"
+
+namespace liger::kernel_dev::torch_detail {
+
+// A rejection travelling up from wherever the problem was found.
+struct Reject {
+  std::string message;
+  int tier = 0;
+};
+
+// --------------------------------------------------------------------------------------------
+// Logical lines: physical lines joined while brackets are open or a line ends in '\\'.
+struct LogicalLine {
+  int number = 0;   // first physical line, 1-based
+  int indent = 0;
+  std::string text; // comment stripped, joined
+  std::string raw;  // the first physical line as written
+};
+
+std::vector<LogicalLine> logical_lines(const std::string& source);
+// Offsets of `wanted` outside brackets and strings.
+std::vector<std::size_t> top_level(const std::string& text, char wanted);
+std::string trimmed(const std::string& text);
+std::vector<LogicalLine> expand_compound(const std::vector<LogicalLine>& lines);
+
+// --------------------------------------------------------------------------------------------
+// Python expression tokens.
+enum class PyTok { Number, Name, String, Op, End };
+struct PyToken {
+  PyTok type = PyTok::End;
+  std::string text;
+  double number = 0.0;
+  std::size_t offset = 0;  // in the text being lexed, for error columns
+};
+
+std::vector<PyToken> py_lex(const std::string& text);
+
+// --------------------------------------------------------------------------------------------
+// Values during translation.
+// A named argument: a struct, not std::pair<std::string, Value>, because std::pair needs the
+// complete Value where Value declares the vector (clang rejects it; GCC let it pass).
+struct NamedValue;
+struct Value {
+  enum Type { Tensor, String, Path, Method, Module, None, Tuple } type = None;
+  Expr expr;                 // Tensor
+  std::string text;          // String literal / dotted path / module functional name
+  Expr receiver;             // Method
+  std::vector<NamedValue> module_args;  // Module: constructor arguments
+  std::vector<Value> items;  // Tuple
+};
+struct NamedValue {
+  std::string first;
+  Value second;
+};
+
+inline Value tensor(Expr e) {
+  Value v;
+  v.type = Value::Tensor;
+  v.expr = std::move(e);
+  return v;
+}
+
+struct Arg {
+  std::string keyword;
+  Value value;
+};
+
+}  // namespace liger::kernel_dev::torch_detail
