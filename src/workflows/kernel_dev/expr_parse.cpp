@@ -285,7 +285,10 @@ class Parser {
       }
     }
     expect(")", "')'");
-    if (const PrimitiveFunction* primitive = find_primitive(name.text)) {
+    // max(v) / min(v) with one argument are row reductions, which only a resolver knows.
+    const bool one_argument_extremum = (name.text == "max" || name.text == "min") && args.size() == 1 && resolver_;
+    const PrimitiveFunction* primitive = one_argument_extremum ? nullptr : find_primitive(name.text);
+    if (primitive) {
       std::vector<Expr> ordered(primitive->parameters.size());
       std::size_t positional = 0;
       for (const auto& arg : args) {

@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "workflows/kernel_dev/pytorch.h"
+#include "workflows/kernel_dev/tier2_derive.h"
 
 namespace liger::kernel_dev {
 
@@ -54,6 +55,15 @@ std::string fnv_hex(const std::string& text) {
   char buffer[16];
   std::snprintf(buffer, sizeof(buffer), "%08x", h);
   return buffer;
+}
+
+// A function or class name worth naming the op after ("rms_norm_no_weight"), not "f" or "forward".
+std::string descriptive_name(const std::string& name) {
+  static const std::set<std::string> generic = {"forward", "func", "fn", "fun", "op", "op_snippet", "compute",
+                                                "kernel", "model", "module", "lambda", "main", "run", "apply"};
+  const std::string snake = name.empty() ? "" : snake_case(name);
+  if (snake.size() < 3 || generic.count(snake)) return "";
+  return snake;
 }
 
 void set_identity(KernelProfile& p, const std::string& op, const std::string& display) {
@@ -174,8 +184,9 @@ void fill_non_tier1(KernelProfile& p, int tier, const std::string& closest, cons
   p.undecided["learnable_parameters"] = "the built-in analyser does not know this op's parameters";
   if (tier == 2)
     p.undecided["row_program"] =
-        "the built-in analyser does not derive reductions: the row program (reductions, output, gradient) of a Tier-2 "
-        "op comes from an LLM provider (--llm openai|anthropic) or a human at the checkpoint";
+        "the built-in analyser derives a Tier-2 row program from an expression or PyTorch code (e.g. \"y = x - "
+        "logsumexp(x)\" or \"def f(x): return torch.softmax(x, dim=-1)\"), not from a description: write the op "
+        "that way, or use an LLM provider (--llm openai|anthropic) or fill it in at the checkpoint";
   auto tiling = tiers.tier_tiling.find(tier);
   if (tiling != tiers.tier_tiling.end()) p.notes.push_back("tiling hint for this tier: " + tiling->second);
 }
@@ -234,7 +245,7 @@ InputKind detect_input_kind(const std::string& text, const Catalogue& catalogue)
   if (looks_like_pytorch(text)) return InputKind::PyTorch;
   if (text.find('(') == std::string::npos && text.find('=') == std::string::npos) return InputKind::Words;
   try {
-    parse_program(text, catalogue.resolver());
+    parse_program(text, row_reduction_resolver(catalogue.resolver()));
     return InputKind::Expression;
   } catch (const ParseError&) {
     // "y = relu(x)^2 please" is not an expression; a typo in a real expression is reported by
@@ -461,6 +472,32 @@ KernelProfile analyse(const AnalysisRequest& request, const KnowledgeBase& knowl
     return fallback;
   };
 
+  // Tier 2 from an expression or PyTorch code with row reductions: named after the row op it is
+  // (softmax, ...), else after its function/class, else by a hash; a name the library already
+  // has gets a suffix (Act refuses to overwrite a library op).
+  auto finish_tier2 = [&](const Program& program, const std::string& source_name) {
+    std::string op = snake_case(request.name);
+    if (request.name.empty()) {
+      op = recognised_row_op(program);
+      if (op.empty()) op = source_name;
+      if (op.empty()) op = "row_" + fnv_hex(to_string(program.expression));
+      for (const auto& k : knowledge.tiers.kernels)
+        if (k == op) {
+          std::string renamed = op + (program.params.empty() || std::none_of(program.params.begin(), program.params.end(),
+                                                                            [](const ParamDecl& d) { return d.learnable; })
+                                          ? "_no_affine"
+                                          : "_custom");
+          p.notes.push_back("the library already has an op named '" + op + "' (with a learnable weight); this one is '" +
+                            renamed + "' (--name picks another)");
+          op = renamed;
+          break;
+        }
+    }
+    set_identity(p, op, "");
+    derive_tier2(p, program, knowledge);
+    return p;
+  };
+
   if (kind == InputKind::Words) {
     Resolution r = knowledge.catalogue.resolve(request.text);
     if (r.ok()) {
@@ -505,7 +542,7 @@ KernelProfile analyse(const AnalysisRequest& request, const KnowledgeBase& knowl
   if (kind == InputKind::Expression) {
     Program program;
     try {
-      program = parse_program(request.text, knowledge.catalogue.resolver());
+      program = parse_program(request.text, row_reduction_resolver(knowledge.catalogue.resolver()));
     } catch (const ParseError& error) {
       if (const TierRequest* req = match_request(request.text, knowledge.tiers); req && req->tier > 1) {
         set_identity(p, request.name.empty() ? req->name : snake_case(request.name), req->name);
@@ -521,12 +558,18 @@ KernelProfile analyse(const AnalysisRequest& request, const KnowledgeBase& knowl
       return p;
     }
     p.resolved_from = "expression '" + to_string(program.expression) + "'";
+    if (has_row_reduction(program.expression)) return finish_tier2(program, "");
     std::string display;
     std::string op = name_from_program(program, "custom_" + fnv_hex(to_string(program.expression)), display);
     return finish_tier1(program, op, display);
   }
 
   TorchTranslation t = translate_pytorch(request.text, knowledge.catalogue);
+  if (t.row_reduction) {
+    p.resolved_from = "PyTorch " + t.entry + " translated to '" + to_string(t.program.expression) + "'";
+    for (const auto& n : t.notes) p.notes.push_back("translation: " + n);
+    return finish_tier2(t.program, descriptive_name(t.module_class.empty() ? t.entry : t.module_class));
+  }
   if (!t.elementwise) {
     std::string where = t.line > 0 ? " (line " + std::to_string(t.line) + ": '" + t.offending_line + "')" : "";
     std::string op = request.name.empty() ? (t.module_class.empty() ? (t.entry.empty() ? "undecided_" + fnv_hex(request.text) : snake_case(t.entry))
@@ -935,7 +978,7 @@ std::optional<InputProblem> input_problem(const AnalysisRequest& request, const 
       request.kind == InputKind::Auto ? detect_input_kind(request.text, knowledge.catalogue) : request.kind;
   if (kind == InputKind::Expression) {
     try {
-      parse_program(request.text, knowledge.catalogue.resolver());
+      parse_program(request.text, row_reduction_resolver(knowledge.catalogue.resolver()));
     } catch (const ParseError& error) {
       // "y = softmax(x)" does not parse as element-wise but names a known op of a higher tier.
       if (const TierRequest* req = match_request(request.text, knowledge.tiers); req && req->tier > 1)

@@ -1,5 +1,6 @@
 #include "workflows/kernel_dev/pytorch.h"
 #include "workflows/kernel_dev/pytorch_detail.h"
+#include "workflows/kernel_dev/tier2_derive.h"
 
 #include <algorithm>
 #include <cmath>
@@ -265,6 +266,11 @@ class Translator {
           } else {
             v.text = path;
           }
+        } else if (v.type == Value::Tuple && v.text == "max" && attribute == "values") {
+          v = v.items[0];
+        } else if (v.type == Value::Tensor && attribute == "shape") {
+          v.type = Value::Path;  // x.shape[-1]: the row length, read by the indexing below
+          v.text = "<shape>";
         } else if (v.type == Value::Tensor) {
           Value method;
           method.type = Value::Method;
@@ -278,7 +284,20 @@ class Translator {
         std::vector<Arg> args = arguments();
         v = apply(v, args);
       } else if (accept("[")) {
-        throw Reject{"indexing / slicing a tensor is not element-wise", 0};
+        // x.shape[-1] is the row length n; max(dim=...)[0] its values. Other indexing is not
+        // element-wise.
+        const bool shape = v.type == Value::Path && v.text == "<shape>";
+        if (!shape && !(v.type == Value::Tuple && v.text == "max"))
+          throw Reject{"indexing / slicing a tensor is not element-wise", 0};
+        Value index = expression();
+        expect("]");
+        const Expr i = index.type == Value::Tensor ? simplify(index.expr) : nullptr;
+        if (shape && i && is_number(i, -1)) v = tensor(sym("n"));
+        else if (!shape && i && is_number(i, 0)) v = v.items[0];
+        else
+          throw Reject{shape ? "x.shape[...]: only x.shape[-1] (the row length) is translated"
+                             : "max/min(dim=...)[...]: only [0] (the values) is translated; the indices are not",
+                       0};
       } else {
         return v;
       }
@@ -296,7 +315,19 @@ class Translator {
     }
     if (t.type == PyTok::Op && t.text == "(") {
       Value inner = expression();
-      if (accept(",")) throw Reject{"tuples are not supported inside expressions", 0};
+      if (accept(",")) {  // (a,) or (a, b): a shape argument such as normalized_shape
+        Value tuple;
+        tuple.type = Value::Tuple;
+        tuple.items.push_back(inner);
+        while (!accept(")")) {
+          tuple.items.push_back(expression());
+          if (!accept(",")) {
+            expect(")");
+            break;
+          }
+        }
+        return tuple;
+      }
       expect(")");
       return inner;
     }
@@ -405,6 +436,7 @@ class Translator {
       if (hi) return tensor(call("min", {x, hi}));
       return tensor(x);
     }
+    if (auto reduction = row_function(f, fn, all, notes_)) return *reduction;
     if (f == "maximum" || f == "fmax" || f == "minimum" || f == "fmin" || f == "max" || f == "min") {
       Expr other = arg_tensor(1, "other");
       if (!other || has_keyword("dim"))
@@ -881,8 +913,20 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
         }
       }
     }
-    for (const auto& p : entry->params)
-      if (p != "self") translator.inputs.insert(p);
+    // A parameter with a numeric default (def f(x, eps=1e-6)) is a fixed module parameter, not a
+    // tensor input.
+    for (const auto& p : entry->params) {
+      if (p == "self") continue;
+      auto d = entry->defaults.find(p);
+      char* end = nullptr;
+      const double value = d == entry->defaults.end() ? 0.0 : std::strtod(d->second.c_str(), &end);
+      if (d != entry->defaults.end() && end && *end == 0 && !d->second.empty()) {
+        params.push_back(ParamDecl{p, ParamShape::Scalar, value, false});
+        translator.locals[p] = tensor(sym(p));
+      } else {
+        translator.inputs.insert(p);
+      }
+    }
     current = nullptr;
     Value out = run_body(entry->body);
     Expr expression = translator.as_tensor(out, "a tensor result");
@@ -897,13 +941,20 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
       if (p != "self" && used.count(p) && translator.inputs.count(p)) result.program.inputs.push_back(p);
     for (const auto& p : params)
       if (used.count(p.name)) result.program.params.push_back(p);
+    const bool rows = has_row_reduction(expression);
+    result.row_reduction = rows;
     for (const auto& name : used) {
+      if (rows && name == "n") continue;  // the row length, of x.shape[-1], var's n - 1
       bool known = std::find(result.program.inputs.begin(), result.program.inputs.end(), name) != result.program.inputs.end() ||
                    std::any_of(params.begin(), params.end(), [&](const ParamDecl& p) { return p.name == name; });
       if (!known) throw Reject{"name '" + name + "' is neither an input nor a parameter", 0};
     }
     if (result.program.inputs.empty()) throw Reject{"the result does not depend on any tensor input", 0};
     result.program.output = unclashing_output_name("y", result.program.inputs, result.program.params);
+    if (rows) {
+      result.elementwise = false;
+      result.tier_guess = 2;
+    }
     return result;
   } catch (const Reject& r) {
     return reject(r);

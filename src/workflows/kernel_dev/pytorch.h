@@ -12,6 +12,9 @@ namespace liger::kernel_dev {
 
 struct TorchTranslation {
   bool elementwise = false;
+  // Reductions over the last dimension: `program.expression` holds row reductions (tier2_derive.h);
+  // elementwise is false and tier_guess 2.
+  bool row_reduction = false;
   Program program;           // valid when elementwise
   std::string entry;         // "Module.forward" or the function's name
   std::string module_class;  // the nn.Module subclass, "" for a function

@@ -2,6 +2,8 @@
 // tokens, and the values an expression evaluates to during translation.
 #pragma once
 
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -71,5 +73,15 @@ struct Arg {
   std::string keyword;
   Value value;
 };
+
+// A reduction over the last dimension (sum, mean, amax, max(dim=...), logsumexp, norm, var, std,
+// softmax, log_softmax, softmin, normalize, rms_norm, layer_norm, size(-1)) as the IR's row
+// reductions; nullopt when `f` is not one (or is max/min's element-wise form). `f` is the function
+// without its torch./F. prefix, `fn` as written (for messages), `all` the arguments with a method's
+// receiver first. Throws Reject for a reduction outside the Tier-2 form (another dim, a weight).
+std::optional<Value> row_function(const std::string& f, const std::string& fn, const std::vector<Arg>& all,
+                                  std::vector<std::string>& notes);
+// max/min(dim=...)'s (values, indices) pair.
+Value max_result(const Value& values);
 
 }  // namespace liger::kernel_dev::torch_detail
