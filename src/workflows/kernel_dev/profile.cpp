@@ -582,6 +582,10 @@ KernelProfile analyse(const AnalysisRequest& request, const KnowledgeBase& knowl
       std::string closest = req ? req->closest : (t.tier_guess == 2 ? "rms_norm" : "fused_linear_cross_entropy");
       fill_non_tier1(p, t.tier_guess, closest, t.rejection + where, knowledge.tiers);
       p.closest_reason = req ? req->reason : "the simplest library kernel of that tier";
+      if (t.tier_guess == 2)
+        p.undecided["row_program"] = "the built-in analyser cannot derive this Tier-2 op: " + t.rejection + where +
+                                     "; rewrite it as reductions over dim=-1 without weights, or use an LLM provider "
+                                     "(--llm openai|anthropic) or fill it in at the checkpoint";
     } else {
       p.undecided["tier"] = "not Tier 1: " + t.rejection + where + "; the built-in analyser cannot tell the tier";
       p.undecided["closest_kernel"] = "the tier is undecided";

@@ -105,6 +105,21 @@ class Translator {
   int column_base = 0;
 
   Value evaluate(const std::string& text) {
+    // Reentrant: a helper function called inside an expression evaluates its own body, and the
+    // caller's expression continues after the call.
+    struct Saved {
+      Translator& t;
+      std::vector<PyToken> tokens;
+      std::size_t pos;
+      int nesting, line, column_base;
+      ~Saved() {
+        t.tokens_ = std::move(tokens);
+        t.pos_ = pos;
+        t.nesting_ = nesting;
+        t.line = line;
+        t.column_base = column_base;
+      }
+    } saved{*this, std::move(tokens_), pos_, nesting_, line, column_base};
     tokens_ = py_lex(text);
     pos_ = 0;
     nesting_ = 0;
