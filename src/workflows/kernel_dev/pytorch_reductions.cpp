@@ -127,8 +127,8 @@ std::optional<Value> row_function(const std::string& f, const std::string& fn, c
     }
     auto value = constant(d->second);
     if (!value || *value != -1)
-      throw Reject{fn + "(): dim must be -1; the Tier-2 row program reduces over the last (contiguous) dimension "
-                        "only (move the reduced dimension last, or reduce with dim=-1)",
+      throw Reject{fn + "(): dim must be -1; the Tier-2 row program is a reduction over the last (contiguous) "
+                        "dimension only (move the reduced dimension last, or reduce with dim=-1)",
                    2};
   }
   if (bound.count("dtype")) notes.push_back(fn + "(dtype=...) dropped: the kernel accumulates in fp32");
