@@ -176,9 +176,13 @@ void fill_non_tier1(KernelProfile& p, int tier, const std::string& closest, cons
   if (closest.empty()) p.undecided["closest_kernel"] = "no library kernel of this tier is close enough to follow";
   p.inputs = {{"x", "[rows, cols]", "fp32 | fp16 | bf16", "input"}};
   p.outputs = {{"y", "[rows, cols]", "same as x", "output (shape depends on the op)"}};
-  mark_undecided_formulas(p, "the built-in analyser derives Tier-1 (element-wise) ops only; a Tier-" +
-                                 std::to_string(tier) +
-                                 " op needs its formulas from an LLM provider (--llm) or a human at the checkpoint");
+  mark_undecided_formulas(p, tier == 2 ? "the built-in analyser derives a Tier-2 op's formulas from an expression or "
+                                          "PyTorch code with reductions over the last dimension only; this one needs them "
+                                          "from an LLM provider (--llm) or a human at the checkpoint"
+                                        : "the built-in analyser derives Tier-1 and Tier-2 (row reduction) ops only; a "
+                                          "Tier-" + std::to_string(tier) +
+                                              " op needs its formulas from an LLM provider (--llm) or a human at the "
+                                              "checkpoint");
   p.undecided["inputs"] = "the built-in analyser does not know this op's tensors";
   p.undecided["outputs"] = "the built-in analyser does not know this op's tensors";
   p.undecided["learnable_parameters"] = "the built-in analyser does not know this op's parameters";
