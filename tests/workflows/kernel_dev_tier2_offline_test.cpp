@@ -285,6 +285,14 @@ TEST(KernelDevTier2Offline, UnsupportedReductionsAreNamedWithTheirLine) {
       {"def f(x):\n    return F.normalize(x)", "dim=1 by default"},
       {"def f(x):\n    return torch.cumsum(x, -1)", "scan"},
   };
+  // The column of the refused call, and the alternatives.
+  const auto cumsum = analyse("def f(x):\n    return torch.cumsum(x, -1)");
+  EXPECT_NE(cumsum.resolved_from.find("line 2, column 18"), std::string::npos) << cumsum.resolved_from;
+  EXPECT_NE(cumsum.resolved_from.find("logsumexp, norm"), std::string::npos) << cumsum.resolved_from;
+  const auto expression = analyse("y = x - cumsum(x)");
+  ASSERT_TRUE(expression.undecided.count("tier"));
+  EXPECT_NE(expression.undecided.at("tier").find("column 9"), std::string::npos) << expression.undecided.at("tier");
+  EXPECT_NE(expression.undecided.at("tier").find("row reduction (sum, mean"), std::string::npos);
   for (const auto& c : cases) {
     SCOPED_TRACE(c.source);
     const auto p = analyse(c.source);

@@ -348,7 +348,8 @@ class Parser {
     for (const auto& f : primitive_functions()) known += (known.empty() ? "" : ", ") + f.name;
     throw ParseError("line " + std::to_string(name.line) + ", column " + std::to_string(name.column) +
                          ": unknown function '" + name.text + "'; expected a known function (" + known +
-                         ") or a catalogue activation (gelu, silu, mish, ...)",
+                         "), a catalogue activation (gelu, silu, mish, ...) or a row reduction (sum, mean, max(v), min(v), "
+                         "logsumexp, softmax, log_softmax, norm, var, std, rms_norm, layer_norm, normalize)",
                      name.line, name.column, "a known function");
   }
 

@@ -575,7 +575,10 @@ KernelProfile analyse(const AnalysisRequest& request, const KnowledgeBase& knowl
     return finish_tier2(t.program, descriptive_name(t.module_class.empty() ? t.entry : t.module_class));
   }
   if (!t.elementwise) {
-    std::string where = t.line > 0 ? " (line " + std::to_string(t.line) + ": '" + t.offending_line + "')" : "";
+    std::string where = t.line > 0 ? " (line " + std::to_string(t.line) +
+                                         (t.column > 0 ? ", column " + std::to_string(t.column) : std::string()) + ": '" +
+                                         t.offending_line + "')"
+                                   : "";
     std::string op = request.name.empty() ? (t.module_class.empty() ? (t.entry.empty() ? "undecided_" + fnv_hex(request.text) : snake_case(t.entry))
                                                                     : snake_case(t.module_class))
                                           : snake_case(request.name);

@@ -296,8 +296,15 @@ class Translator {
           throw Reject{"attribute '" + attribute + "' of a non-tensor value", 0};
         }
       } else if (accept("(")) {
+        // The callee's name, for the column of a refusal.
+        const int column = column_base + static_cast<int>(tokens_[pos_ >= 2 ? pos_ - 2 : 0].offset) + 1;
         std::vector<Arg> args = arguments();
-        v = apply(v, args);
+        try {
+          v = apply(v, args);
+        } catch (Reject& r) {
+          if (r.column == 0) r.column = column;
+          throw;
+        }
       } else if (accept("[")) {
         // x.shape[-1] is the row length n; max(dim=...)[0] its values. Other indexing is not
         // element-wise.
@@ -493,7 +500,13 @@ class Translator {
     if (f == "zeros_like") return tensor(num(0));
     if (f == "ones_like") return tensor(num(1));
     auto ne = non_elementwise().find(f);
-    if (ne != non_elementwise().end()) throw Reject{fn + "() is " + ne->second.second, ne->second.first};
+    if (ne != non_elementwise().end())
+      throw Reject{fn + "() is " + ne->second.second +
+                       (ne->second.first == 2 ? "; the row reductions the built-in analyser derives are sum, mean, amax, "
+                                                "amin, max/min(dim), logsumexp, norm, var, std, softmax, log_softmax, "
+                                                "softmin, normalize, rms_norm and layer_norm over dim=-1"
+                                              : ""),
+                   ne->second.first};
     if (f == "view" || f == "reshape" || f == "transpose" || f == "permute" || f == "chunk" || f == "split" ||
         f == "cat" || f == "stack" || f == "flatten" || f == "unsqueeze" || f == "squeeze" || f == "expand")
       throw Reject{fn + "() changes the tensor layout; the built-in analyser handles element-wise ops on same-shape inputs only", 0};
@@ -681,6 +694,7 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
     result.elementwise = false;
     result.rejection = r.message;
     result.tier_guess = r.tier;
+    result.column = r.column;
     if (current) {
       result.line = current->number;
       result.offending_line = current->raw.substr(std::min(current->raw.find_first_not_of(" \t"), current->raw.size()));

@@ -21,6 +21,7 @@ struct TorchTranslation {
   // When not element-wise (or not understood):
   std::string rejection;     // why, in one sentence
   int line = 0;              // 1-based line of the offending code (0 if none)
+  int column = 0;            // 1-based column of the offending call in that line (0 if not known)
   std::string offending_line;
   int tier_guess = 0;        // 2 (reduction) or 3 (GEMM / fused / loss) when recognised, else 0
   std::vector<std::string> notes;  // translation remarks (casts dropped, modules inlined...)

@@ -15,6 +15,7 @@ namespace liger::kernel_dev::torch_detail {
 struct Reject {
   std::string message;
   int tier = 0;
+  int column = 0;  // 1-based column of the call that failed in its physical line; 0 unknown
 };
 
 // --------------------------------------------------------------------------------------------
