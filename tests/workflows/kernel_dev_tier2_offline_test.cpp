@@ -151,6 +151,12 @@ std::vector<Form> forms() {
          return map(c, [&](double v) { return v / sd; });
        }},
       {"y = exp(x - max(x)) / sum(exp(x - max(x)))", softmax},
+      {"class M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.act = nn.Softmax(dim=-1)\n"
+       "    def forward(self, x):\n        return self.act(x)",
+       softmax},
+      {"class M(nn.Module):\n    def __init__(self, d):\n        super().__init__()\n"
+       "        self.norm = nn.LayerNorm(d, elementwise_affine=False)\n    def forward(self, x):\n        return self.norm(x)",
+       layer(1e-5)},
       // Softmax with a fixed z-loss-like penalty folded into the output: log_softmax scaled.
       {"def f(x): return torch.softmax(x, -1) * torch.log_softmax(x, dim=-1)", [log_softmax](const Row& x) {
          Row p = softmax(x), l = log_softmax(x);
@@ -257,6 +263,9 @@ TEST(KernelDevTier2Offline, DeclinesWhatTheRowTemplateCannotGenerate) {
       {"def f(x, w): return F.rms_norm(x, (x.shape[-1],), weight=w)", "cross-row reduction"},
       {"class RMSNorm(nn.Module):\n    def __init__(self, d):\n        super().__init__()\n        self.weight = nn.Parameter(torch.ones(d))\n"
        "    def forward(self, x):\n        return self.weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)",
+       "cross-row reduction"},
+      {"class M(nn.Module):\n    def __init__(self, d):\n        super().__init__()\n        self.norm = nn.LayerNorm(d)\n"
+       "    def forward(self, x):\n        return self.norm(x)",
        "cross-row reduction"},
       // Two inputs.
       {"def f(x, y): return torch.softmax(x + y, dim=-1)", "input tensors"},

@@ -57,15 +57,6 @@ std::string fnv_hex(const std::string& text) {
   return buffer;
 }
 
-// A function or class name worth naming the op after ("rms_norm_no_weight"), not "f" or "forward".
-std::string descriptive_name(const std::string& name) {
-  static const std::set<std::string> generic = {"forward", "func", "fn", "fun", "op", "op_snippet", "compute",
-                                                "kernel", "model", "module", "lambda", "main", "run", "apply"};
-  const std::string snake = name.empty() ? "" : snake_case(name);
-  if (snake.size() < 3 || generic.count(snake)) return "";
-  return snake;
-}
-
 void set_identity(KernelProfile& p, const std::string& op, const std::string& display) {
   p.op_name = op;
   p.display_name = display.empty() ? op : display;
@@ -476,28 +467,9 @@ KernelProfile analyse(const AnalysisRequest& request, const KnowledgeBase& knowl
     return fallback;
   };
 
-  // Tier 2 from an expression or PyTorch code with row reductions: named after the row op it is
-  // (softmax, ...), else after its function/class, else by a hash; a name the library already
-  // has gets a suffix (Act refuses to overwrite a library op).
   auto finish_tier2 = [&](const Program& program, const std::string& source_name) {
-    std::string op = snake_case(request.name);
-    if (request.name.empty()) {
-      op = recognised_row_op(program);
-      if (op.empty()) op = source_name;
-      if (op.empty()) op = "row_" + fnv_hex(to_string(program.expression));
-      for (const auto& k : knowledge.tiers.kernels)
-        if (k == op) {
-          std::string renamed = op + (program.params.empty() || std::none_of(program.params.begin(), program.params.end(),
-                                                                            [](const ParamDecl& d) { return d.learnable; })
-                                          ? "_no_affine"
-                                          : "_custom");
-          p.notes.push_back("the library already has an op named '" + op + "' (with a learnable weight); this one is '" +
-                            renamed + "' (--name picks another)");
-          op = renamed;
-          break;
-        }
-    }
-    set_identity(p, op, "");
+    set_identity(p, request.name.empty() ? tier2_op_name(program, source_name, knowledge, p.notes) : snake_case(request.name),
+                 "");
     derive_tier2(p, program, knowledge);
     return p;
   };
@@ -572,7 +544,7 @@ KernelProfile analyse(const AnalysisRequest& request, const KnowledgeBase& knowl
   if (t.row_reduction) {
     p.resolved_from = "PyTorch " + t.entry + " translated to '" + to_string(t.program.expression) + "'";
     for (const auto& n : t.notes) p.notes.push_back("translation: " + n);
-    return finish_tier2(t.program, descriptive_name(t.module_class.empty() ? t.entry : t.module_class));
+    return finish_tier2(t.program, t.module_class.empty() ? t.entry : t.module_class);
   }
   if (!t.elementwise) {
     std::string where = t.line > 0 ? " (line " + std::to_string(t.line) +

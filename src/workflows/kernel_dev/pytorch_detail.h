@@ -75,6 +75,12 @@ struct Arg {
   Value value;
 };
 
+// Name tables (pytorch_tables.cpp): torch./F. functions that are not element-wise (tier, why),
+// nn.<Class> modules -> functional name, catalogue functionals -> their hyperparameters in order.
+const std::map<std::string, std::pair<int, std::string>>& non_elementwise();
+const std::map<std::string, std::string>& module_functionals();
+const std::map<std::string, std::vector<std::string>>& catalogue_functionals();
+
 // A reduction over the last dimension (sum, mean, amax, max(dim=...), logsumexp, norm, var, std,
 // softmax, log_softmax, softmin, normalize, rms_norm, layer_norm, size(-1)) as the IR's row
 // reductions; nullopt when `f` is not one (or is max/min's element-wise form). `f` is the function

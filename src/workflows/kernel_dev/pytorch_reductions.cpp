@@ -33,8 +33,9 @@ const std::map<std::string, Signature>& signatures() {
       {"log_softmax", {{"dim", "_stacklevel", "dtype"}}},
       {"softmin", {{"dim", "_stacklevel", "dtype"}}},
       {"normalize", {{"p", "dim", "eps", "out"}}},
-      {"rms_norm", {{"normalized_shape", "weight", "eps"}}},
-      {"layer_norm", {{"normalized_shape", "weight", "bias", "eps"}}},
+      // elementwise_affine: the nn.LayerNorm / nn.RMSNorm module's constructor argument.
+      {"rms_norm", {{"normalized_shape", "weight", "eps", "elementwise_affine"}}},
+      {"layer_norm", {{"normalized_shape", "weight", "bias", "eps", "elementwise_affine"}}},
   };
   return table;
 }
@@ -168,6 +169,11 @@ std::optional<Value> row_function(const std::string& f, const std::string& fn, c
                        " outside (a Tier-1 op), or use the library's " + f + " kernel",
                    2};
   }
+  if (flag("elementwise_affine", false))
+    throw Reject{fn + " with elementwise_affine=True has a learnable weight: its gradient is a sum over rows (a "
+                      "cross-row reduction), which the Tier-2 row-program template does not generate; pass "
+                      "elementwise_affine=False and apply the weight outside, or use the library's " + f + " kernel",
+                 2};
   if (f == "rms_norm") {
     if (!bound.count("eps") || bound.at("eps").type == Value::None)
       notes.push_back(fn + "(eps=None) uses torch.finfo(dtype).eps; taken as the fp32 value 1.1920929e-07");

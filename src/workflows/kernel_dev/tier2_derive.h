@@ -71,6 +71,13 @@ RowDerivation derive_row_program(const Program& program);
 // ("softmax", "log_softmax", "logsumexp", "l2_normalize"), else "".
 std::string recognised_row_op(const Program& program);
 
+// The op's name: the row op it is (recognised_row_op), else `source_name` (its function or class)
+// unless generic (f, forward), else row_<hash>; a name the library already has (rms_norm and
+// layer_norm take a learnable weight) gets a suffix, with a note, so Act's "already exists"
+// refusal is never met by accident.
+std::string tier2_op_name(const Program& program, const std::string& source_name, const KnowledgeBase& knowledge,
+                          std::vector<std::string>& notes);
+
 // Fills every field of a Tier-2 profile from `program` (identity already set), or leaves the
 // formulas undecided with the reason the derivation declined.
 void derive_tier2(KernelProfile& profile, const Program& program, const KnowledgeBase& knowledge);
