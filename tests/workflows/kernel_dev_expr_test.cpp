@@ -412,10 +412,17 @@ class MyLeaky(nn.Module):
 }
 
 TEST(KernelDevPyTorch, RejectsNonElementwiseCodeWithTheLine) {
+  // A reduction over the last dimension is translated (Tier 2, tier2_derive.h); over another dim
+  // it is refused with the line.
   auto t = torch("class M(nn.Module):\n    def forward(self, x):\n        y = torch.relu(x)\n        return y.sum(dim=-1)\n");
   EXPECT_FALSE(t.elementwise);
+  EXPECT_TRUE(t.row_reduction);
+  EXPECT_EQ(t.tier_guess, 2);
+  t = torch("class M(nn.Module):\n    def forward(self, x):\n        y = torch.relu(x)\n        return y.sum(dim=0)\n");
+  EXPECT_FALSE(t.elementwise);
+  EXPECT_FALSE(t.row_reduction);
   EXPECT_EQ(t.line, 4);
-  EXPECT_EQ(t.offending_line, "return y.sum(dim=-1)");
+  EXPECT_EQ(t.offending_line, "return y.sum(dim=0)");
   EXPECT_EQ(t.tier_guess, 2);
   EXPECT_NE(t.rejection.find("reduction"), std::string::npos) << t.rejection;
 
@@ -460,8 +467,11 @@ TEST(KernelDevPyTorch, OneLineDefsLambdasAndFullFunctionalPaths) {
     ASSERT_TRUE(t.elementwise) << c.source << ": " << t.rejection << " at line " << t.line;
     expect_same_function(t.program, kd::parse_expression(c.expected, catalogue().resolver()), c.source);
   }
-  // A lambda whose body is not a tensor function is still refused with the reason, not misread.
+  // A lambda whose body is not an element-wise function is not misread as one: a row reduction.
   auto t = torch("lambda x: x.sum(dim=-1)");
+  EXPECT_FALSE(t.elementwise);
+  EXPECT_TRUE(t.row_reduction);
+  t = torch("lambda x: x.cumsum(dim=-1)");
   EXPECT_FALSE(t.elementwise);
   EXPECT_FALSE(t.rejection.empty());
 }

@@ -211,10 +211,16 @@ TEST(KernelDevProfile, TierTwoAndThreeRequestsStopWithUndecidedFormulas) {
   p = analyse("fused linear cross entropy");
   EXPECT_EQ(p.tier, 3);
   EXPECT_EQ(p.closest_kernel, "fused_linear_cross_entropy");
+  // PyTorch code reducing over the last dimension is derived offline (tier2_derive.h); over
+  // another dimension it stops, with the line.
   p = analyse("def f(x):\n    h = torch.relu(x)\n    return F.softmax(h, dim=-1)\n");
   EXPECT_EQ(p.source_kind, "pytorch");
   EXPECT_EQ(p.tier, 2);
   EXPECT_EQ(p.closest_kernel, "cross_entropy");
+  EXPECT_TRUE(p.complete());
+  p = analyse("def f(x):\n    h = torch.relu(x)\n    return F.softmax(h, dim=0)\n");
+  EXPECT_EQ(p.tier, 2);
+  EXPECT_FALSE(p.complete());
   EXPECT_NE(p.tier_reason.find("line 3"), std::string::npos) << p.tier_reason;
   p = analyse("def f(x, w):\n    return x @ w\n");
   EXPECT_EQ(p.tier, 3);

@@ -295,6 +295,32 @@ TEST(KernelDevWorkflow, Tier2SoftmaxStopsAtCheckpointEvenWithYes) {
   EXPECT_TRUE(t.runner->calls.empty());
 }
 
+// The same op as PyTorch code (and two more of the spellings) runs end to end offline:
+// the built-in analyser derives the row program, Act renders the row kernel, and Verify builds
+// and runs the reference tests (their real compile and finite-difference run is in
+// kernel_dev_tier2_offline_test.cpp) and says "not run" for the GPU parts.
+TEST(KernelDevWorkflow, Tier2PyTorchRunsEndToEndOffline) {
+  for (const auto& [source, op] : std::vector<std::pair<std::string, std::string>>{
+           {"def f(x): return torch.softmax(x, dim=-1)", "softmax"},
+           {"def f(x): return F.log_softmax(x, dim=-1)", "log_softmax"},
+           {"def f(x): return x / x.norm(dim=-1, keepdim=True)", "l2_normalize"}}) {
+    SCOPED_TRACE(source);
+    Tree t;
+    const auto out = t.run(source, {{"skip_bench", true}});
+    ASSERT_EQ(out.status, "completed") << out.message;
+    const YAML::Node profile = YAML::LoadFile((out.run_dir / "profile.yaml").string());
+    EXPECT_EQ(profile["tier"]["value"].as<int>(), 2);
+    EXPECT_EQ(profile["identity"]["op_name"].as<std::string>(), op);
+    EXPECT_TRUE(t.exists("kernels/src/" + op + "/" + op + ".cu"));
+    EXPECT_TRUE(t.exists("kernels/reference/" + op + "_ref.cpp"));
+    const std::string verify = util::read_file(out.run_dir / "kernel-dev/verify.md");
+    EXPECT_NE(verify.find("| build | passed"), std::string::npos) << verify;
+    EXPECT_NE(verify.find("| reference tests | passed"), std::string::npos) << verify;
+    EXPECT_NE(verify.find("| GPU tests | not run: no GPU"), std::string::npos) << verify;
+    EXPECT_EQ(t.runner->count("reference_tests"), 1);
+  }
+}
+
 TEST(KernelDevWorkflow, GpuPathRunsGpuTestsAndParsesBenchmarks) {
   Tree t;
   t.runner->gpu = true;

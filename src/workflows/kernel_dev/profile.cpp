@@ -11,6 +11,7 @@
 
 #include "workflows/kernel_dev/pytorch.h"
 #include "workflows/kernel_dev/segment.h"
+#include "workflows/kernel_dev/tier2_derive.h"
 
 namespace liger::kernel_dev {
 
@@ -167,16 +168,21 @@ void fill_non_tier1(KernelProfile& p, int tier, const std::string& closest, cons
   if (closest.empty()) p.undecided["closest_kernel"] = "no library kernel of this tier is close enough to follow";
   p.inputs = {{"x", "[rows, cols]", "fp32 | fp16 | bf16", "input"}};
   p.outputs = {{"y", "[rows, cols]", "same as x", "output (shape depends on the op)"}};
-  mark_undecided_formulas(p, "the built-in analyser derives Tier-1 (element-wise) ops only; a Tier-" +
-                                 std::to_string(tier) +
-                                 " op needs its formulas from an LLM provider (--llm) or a human at the checkpoint");
+  mark_undecided_formulas(p, tier == 2 ? "the built-in analyser derives a Tier-2 op's formulas from an expression or "
+                                          "PyTorch code with reductions over the last dimension only; this one needs them "
+                                          "from an LLM provider (--llm) or a human at the checkpoint"
+                                        : "the built-in analyser derives Tier-1 and Tier-2 (row reduction) ops only; a "
+                                          "Tier-" + std::to_string(tier) +
+                                              " op needs its formulas from an LLM provider (--llm) or a human at the "
+                                              "checkpoint");
   p.undecided["inputs"] = "the built-in analyser does not know this op's tensors";
   p.undecided["outputs"] = "the built-in analyser does not know this op's tensors";
   p.undecided["learnable_parameters"] = "the built-in analyser does not know this op's parameters";
   if (tier == 2)
     p.undecided["row_program"] =
-        "the built-in analyser does not derive reductions: the row program (reductions, output, gradient) of a Tier-2 "
-        "op comes from an LLM provider (--llm openai|anthropic) or a human at the checkpoint";
+        "the built-in analyser derives a Tier-2 row program from an expression or PyTorch code (e.g. \"y = x - "
+        "logsumexp(x)\" or \"def f(x): return torch.softmax(x, dim=-1)\"), not from a description: write the op "
+        "that way, or use an LLM provider (--llm openai|anthropic) or fill it in at the checkpoint";
   auto tiling = tiers.tier_tiling.find(tier);
   if (tiling != tiers.tier_tiling.end()) p.notes.push_back("tiling hint for this tier: " + tiling->second);
 }
@@ -235,7 +241,7 @@ InputKind detect_input_kind(const std::string& text, const Catalogue& catalogue)
   if (looks_like_pytorch(text)) return InputKind::PyTorch;
   if (text.find('(') == std::string::npos && text.find('=') == std::string::npos) return InputKind::Words;
   try {
-    parse_program(text, catalogue.resolver());
+    parse_program(text, row_reduction_resolver(catalogue.resolver()));
     return InputKind::Expression;
   } catch (const ParseError&) {
     // "y = relu(x)^2 please" is not an expression; a typo in a real expression is reported by
@@ -463,6 +469,13 @@ KernelProfile analyse(const AnalysisRequest& request, const KnowledgeBase& knowl
     return fallback;
   };
 
+  auto finish_tier2 = [&](const Program& program, const std::string& source_name) {
+    set_identity(p, request.name.empty() ? tier2_op_name(program, source_name, knowledge, p.notes) : snake_case(request.name),
+                 "");
+    derive_tier2(p, program, knowledge);
+    return p;
+  };
+
   if (kind == InputKind::Words) {
     Resolution r = knowledge.catalogue.resolve(request.text);
     if (r.ok()) {
@@ -507,7 +520,7 @@ KernelProfile analyse(const AnalysisRequest& request, const KnowledgeBase& knowl
   if (kind == InputKind::Expression) {
     Program program;
     try {
-      program = parse_program(request.text, knowledge.catalogue.resolver());
+      program = parse_program(request.text, row_reduction_resolver(knowledge.catalogue.resolver()));
     } catch (const ParseError& error) {
       if (const TierRequest* req = match_request(request.text, knowledge.tiers); req && req->tier > 1) {
         set_identity(p, request.name.empty() ? req->name : snake_case(request.name), req->name);
@@ -523,14 +536,23 @@ KernelProfile analyse(const AnalysisRequest& request, const KnowledgeBase& knowl
       return p;
     }
     p.resolved_from = "expression '" + to_string(program.expression) + "'";
+    if (has_row_reduction(program.expression)) return finish_tier2(program, "");
     std::string display;
     std::string op = name_from_program(program, "custom_" + fnv_hex(to_string(program.expression)), display);
     return finish_tier1(program, op, display);
   }
 
   TorchTranslation t = translate_pytorch(request.text, knowledge.catalogue);
+  if (t.row_reduction) {
+    p.resolved_from = "PyTorch " + t.entry + " translated to '" + to_string(t.program.expression) + "'";
+    for (const auto& n : t.notes) p.notes.push_back("translation: " + n);
+    return finish_tier2(t.program, t.module_class.empty() ? t.entry : t.module_class);
+  }
   if (!t.elementwise) {
-    std::string where = t.line > 0 ? " (line " + std::to_string(t.line) + ": '" + t.offending_line + "')" : "";
+    std::string where = t.line > 0 ? " (line " + std::to_string(t.line) +
+                                         (t.column > 0 ? ", column " + std::to_string(t.column) : std::string()) + ": '" +
+                                         t.offending_line + "')"
+                                   : "";
     std::string op = request.name.empty() ? (t.module_class.empty() ? (t.entry.empty() ? "undecided_" + fnv_hex(request.text) : snake_case(t.entry))
                                                                     : snake_case(t.module_class))
                                           : snake_case(request.name);
@@ -541,6 +563,10 @@ KernelProfile analyse(const AnalysisRequest& request, const KnowledgeBase& knowl
       std::string closest = req ? req->closest : (t.tier_guess == 2 ? "rms_norm" : "fused_linear_cross_entropy");
       fill_non_tier1(p, t.tier_guess, closest, t.rejection + where, knowledge.tiers);
       p.closest_reason = req ? req->reason : "the simplest library kernel of that tier";
+      if (t.tier_guess == 2)
+        p.undecided["row_program"] = "the built-in analyser cannot derive this Tier-2 op: " + t.rejection + where +
+                                     "; rewrite it as reductions over dim=-1 without weights, or use an LLM provider "
+                                     "(--llm openai|anthropic) or fill it in at the checkpoint";
     } else {
       p.undecided["tier"] = "not Tier 1: " + t.rejection + where + "; the built-in analyser cannot tell the tier";
       p.undecided["closest_kernel"] = "the tier is undecided";
@@ -940,7 +966,7 @@ std::optional<InputProblem> input_problem(const AnalysisRequest& request, const 
       request.kind == InputKind::Auto ? detect_input_kind(request.text, knowledge.catalogue) : request.kind;
   if (kind == InputKind::Expression) {
     try {
-      parse_program(request.text, knowledge.catalogue.resolver());
+      parse_program(request.text, row_reduction_resolver(knowledge.catalogue.resolver()));
     } catch (const ParseError& error) {
       // "y = softmax(x)" does not parse as element-wise but names a known op of a higher tier.
       if (const TierRequest* req = match_request(request.text, knowledge.tiers); req && req->tier > 1)

@@ -1,4 +1,6 @@
 #include "workflows/kernel_dev/pytorch.h"
+#include "workflows/kernel_dev/pytorch_detail.h"
+#include "workflows/kernel_dev/tier2_derive.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,353 +13,7 @@ namespace liger::kernel_dev {
 
 namespace {
 
-// A rejection travelling up from wherever the problem was found.
-struct Reject {
-  std::string message;
-  int tier = 0;
-};
-
-// --------------------------------------------------------------------------------------------
-// Logical lines: physical lines joined while brackets are open or a line ends in '\'.
-struct LogicalLine {
-  int number = 0;   // first physical line, 1-based
-  int indent = 0;
-  std::string text; // comment stripped, joined
-  std::string raw;  // the first physical line as written
-};
-
-std::string strip_comment(const std::string& line) {
-  char quote = 0;
-  for (std::size_t i = 0; i < line.size(); ++i) {
-    char c = line[i];
-    if (quote) {
-      if (c == '\\') ++i;
-      else if (c == quote) quote = 0;
-    } else if (c == '"' || c == '\'') {
-      quote = c;
-    } else if (c == '#') {
-      return line.substr(0, i);
-    }
-  }
-  return line;
-}
-
-// Python's lexical nesting, scanned left to right: inside which string quote (backslash escapes
-// included) and how many brackets deep. One scanner for logical_lines (is a line continued?)
-// and top_level (where are the separators?), so both read a line the same way.
-struct Nesting {
-  int depth = 0;
-  char quote = 0;
-  // Consumes text[i] and, for a backslash inside a string, the character it escapes; returns
-  // the index of the last character consumed. `plain` (when given) tells whether text[i] was
-  // outside strings and neither a quote nor a bracket.
-  std::size_t step(const std::string& text, std::size_t i, bool* plain = nullptr) {
-    const char c = text[i];
-    bool outside = false;
-    if (quote) {
-      if (c == '\\') ++i;
-      else if (c == quote) quote = 0;
-    } else if (c == '"' || c == '\'') quote = c;
-    else if (c == '(' || c == '[' || c == '{') ++depth;
-    else if (c == ')' || c == ']' || c == '}') --depth;
-    else outside = true;
-    if (plain) *plain = outside;
-    return i;
-  }
-};
-
-std::vector<LogicalLine> logical_lines(const std::string& source) {
-  std::vector<std::string> physical;
-  std::istringstream in(source);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    physical.push_back(line);
-  }
-  std::vector<LogicalLine> out;
-  bool in_docstring = false;
-  std::string docstring_quote;
-  for (std::size_t i = 0; i < physical.size(); ++i) {
-    std::string text = physical[i];
-    std::string trimmed = text.substr(std::min(text.find_first_not_of(" \t"), text.size()));
-    if (in_docstring) {
-      if (trimmed.find(docstring_quote) != std::string::npos) in_docstring = false;
-      continue;
-    }
-    if (trimmed.rfind("\"\"\"", 0) == 0 || trimmed.rfind("'''", 0) == 0) {
-      docstring_quote = trimmed.substr(0, 3);
-      if (trimmed.size() < 6 || trimmed.find(docstring_quote, 3) == std::string::npos) in_docstring = true;
-      continue;
-    }
-    LogicalLine logical;
-    logical.number = static_cast<int>(i) + 1;
-    logical.raw = text;
-    logical.indent = static_cast<int>(text.find_first_not_of(" \t"));
-    std::string joined = strip_comment(text);
-    // Bracket depth of `joined`, scanned incrementally as lines are appended (rescanning the
-    // whole joined text per line is quadratic in a long unclosed bracket). A trailing '\\' is
-    // left unscanned: it is either removed (line continuation) or the last character.
-    Nesting nesting;
-    std::size_t scanned = 0;
-    auto scan = [&](std::size_t upto) {
-      for (; scanned < upto; ++scanned) scanned = nesting.step(joined, scanned);
-    };
-    auto continued = [&] {
-      std::size_t last = joined.find_last_not_of(" \t");
-      bool backslash = last != std::string::npos && joined[last] == '\\';
-      scan(backslash ? last : joined.size());
-      return backslash || nesting.depth > 0;
-    };
-    while (i + 1 < physical.size() && continued()) {
-      std::size_t last = joined.find_last_not_of(" \t");
-      if (last != std::string::npos && joined[last] == '\\') joined.resize(last);
-      joined += " " + strip_comment(physical[++i]);
-    }
-    std::size_t first = joined.find_first_not_of(" \t");
-    if (first == std::string::npos) continue;
-    logical.text = joined.substr(first);
-    while (!logical.text.empty() && std::isspace(static_cast<unsigned char>(logical.text.back()))) logical.text.pop_back();
-    out.push_back(logical);
-  }
-  return out;
-}
-
-// Positions in `text` of `wanted` outside strings and brackets.
-std::vector<std::size_t> top_level(const std::string& text, char wanted) {
-  std::vector<std::size_t> at;
-  Nesting nesting;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    bool plain = false;
-    i = nesting.step(text, i, &plain);
-    if (plain && text[i] == wanted && nesting.depth == 0) at.push_back(i);
-  }
-  return at;
-}
-
-std::string trimmed(const std::string& text) {
-  const std::size_t b = text.find_first_not_of(" \t");
-  if (b == std::string::npos) return {};
-  return text.substr(b, text.find_last_not_of(" \t") - b + 1);
-}
-
-// Python's one-line forms, rewritten into the block forms the reader walks:
-//   def f(x): return x * 2          -> def f(x): / return x * 2 (body indented)
-//   a = x * 2; return a             -> two statements
-//   f = lambda x, y=1.0: x * y      -> def f(x, y=1.0): / return x * y (a bare lambda is `f`)
-// Each piece keeps the physical line number, so errors still point at what the user wrote.
-std::vector<LogicalLine> expand_compound(const std::vector<LogicalLine>& lines) {
-  std::vector<LogicalLine> out;
-  auto push = [&](const LogicalLine& base, int indent, const std::string& text) {
-    LogicalLine l = base;
-    l.indent = indent;
-    l.text = text;
-    out.push_back(l);
-  };
-  static const std::regex lambda_line(R"(^(?:([A-Za-z_][A-Za-z0-9_]*)\s*=\s*)?lambda\b(.*)$)");
-  for (const auto& line : lines) {
-    std::smatch m;
-    if (std::regex_match(line.text, m, lambda_line)) {
-      const std::string rest = m[2].str();
-      const auto colons = top_level(rest, ':');
-      if (!colons.empty()) {
-        const std::string name = m[1].matched ? m[1].str() : "f";
-        push(line, line.indent, "def " + name + "(" + trimmed(rest.substr(0, colons.front())) + "):");
-        push(line, line.indent + 4, "return " + trimmed(rest.substr(colons.front() + 1)));
-        continue;
-      }
-    }
-    std::vector<std::string> statements;
-    std::size_t from = 0;
-    for (std::size_t at : top_level(line.text, ';')) {
-      statements.push_back(trimmed(line.text.substr(from, at - from)));
-      from = at + 1;
-    }
-    statements.push_back(trimmed(line.text.substr(from)));
-    int indent = line.indent;
-    for (const auto& statement : statements) {
-      if (statement.empty()) continue;
-      // A header with its body on the same line: the first top-level ':' ends the header.
-      const bool header = statement.rfind("def ", 0) == 0 || statement.rfind("class ", 0) == 0;
-      const auto colons = header ? top_level(statement, ':') : std::vector<std::size_t>{};
-      if (!colons.empty() && !trimmed(statement.substr(colons.front() + 1)).empty()) {
-        push(line, indent, statement.substr(0, colons.front() + 1));
-        indent += 4;
-        push(line, indent, trimmed(statement.substr(colons.front() + 1)));
-      } else {
-        push(line, indent, statement);
-      }
-    }
-  }
-  return out;
-}
-
-// --------------------------------------------------------------------------------------------
-// Python expression tokens.
-enum class PyTok { Number, Name, String, Op, End };
-struct PyToken {
-  PyTok type = PyTok::End;
-  std::string text;
-  double number = 0.0;
-  std::size_t offset = 0;  // in the text being lexed, for error columns
-};
-
-std::vector<PyToken> py_lex(const std::string& text) {
-  std::vector<PyToken> out;
-  std::size_t i = 0;
-  while (i < text.size()) {
-    char c = text[i];
-    if (std::isspace(static_cast<unsigned char>(c))) {
-      ++i;
-      continue;
-    }
-    PyToken t;
-    t.offset = i;
-    if (std::isdigit(static_cast<unsigned char>(c)) ||
-        (c == '.' && i + 1 < text.size() && std::isdigit(static_cast<unsigned char>(text[i + 1])))) {
-      std::size_t j = i;
-      while (j < text.size() && (std::isdigit(static_cast<unsigned char>(text[j])) || text[j] == '.' || text[j] == '_')) ++j;
-      if (j < text.size() && (text[j] == 'e' || text[j] == 'E')) {
-        std::size_t k = j + 1;
-        if (k < text.size() && (text[k] == '+' || text[k] == '-')) ++k;
-        while (k < text.size() && std::isdigit(static_cast<unsigned char>(text[k]))) ++k;
-        j = k;
-      }
-      t.type = PyTok::Number;
-      t.text = text.substr(i, j - i);
-      std::string digits;
-      for (char d : t.text)
-        if (d != '_') digits += d;
-      t.number = std::strtod(digits.c_str(), nullptr);
-      i = j;
-    } else if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
-      std::size_t j = i;
-      while (j < text.size() && (std::isalnum(static_cast<unsigned char>(text[j])) || text[j] == '_')) ++j;
-      t.type = PyTok::Name;
-      t.text = text.substr(i, j - i);
-      i = j;
-    } else if (c == '"' || c == '\'') {
-      std::size_t j = i + 1;
-      while (j < text.size() && text[j] != c) j += text[j] == '\\' ? 2 : 1;
-      t.type = PyTok::String;
-      t.text = text.substr(i + 1, j - i - 1);
-      i = std::min(j + 1, text.size());
-    } else {
-      static const char* ops[] = {"**", "<=", ">=", "==", "!=", "//", "->"};
-      t.type = PyTok::Op;
-      t.text = std::string(1, c);
-      for (const char* op : ops)
-        if (text.compare(i, 2, op) == 0) t.text = op;
-      i += t.text.size();
-    }
-    out.push_back(t);
-  }
-  PyToken end;
-  end.offset = text.size();
-  out.push_back(end);
-  return out;
-}
-
-// --------------------------------------------------------------------------------------------
-// Values during translation.
-// A named argument: a struct, not std::pair<std::string, Value>, because std::pair needs the
-// complete Value where Value declares the vector (clang rejects it; GCC let it pass).
-struct NamedValue;
-struct Value {
-  enum Type { Tensor, String, Path, Method, Module, None, Tuple } type = None;
-  Expr expr;                 // Tensor
-  std::string text;          // String literal / dotted path / module functional name
-  Expr receiver;             // Method
-  std::vector<NamedValue> module_args;  // Module: constructor arguments
-  std::vector<Value> items;  // Tuple
-};
-struct NamedValue {
-  std::string first;
-  Value second;
-};
-
-Value tensor(Expr e) {
-  Value v;
-  v.type = Value::Tensor;
-  v.expr = std::move(e);
-  return v;
-}
-
-struct Arg {
-  std::string keyword;
-  Value value;
-};
-
-// Functions (torch., F., nn.functional.) that are reductions or GEMMs: not Tier 1.
-const std::map<std::string, std::pair<int, std::string>>& non_elementwise() {
-  static const std::map<std::string, std::pair<int, std::string>> table = {
-      {"sum", {2, "a reduction over a dimension"}},
-      {"mean", {2, "a reduction over a dimension"}},
-      {"var", {2, "a reduction (variance) over a dimension"}},
-      {"std", {2, "a reduction (standard deviation) over a dimension"}},
-      {"norm", {2, "a norm over a dimension"}},
-      {"prod", {2, "a reduction over a dimension"}},
-      {"amax", {2, "a reduction over a dimension"}},
-      {"amin", {2, "a reduction over a dimension"}},
-      {"argmax", {2, "a reduction over a dimension"}},
-      {"argmin", {2, "a reduction over a dimension"}},
-      {"logsumexp", {2, "a reduction (log-sum-exp) over a dimension"}},
-      {"cumsum", {2, "a scan over a dimension"}},
-      {"cumprod", {2, "a scan over a dimension"}},
-      {"softmax", {2, "softmax, a row-wise reduction"}},
-      {"log_softmax", {2, "log-softmax, a row-wise reduction"}},
-      {"softmin", {2, "softmin, a row-wise reduction"}},
-      {"layer_norm", {2, "layer normalisation, a row-wise reduction"}},
-      {"rms_norm", {2, "RMS normalisation, a row-wise reduction"}},
-      {"group_norm", {2, "group normalisation, a reduction over groups"}},
-      {"batch_norm", {2, "batch normalisation, a reduction over the batch"}},
-      {"instance_norm", {2, "instance normalisation, a reduction"}},
-      {"normalize", {2, "L-p normalisation, a row-wise reduction"}},
-      {"glu", {1, "glu splits a dimension in halves (use the gated form c = sigmoid(a) * b on separate inputs)"}},
-      {"topk", {2, "top-k selection over a dimension"}},
-      {"sort", {2, "sorting over a dimension"}},
-      {"matmul", {3, "a matrix multiplication (GEMM)"}},
-      {"mm", {3, "a matrix multiplication (GEMM)"}},
-      {"bmm", {3, "a batched matrix multiplication (GEMM)"}},
-      {"linear", {3, "a linear layer (GEMM)"}},
-      {"einsum", {3, "an einsum contraction"}},
-      {"conv1d", {3, "a convolution"}},
-      {"conv2d", {3, "a convolution"}},
-      {"cross_entropy", {3, "cross-entropy, a fused softmax + loss"}},
-      {"nll_loss", {3, "a loss with a reduction"}},
-      {"kl_div", {2, "KL divergence with a reduction"}},
-      {"mse_loss", {2, "a loss with a reduction"}},
-      {"scaled_dot_product_attention", {3, "attention (GEMMs + softmax)"}},
-      {"dropout", {0, "dropout is random (needs an RNG state), not a deterministic element-wise op"}},
-      {"embedding", {3, "an embedding lookup (indexing)"}},
-  };
-  return table;
-}
-
-// nn.<Class> modules -> functional name.
-const std::map<std::string, std::string>& module_functionals() {
-  static const std::map<std::string, std::string> table = {
-      {"ReLU", "relu"},           {"GELU", "gelu"},           {"SiLU", "silu"},         {"Tanh", "tanh"},
-      {"Sigmoid", "sigmoid"},     {"LeakyReLU", "leaky_relu"}, {"ELU", "elu"},          {"CELU", "celu"},
-      {"SELU", "selu"},           {"Softplus", "softplus"},   {"Mish", "mish"},         {"Hardswish", "hardswish"},
-      {"Hardsigmoid", "hardsigmoid"}, {"Hardtanh", "hardtanh"}, {"ReLU6", "relu6"},     {"Softsign", "softsign"},
-      {"Tanhshrink", "tanhshrink"}, {"LogSigmoid", "logsigmoid"}, {"Identity", "identity"},
-      {"Linear", "linear"},       {"LayerNorm", "layer_norm"}, {"RMSNorm", "rms_norm"}, {"GroupNorm", "group_norm"},
-      {"Softmax", "softmax"},     {"LogSoftmax", "log_softmax"}, {"Dropout", "dropout"}, {"BatchNorm1d", "batch_norm"},
-      {"Conv1d", "conv1d"},       {"Conv2d", "conv2d"},       {"Embedding", "embedding"},
-  };
-  return table;
-}
-
-// Catalogue functionals and the names of their hyperparameters in PyTorch's signature order.
-const std::map<std::string, std::vector<std::string>>& catalogue_functionals() {
-  static const std::map<std::string, std::vector<std::string>> table = {
-      {"silu", {}},         {"mish", {}},        {"selu", {}},          {"hardswish", {}},     {"hardsigmoid", {}},
-      {"relu6", {}},        {"softsign", {}},    {"tanhshrink", {}},    {"logsigmoid", {}},    {"elu", {"alpha"}},
-      {"celu", {"alpha"}},  {"leaky_relu", {"negative_slope"}},       {"softplus", {"beta", "threshold"}},
-      {"hardtanh", {"min_val", "max_val"}},
-  };
-  return table;
-}
+using namespace torch_detail;
 
 class Translator {
  public:
@@ -377,6 +33,21 @@ class Translator {
   int column_base = 0;
 
   Value evaluate(const std::string& text) {
+    // Reentrant: a helper function called inside an expression evaluates its own body, and the
+    // caller's expression continues after the call.
+    struct Saved {
+      Translator& t;
+      std::vector<PyToken> tokens;
+      std::size_t pos;
+      int nesting, line, column_base;
+      ~Saved() {
+        t.tokens_ = std::move(tokens);
+        t.pos_ = pos;
+        t.nesting_ = nesting;
+        t.line = line;
+        t.column_base = column_base;
+      }
+    } saved{*this, std::move(tokens_), pos_, nesting_, line, column_base};
     tokens_ = py_lex(text);
     pos_ = 0;
     nesting_ = 0;
@@ -538,6 +209,11 @@ class Translator {
           } else {
             v.text = path;
           }
+        } else if (v.type == Value::Tuple && v.text == "max" && attribute == "values") {
+          v = v.items[0];
+        } else if (v.type == Value::Tensor && attribute == "shape") {
+          v.type = Value::Path;  // x.shape[-1]: the row length, read by the indexing below
+          v.text = "<shape>";
         } else if (v.type == Value::Tensor) {
           Value method;
           method.type = Value::Method;
@@ -548,10 +224,30 @@ class Translator {
           throw Reject{"attribute '" + attribute + "' of a non-tensor value", 0};
         }
       } else if (accept("(")) {
+        // The callee's name, for the column of a refusal.
+        const int column = column_base + static_cast<int>(tokens_[pos_ >= 2 ? pos_ - 2 : 0].offset) + 1;
         std::vector<Arg> args = arguments();
-        v = apply(v, args);
+        try {
+          v = apply(v, args);
+        } catch (Reject& r) {
+          if (r.column == 0) r.column = column;
+          throw;
+        }
       } else if (accept("[")) {
-        throw Reject{"indexing / slicing a tensor is not element-wise", 0};
+        // x.shape[-1] is the row length n; max(dim=...)[0] its values. Other indexing is not
+        // element-wise.
+        const bool shape = v.type == Value::Path && v.text == "<shape>";
+        if (!shape && !(v.type == Value::Tuple && v.text == "max"))
+          throw Reject{"indexing / slicing a tensor is not element-wise", 0};
+        Value index = expression();
+        expect("]");
+        const Expr i = index.type == Value::Tensor ? simplify(index.expr) : nullptr;
+        if (shape && i && is_number(i, -1)) v = tensor(sym("n"));
+        else if (!shape && i && is_number(i, 0)) v = v.items[0];
+        else
+          throw Reject{shape ? "x.shape[...]: only x.shape[-1] (the row length) is translated"
+                             : "max/min(dim=...)[...]: only [0] (the values) is translated; the indices are not",
+                       0};
       } else {
         return v;
       }
@@ -569,7 +265,19 @@ class Translator {
     }
     if (t.type == PyTok::Op && t.text == "(") {
       Value inner = expression();
-      if (accept(",")) throw Reject{"tuples are not supported inside expressions", 0};
+      if (accept(",")) {  // (a,) or (a, b): a shape argument such as normalized_shape
+        Value tuple;
+        tuple.type = Value::Tuple;
+        tuple.items.push_back(inner);
+        while (!accept(")")) {
+          tuple.items.push_back(expression());
+          if (!accept(",")) {
+            expect(")");
+            break;
+          }
+        }
+        return tuple;
+      }
       expect(")");
       return inner;
     }
@@ -678,6 +386,7 @@ class Translator {
       if (hi) return tensor(call("min", {x, hi}));
       return tensor(x);
     }
+    if (auto reduction = row_function(f, fn, all, notes_)) return *reduction;
     if (f == "maximum" || f == "fmax" || f == "minimum" || f == "fmin" || f == "max" || f == "min") {
       Expr other = arg_tensor(1, "other");
       if (!other || has_keyword("dim"))
@@ -719,7 +428,13 @@ class Translator {
     if (f == "zeros_like") return tensor(num(0));
     if (f == "ones_like") return tensor(num(1));
     auto ne = non_elementwise().find(f);
-    if (ne != non_elementwise().end()) throw Reject{fn + "() is " + ne->second.second, ne->second.first};
+    if (ne != non_elementwise().end())
+      throw Reject{fn + "() is " + ne->second.second +
+                       (ne->second.first == 2 ? "; the row reductions the built-in analyser derives are sum, mean, amax, "
+                                                "amin, max/min(dim), logsumexp, norm, var, std, softmax, log_softmax, "
+                                                "softmin, normalize, rms_norm and layer_norm over dim=-1"
+                                              : ""),
+                   ne->second.first};
     if (f == "view" || f == "reshape" || f == "transpose" || f == "permute" || f == "chunk" || f == "split" ||
         f == "cat" || f == "stack" || f == "flatten" || f == "unsqueeze" || f == "squeeze" || f == "expand")
       throw Reject{fn + "() changes the tensor layout; the built-in analyser handles element-wise ops on same-shape inputs only", 0};
@@ -748,7 +463,10 @@ class Translator {
       module.text = it->second;
       static const std::map<std::string, std::vector<std::string>> ctor = {
           {"leaky_relu", {"negative_slope"}}, {"elu", {"alpha"}}, {"celu", {"alpha"}},
-          {"softplus", {"beta", "threshold"}}, {"hardtanh", {"min_val", "max_val"}}, {"gelu", {"approximate"}}};
+          {"softplus", {"beta", "threshold"}}, {"hardtanh", {"min_val", "max_val"}}, {"gelu", {"approximate"}},
+          {"softmax", {"dim"}}, {"log_softmax", {"dim"}},
+          {"layer_norm", {"normalized_shape", "eps", "elementwise_affine"}},
+          {"rms_norm", {"normalized_shape", "eps", "elementwise_affine"}}};
       auto names = ctor.find(module.text);
       std::size_t positional = 0;
       for (const auto& a : args) {
@@ -760,6 +478,11 @@ class Translator {
         }
         module.module_args.push_back({k, a.value});
       }
+      // nn.LayerNorm / nn.RMSNorm have a learnable weight unless elementwise_affine=False.
+      if ((module.text == "layer_norm" || module.text == "rms_norm") &&
+          std::none_of(module.module_args.begin(), module.module_args.end(),
+                       [](const NamedValue& a) { return a.first == "elementwise_affine"; }))
+        module.module_args.push_back({"elementwise_affine", tensor(num(1))});
       return module;
     }
     if (path == "math.sqrt" || path == "math.exp" || path == "math.log" || path == "math.tanh") {
@@ -907,6 +630,7 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
     result.elementwise = false;
     result.rejection = r.message;
     result.tier_guess = r.tier;
+    result.column = r.column;
     if (current) {
       result.line = current->number;
       result.offending_line = current->raw.substr(std::min(current->raw.find_first_not_of(" \t"), current->raw.size()));
@@ -1154,8 +878,20 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
         }
       }
     }
-    for (const auto& p : entry->params)
-      if (p != "self") translator.inputs.insert(p);
+    // A parameter with a numeric default (def f(x, eps=1e-6)) is a fixed module parameter, not a
+    // tensor input.
+    for (const auto& p : entry->params) {
+      if (p == "self") continue;
+      auto d = entry->defaults.find(p);
+      char* end = nullptr;
+      const double value = d == entry->defaults.end() ? 0.0 : std::strtod(d->second.c_str(), &end);
+      if (d != entry->defaults.end() && end && *end == 0 && !d->second.empty()) {
+        params.push_back(ParamDecl{p, ParamShape::Scalar, value, false});
+        translator.locals[p] = tensor(sym(p));
+      } else {
+        translator.inputs.insert(p);
+      }
+    }
     current = nullptr;
     Value out = run_body(entry->body);
     Expr expression = translator.as_tensor(out, "a tensor result");
@@ -1170,7 +906,10 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
       if (p != "self" && used.count(p) && translator.inputs.count(p)) result.program.inputs.push_back(p);
     for (const auto& p : params)
       if (used.count(p.name)) result.program.params.push_back(p);
+    const bool rows = has_row_reduction(expression);
+    result.row_reduction = rows;
     for (const auto& name : used) {
+      if (rows && name == "n") continue;  // the row length, of x.shape[-1], var's n - 1
       bool known = std::find(result.program.inputs.begin(), result.program.inputs.end(), name) != result.program.inputs.end() ||
                    std::any_of(params.begin(), params.end(), [&](const ParamDecl& p) { return p.name == name; });
       if (!known) throw Reject{"name '" + name + "' is neither an input nor a parameter", 0};
@@ -1184,6 +923,10 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
                          " characters: rename it",
                      0};
     result.program.output = unclashing_output_name("y", result.program.inputs, result.program.params);
+    if (rows) {
+      result.elementwise = false;
+      result.tier_guess = 2;
+    }
     return result;
   } catch (const Reject& r) {
     return reject(r);

@@ -12,12 +12,16 @@ namespace liger::kernel_dev {
 
 struct TorchTranslation {
   bool elementwise = false;
+  // Reductions over the last dimension: `program.expression` holds row reductions (tier2_derive.h);
+  // elementwise is false and tier_guess 2.
+  bool row_reduction = false;
   Program program;           // valid when elementwise
   std::string entry;         // "Module.forward" or the function's name
   std::string module_class;  // the nn.Module subclass, "" for a function
   // When not element-wise (or not understood):
   std::string rejection;     // why, in one sentence
   int line = 0;              // 1-based line of the offending code (0 if none)
+  int column = 0;            // 1-based column of the offending call in that line (0 if not known)
   std::string offending_line;
   int tier_guess = 0;        // 2 (reduction) or 3 (GEMM / fused / loss) when recognised, else 0
   std::vector<std::string> notes;  // translation remarks (casts dropped, modules inlined...)

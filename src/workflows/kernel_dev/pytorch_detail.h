@@ -1,0 +1,94 @@
+// Internal to the PyTorch translator (pytorch.cpp, pytorch_reductions.cpp): Python logical lines,
+// tokens, and the values an expression evaluates to during translation.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "workflows/kernel_dev/expr.h"
+
+namespace liger::kernel_dev::torch_detail {
+
+// A rejection travelling up from wherever the problem was found.
+struct Reject {
+  std::string message;
+  int tier = 0;
+  int column = 0;  // 1-based column of the call that failed in its physical line; 0 unknown
+};
+
+// --------------------------------------------------------------------------------------------
+// Logical lines: physical lines joined while brackets are open or a line ends in '\\'.
+struct LogicalLine {
+  int number = 0;   // first physical line, 1-based
+  int indent = 0;
+  std::string text; // comment stripped, joined
+  std::string raw;  // the first physical line as written
+};
+
+std::vector<LogicalLine> logical_lines(const std::string& source);
+// Offsets of `wanted` outside brackets and strings.
+std::vector<std::size_t> top_level(const std::string& text, char wanted);
+std::string trimmed(const std::string& text);
+std::vector<LogicalLine> expand_compound(const std::vector<LogicalLine>& lines);
+
+// --------------------------------------------------------------------------------------------
+// Python expression tokens.
+enum class PyTok { Number, Name, String, Op, End };
+struct PyToken {
+  PyTok type = PyTok::End;
+  std::string text;
+  double number = 0.0;
+  std::size_t offset = 0;  // in the text being lexed, for error columns
+};
+
+std::vector<PyToken> py_lex(const std::string& text);
+
+// --------------------------------------------------------------------------------------------
+// Values during translation.
+// A named argument: a struct, not std::pair<std::string, Value>, because std::pair needs the
+// complete Value where Value declares the vector (clang rejects it; GCC let it pass).
+struct NamedValue;
+struct Value {
+  enum Type { Tensor, String, Path, Method, Module, None, Tuple } type = None;
+  Expr expr;                 // Tensor
+  std::string text;          // String literal / dotted path / module functional name
+  Expr receiver;             // Method
+  std::vector<NamedValue> module_args;  // Module: constructor arguments
+  std::vector<Value> items;  // Tuple
+};
+struct NamedValue {
+  std::string first;
+  Value second;
+};
+
+inline Value tensor(Expr e) {
+  Value v;
+  v.type = Value::Tensor;
+  v.expr = std::move(e);
+  return v;
+}
+
+struct Arg {
+  std::string keyword;
+  Value value;
+};
+
+// Name tables (pytorch_tables.cpp): torch./F. functions that are not element-wise (tier, why),
+// nn.<Class> modules -> functional name, catalogue functionals -> their hyperparameters in order.
+const std::map<std::string, std::pair<int, std::string>>& non_elementwise();
+const std::map<std::string, std::string>& module_functionals();
+const std::map<std::string, std::vector<std::string>>& catalogue_functionals();
+
+// A reduction over the last dimension (sum, mean, amax, max(dim=...), logsumexp, norm, var, std,
+// softmax, log_softmax, softmin, normalize, rms_norm, layer_norm, size(-1)) as the IR's row
+// reductions; nullopt when `f` is not one (or is max/min's element-wise form). `f` is the function
+// without its torch./F. prefix, `fn` as written (for messages), `all` the arguments with a method's
+// receiver first. Throws Reject for a reduction outside the Tier-2 form (another dim, a weight).
+std::optional<Value> row_function(const std::string& f, const std::string& fn, const std::vector<Arg>& all,
+                                  std::vector<std::string>& notes);
+// max/min(dim=...)'s (values, indices) pair.
+Value max_result(const Value& values);
+
+}  // namespace liger::kernel_dev::torch_detail

@@ -1,0 +1,193 @@
+// The PyTorch translator's row reductions (pytorch_detail.h, row_function): torch./F./tensor-method
+// reductions over the last dimension lowered to the IR's row reductions (tier2_derive.h).
+#include <algorithm>
+#include <cmath>
+
+#include "workflows/kernel_dev/pytorch_detail.h"
+#include "workflows/kernel_dev/tier2_derive.h"
+
+namespace liger::kernel_dev::torch_detail {
+
+namespace {
+
+struct Signature {
+  std::vector<std::string> positional;  // after the input
+};
+
+// PyTorch's signatures (the parameters this translation reads; others are refused by name).
+const std::map<std::string, Signature>& signatures() {
+  static const std::map<std::string, Signature> table = {
+      {"sum", {{"dim", "keepdim", "dtype"}}},
+      {"mean", {{"dim", "keepdim", "dtype"}}},
+      {"amax", {{"dim", "keepdim"}}},
+      {"amin", {{"dim", "keepdim"}}},
+      {"max", {{"dim", "keepdim"}}},
+      {"min", {{"dim", "keepdim"}}},
+      {"logsumexp", {{"dim", "keepdim"}}},
+      {"norm", {{"p", "dim", "keepdim", "dtype"}}},
+      {"linalg.norm", {{"ord", "dim", "keepdim", "dtype"}}},
+      {"linalg.vector_norm", {{"ord", "dim", "keepdim", "dtype"}}},
+      {"var", {{"dim", "unbiased", "keepdim", "correction"}}},
+      {"std", {{"dim", "unbiased", "keepdim", "correction"}}},
+      {"softmax", {{"dim", "_stacklevel", "dtype"}}},
+      {"log_softmax", {{"dim", "_stacklevel", "dtype"}}},
+      {"softmin", {{"dim", "_stacklevel", "dtype"}}},
+      {"normalize", {{"p", "dim", "eps", "out"}}},
+      // elementwise_affine: the nn.LayerNorm / nn.RMSNorm module's constructor argument.
+      {"rms_norm", {{"normalized_shape", "weight", "eps", "elementwise_affine"}}},
+      {"layer_norm", {{"normalized_shape", "weight", "bias", "eps", "elementwise_affine"}}},
+  };
+  return table;
+}
+
+std::optional<double> constant(const Value& v) {
+  if (v.type == Value::Tuple && v.items.size() == 1) return constant(v.items[0]);
+  if (v.type != Value::Tensor) return std::nullopt;
+  Expr e = simplify(v.expr);
+  if (!is_number(e)) return std::nullopt;
+  return e->value;
+}
+
+}  // namespace
+
+std::optional<Value> row_function(const std::string& f, const std::string& fn, const std::vector<Arg>& all,
+                                  std::vector<std::string>& notes) {
+  if (f == "size") {  // x.size(-1): the row length
+    if (all.size() == 2 && all[1].keyword.empty() && constant(all[1].value) == -1.0) return tensor(sym("n"));
+    throw Reject{fn + "(): only size(-1), the row length n, is translated", 0};
+  }
+  auto sig = signatures().find(f);
+  if (sig == signatures().end()) return std::nullopt;
+  // Bind: the first positional (or `input`) is the tensor, then the signature's names.
+  Expr input;
+  std::map<std::string, Value> bound;
+  std::size_t positional = 0;
+  for (const auto& a : all) {
+    if (a.keyword == "input" || (a.keyword.empty() && !input && positional == 0)) {
+      if (a.value.type != Value::Tensor) throw Reject{fn + "() needs a tensor argument", 0};
+      input = a.value.expr;
+      if (a.keyword.empty()) positional = 1;
+      continue;
+    }
+    std::string key = a.keyword;
+    if (key.empty()) {
+      if (positional - 1 >= sig->second.positional.size()) throw Reject{fn + "(): too many arguments", 0};
+      key = sig->second.positional[positional++ - 1];
+    } else if (std::find(sig->second.positional.begin(), sig->second.positional.end(), key) ==
+               sig->second.positional.end()) {
+      throw Reject{fn + "(): unsupported argument '" + key + "'", 0};
+    }
+    bound[key] = a.value;
+  }
+  if (!input) throw Reject{fn + "() needs a tensor argument", 0};
+
+  // max/min: a reduction with a dim (a dim given positionally is an integer; a tensor or a float
+  // there is torch.maximum's `other`, handled element-wise).
+  if (f == "max" || f == "min") {
+    auto d = bound.find("dim");
+    if (d == bound.end()) return std::nullopt;
+    auto value = constant(d->second);
+    if (d->second.type == Value::Tensor && (!value || *value != std::floor(*value) || *value >= 0) &&
+        !std::any_of(all.begin(), all.end(), [](const Arg& a) { return a.keyword == "dim"; }))
+      return std::nullopt;
+  }
+  auto flag = [&](const char* key, bool fallback) {
+    auto it = bound.find(key);
+    if (it == bound.end()) return fallback;
+    auto value = constant(it->second);
+    if (!value) throw Reject{fn + "(): " + key + " must be True or False", 0};
+    return *value != 0;
+  };
+  auto number = [&](const char* key, double fallback) {
+    auto it = bound.find(key);
+    if (it == bound.end() || it->second.type == Value::None) return fallback;
+    if (it->second.type == Value::String) {
+      if (it->second.text == "fro") return 2.0;
+      throw Reject{fn + "(): " + key + "='" + it->second.text + "' is not supported (use a number)", 0};
+    }
+    auto value = constant(it->second);
+    if (!value) throw Reject{fn + "(): " + key + " must be a number", 0};
+    return *value;
+  };
+  auto tensor_or = [&](const char* key, Expr fallback) -> Expr {
+    auto it = bound.find(key);
+    if (it == bound.end() || it->second.type == Value::None) return fallback;
+    if (it->second.type != Value::Tensor) throw Reject{fn + "(): " + key + " must be a number", 0};
+    return it->second.expr;
+  };
+  const bool norm_layer = f == "rms_norm" || f == "layer_norm";
+  if (!norm_layer) {
+    auto d = bound.find("dim");
+    const std::string default_dim = f == "normalize" ? "1" : "";
+    if (d == bound.end() || d->second.type == Value::None) {
+      if (default_dim.empty())
+        throw Reject{fn + "() without dim reduces the whole tensor (or uses an implicit dim); pass dim=-1 for a "
+                          "reduction over the last dimension (the row)",
+                     2};
+      throw Reject{fn + "() reduces over dim=1 by default, the last dimension only for 2-D input; pass dim=-1", 2};
+    }
+    auto value = constant(d->second);
+    if (!value || *value != -1)
+      throw Reject{fn + "(): dim must be -1; the Tier-2 row program is a reduction over the last (contiguous) "
+                        "dimension only (move the reduced dimension last, or reduce with dim=-1)",
+                   2};
+  }
+  if (bound.count("dtype")) notes.push_back(fn + "(dtype=...) dropped: the kernel accumulates in fp32");
+  const bool keepdim = flag("keepdim", false);
+  auto reduced = [&](Expr e) { return tensor(keepdim ? e : row_dropped(e)); };
+
+  if (f == "sum" || f == "mean") return reduced(row_reduce(f, input));
+  // max/min with a dim return (values, indices): `.values` or `[0]` reads the values.
+  if (f == "amax") return reduced(row_reduce("max", input));
+  if (f == "amin") return reduced(row_reduce("min", input));
+  if (f == "max" || f == "min") return max_result(reduced(row_reduce(f, input)));
+  if (f == "logsumexp") return reduced(row_logsumexp(input));
+  if (f == "norm" || f == "linalg.norm" || f == "linalg.vector_norm")
+    return reduced(row_norm(input, number(f == "norm" ? "p" : "ord", 2)));
+  if (f == "var" || f == "std") {
+    double correction = bound.count("correction") ? number("correction", 1) : (flag("unbiased", true) ? 1 : 0);
+    Expr v = row_var(input, correction);
+    return reduced(f == "std" ? call("sqrt", {v}) : v);
+  }
+  if (f == "softmax") return tensor(row_softmax(input));
+  if (f == "softmin") return tensor(row_softmax(neg(input)));
+  if (f == "log_softmax") return tensor(row_log_softmax(input));
+  if (f == "normalize") return tensor(row_normalize(input, number("p", 2), tensor_or("eps", num(1e-12))));
+  // F.rms_norm / F.layer_norm: normalized_shape is the last dimension (a one-element shape).
+  auto shape = bound.find("normalized_shape");
+  if (shape == bound.end()) throw Reject{fn + "() needs normalized_shape (the last dimension)", 0};
+  if (shape->second.type == Value::Tuple && shape->second.items.size() != 1)
+    throw Reject{fn + "(): normalized_shape has " + std::to_string(shape->second.items.size()) +
+                     " dimensions; the Tier-2 row program normalises over the last dimension only",
+                 2};
+  for (const char* affine : {"weight", "bias"}) {
+    auto it = bound.find(affine);
+    if (it != bound.end() && it->second.type != Value::None)
+      throw Reject{fn + "() with a " + std::string(affine) +
+                       ": its gradient is a sum over rows (a cross-row reduction), which the Tier-2 row-program "
+                       "template does not generate; normalise without it and apply the " + affine +
+                       " outside (a Tier-1 op), or use the library's " + f + " kernel",
+                   2};
+  }
+  if (flag("elementwise_affine", false))
+    throw Reject{fn + " with elementwise_affine=True has a learnable weight: its gradient is a sum over rows (a "
+                      "cross-row reduction), which the Tier-2 row-program template does not generate; pass "
+                      "elementwise_affine=False and apply the weight outside, or use the library's " + f + " kernel",
+                 2};
+  if (f == "rms_norm") {
+    if (!bound.count("eps") || bound.at("eps").type == Value::None)
+      notes.push_back(fn + "(eps=None) uses torch.finfo(dtype).eps; taken as the fp32 value 1.1920929e-07");
+    return tensor(row_rms_norm(input, tensor_or("eps", num(1.1920928955078125e-07))));
+  }
+  return tensor(row_layer_norm(input, tensor_or("eps", num(1e-5))));
+}
+
+Value max_result(const Value& values) {
+  Value tuple;
+  tuple.type = Value::Tuple;
+  tuple.items = {values, Value{}};  // (values, indices): indices are not translated
+  tuple.text = "max";
+  return tuple;
+}
+
+}  // namespace liger::kernel_dev::torch_detail

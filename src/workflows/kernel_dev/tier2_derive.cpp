@@ -1,0 +1,349 @@
+// Tier 2 offline: a row program and its backward derived from an expression with row reductions
+// (tier2_derive.h).
+//
+// The forward is cut into passes by hoisting every reduction call into a named row scalar r_i =
+// red_i(g_i(x, r_<i)) (bottom-up, identical reductions shared), leaving the output as an
+// element-wise expression Y(x, r). The backward is reverse-mode differentiation over that
+// structure: with dy the upstream gradient,
+//   adjoint(r_i) = sum_j [ dy_j dY_j/dr_i + sum_{l>i} adjoint(r_l) w_l,j dg_l,j/dr_i ]
+//   dx_j        = dy_j dY_j/dx_j + sum_l adjoint(r_l) w_l,j dg_l,j/dx_j
+// where w is the derivative of the reduction with respect to its per-column argument: 1 for a
+// sum (the adjoint is broadcast), 1/n for a mean, the indicator g_l,j == r_l for max/min (every
+// column tied at the extremum receives the full adjoint; PyTorch's amax splits it evenly between
+// ties and max(dim) gives it to one index, so the three agree whenever the extremum is unique),
+// and 0 for the stabilising shift of the lowered softmax family. Each nonzero adjoint is one sum
+// pass of the backward, computed from the last reduction to the first.
+#include "workflows/kernel_dev/tier2_derive.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <stdexcept>
+
+namespace liger::kernel_dev {
+
+namespace {
+
+struct Hoisted {
+  struct Reduction {
+    std::string name, op;  // op: sum | mean | max | min | shift
+    Expr argument;         // per column, over x, parameters, n and earlier reductions
+  };
+  std::vector<Reduction> reductions;
+  Expr output;
+  bool dropped_in_arithmetic = false;  // a keepdim=False result combined with per-column values
+};
+
+Expr rebuild(const Expr& e, std::vector<Expr> args) {
+  switch (e->kind) {
+    case Kind::Number:
+    case Kind::Symbol: return e;
+    case Kind::Add: return add(args[0], args[1]);
+    case Kind::Sub: return sub(args[0], args[1]);
+    case Kind::Mul: return mul(args[0], args[1]);
+    case Kind::Div: return div(args[0], args[1]);
+    case Kind::Pow: return pow(args[0], args[1]);
+    case Kind::Neg: return neg(args[0]);
+    case Kind::Call: return call(e->name, std::move(args));
+    case Kind::Compare: return compare(e->name, args[0], args[1]);
+  }
+  return e;
+}
+
+class Hoister {
+ public:
+  explicit Hoister(std::set<std::string> taken) : taken_(std::move(taken)) {}
+
+  Hoisted run(const Expr& output) {
+    Hoisted h;
+    h.output = visit(output);
+    h.reductions = reductions_;
+    h.dropped_in_arithmetic = dropped_in_arithmetic_;
+    return h;
+  }
+
+ private:
+  Expr visit(const Expr& e) {
+    auto done = memo_.find(e.get());
+    if (done != memo_.end()) return done->second;
+    Expr result;
+    bool dropped = false;
+    if (e->kind == Kind::Call && e->name == "row_dropped") {
+      result = visit(e->args[0]);
+      dropped = true;
+    } else if (e->kind == Kind::Call && e->args.size() == 1 && e->name.rfind("row_", 0) == 0) {
+      Expr argument = visit(e->args[0]);
+      const std::string op = e->name.substr(4);
+      for (const auto& r : reductions_)
+        if (r.op == op && equal(r.argument, argument)) result = sym(r.name);
+      if (!result) {
+        reductions_.push_back({fresh(op), op, argument});
+        result = sym(reductions_.back().name);
+      }
+    } else {
+      std::vector<Expr> args;
+      bool any_dropped = false, per_column = false;
+      for (const auto& a : e->args) {
+        args.push_back(visit(a));
+        if (dropped_.count(a.get())) any_dropped = true;
+        else if (!row_only(args.back())) per_column = true;
+      }
+      result = rebuild(e, std::move(args));
+      // A [rows] value (keepdim=False) meeting a [rows, cols] one; a value computed from [rows]
+      // values only stays [rows].
+      if (any_dropped && per_column) dropped_in_arithmetic_ = true;
+      dropped = any_dropped && !per_column;
+    }
+    if (dropped) dropped_.insert(e.get());
+    memo_.emplace(e.get(), result);
+    return result;
+  }
+
+  // Whether a hoisted expression is one value per row (no per-column input in it).
+  bool row_only(const Expr& e) const {
+    for (const auto& s : free_symbols(e))
+      if (!scalar_names_.count(s) && s != "n" && !parameters_.count(s)) return false;
+    return true;
+  }
+
+ public:
+  std::set<std::string> parameters_;  // module parameters (row-uniform)
+
+ private:
+  std::string fresh(const std::string& op) {
+    static const std::map<std::string, std::string> stem = {
+        {"sum", "s"}, {"mean", "mu"}, {"max", "mx"}, {"min", "mn"}, {"shift", "m"}};
+    std::string base = stem.at(op), name = base;
+    for (int k = 2; taken_.count(name) || scalar_names_.count(name) || name == "n"; ++k) name = base + std::to_string(k);
+    scalar_names_.insert(name);
+    return name;
+  }
+
+  std::set<std::string> taken_;
+  std::set<std::string> scalar_names_;
+  std::vector<Hoisted::Reduction> reductions_;
+  std::map<const Node*, Expr> memo_;
+  std::set<const Node*> dropped_;
+  bool dropped_in_arithmetic_ = false;
+};
+
+// d(red)/d(argument_j): see the file comment.
+Expr reduction_weight(const Hoisted::Reduction& r) {
+  if (r.op == "sum") return num(1);
+  if (r.op == "mean") return div(num(1), sym("n"));
+  return call("where", {compare("==", r.argument, sym(r.name)), num(1), num(0)});
+}
+
+void collect_functions(const Expr& e, std::set<std::string>& out) {
+  if (e->kind == Kind::Call) out.insert(e->name);
+  for (const auto& a : e->args) collect_functions(a, out);
+}
+
+std::string reduction_text(const std::string& op, const std::string& expression) {
+  return (op == "shift" ? "max" : op) + "(" + expression + ")";
+}
+
+}  // namespace
+
+RowDerivation derive_row_program(const Program& program) {
+  RowDerivation d;
+  if (program.inputs.size() != 1) {
+    std::string names;
+    for (const auto& in : program.inputs) names += (names.empty() ? "" : ", ") + in;
+    d.declined = "the op has " + std::to_string(program.inputs.size()) + " input tensors (" + names +
+                 "); the Tier-2 row-program template reduces one input tensor [rows, cols] (write the others as "
+                 "module parameters, or combine the inputs in a Tier-1 op before it)";
+    return d;
+  }
+  std::set<std::string> parameters;
+  for (const auto& p : program.params) {
+    if (p.learnable) {
+      d.declined = "'" + p.name + "' is a learnable " + (p.shape == ParamShape::Channel ? "per-column weight" : "scalar") +
+                   ": its gradient is a sum over rows (a cross-row reduction), which the Tier-2 row-program template "
+                   "does not generate (one block per row, no parameter-gradient pass); write the op without it and "
+                   "apply it outside (a Tier-1 multiply/add), or follow the library's rms_norm/layer_norm kernels";
+      return d;
+    }
+    parameters.insert(p.name);
+  }
+  const std::string x = program.inputs[0], y = program.output, dy = "d" + y, dx = "d" + x;
+  std::set<std::string> taken = parameters;
+  taken.insert({x, y, dy, dx});
+  Hoister hoister(taken);
+  hoister.parameters_ = parameters;
+  const Hoisted h = hoister.run(program.expression);
+  if (h.dropped_in_arithmetic) {
+    d.declined = "a reduction without keepdim=True (shape [rows]) is combined with a [rows, cols] tensor: PyTorch "
+                 "broadcasts it along the columns, not the rows (an error or a different op); write keepdim=True";
+    return d;
+  }
+  if (h.reductions.empty()) {
+    d.declined = "the expression has no row reduction (it is element-wise: Tier 1)";
+    return d;
+  }
+  Expr output = simplify(h.output);
+  if (!free_symbols(output).count(x)) {
+    d.declined = "the output '" + to_string(output) +
+                 "' is one value per row (shape [rows] or [rows, 1]); the Tier-2 row-program template writes a "
+                 "[rows, cols] output, so per-row scalar outputs (logsumexp, z-loss, a row loss) are not generated: "
+                 "write the op whose output keeps the columns (e.g. log_softmax = x - logsumexp(x)), or use an LLM "
+                 "provider or the Tier-3 path for row losses";
+    return d;
+  }
+
+  RowProgramSpec spec;
+  std::set<std::string> functions;
+  for (const auto& r : h.reductions) {
+    Expr argument = simplify(r.argument);
+    spec.forward_reductions.push_back({r.name, r.op == "shift" ? "max" : r.op, to_string(argument)});
+    d.forward_text.push_back(r.name + " = " + reduction_text(r.op, to_string(argument)));
+    collect_functions(argument, functions);
+  }
+  spec.output = to_string(output);
+  d.forward_text.push_back(y + " = " + spec.output);
+  collect_functions(output, functions);
+
+  // Reverse mode, last reduction first.
+  const std::size_t k = h.reductions.size();
+  std::vector<std::string> adjoint(k);  // "" where the adjoint is zero
+  std::vector<RowReduction> backward;   // in evaluation order
+  for (std::size_t i = k; i-- > 0;) {
+    const auto& r = h.reductions[i];
+    if (r.op == "shift") continue;
+    Expr term = mul(sym(dy), differentiate(output, r.name));
+    for (std::size_t l = i + 1; l < k; ++l) {
+      if (adjoint[l].empty()) continue;
+      const auto& later = h.reductions[l];
+      term = add(term, mul(mul(sym(adjoint[l]), reduction_weight(later)), differentiate(later.argument, r.name)));
+    }
+    term = simplify(term);
+    if (is_number(term, 0)) continue;
+    std::string name = "g" + r.name;
+    while (taken.count(name)) name += "b";
+    taken.insert(name);
+    adjoint[i] = name;
+    if (r.op == "max" || r.op == "min")
+      d.notes.push_back(r.name + " = " + r.op + "(...): its gradient goes to every column equal to the " + r.op +
+                        " (ties each get the full gradient; PyTorch's amax splits it between ties)");
+    backward.push_back({name, "sum", to_string(term)});
+    d.backward_text.push_back(name + " = sum(" + to_string(term) + ")");
+    collect_functions(term, functions);
+  }
+  Expr grad = mul(sym(dy), differentiate(output, x));
+  for (std::size_t l = 0; l < k; ++l) {
+    if (adjoint[l].empty()) continue;
+    grad = add(grad, mul(mul(sym(adjoint[l]), reduction_weight(h.reductions[l])),
+                         differentiate(h.reductions[l].argument, x)));
+  }
+  grad = simplify(grad);
+  collect_functions(grad, functions);
+  spec.backward_reductions = backward;
+  spec.grad_input = to_string(grad);
+  spec.backward_uses = {x};
+  d.backward_text.push_back(dx + " = " + spec.grad_input);
+
+  // The backward recomputes the forward reductions it names (a prefix, row_program.h).
+  std::set<std::string> used;
+  for (const auto& b : backward)
+    for (const auto& s : free_symbols(parse_expression(b.expression))) used.insert(s);
+  for (const auto& s : free_symbols(grad)) used.insert(s);
+  std::size_t prefix = 0;
+  for (std::size_t i = 0; i < k; ++i)
+    if (used.count(h.reductions[i].name)) prefix = i + 1;
+  for (std::size_t i = 0; i < prefix; ++i) d.recomputed.push_back(h.reductions[i].name);
+  functions.erase("where");
+  d.functions.assign(functions.begin(), functions.end());
+  d.program = spec;
+  return d;
+}
+
+std::string recognised_row_op(const Program& program) {
+  if (program.inputs.size() != 1 || !program.params.empty()) return "";
+  const Expr x = sym(program.inputs[0]);
+  const Expr e = simplify(program.expression);
+  const std::vector<std::pair<std::string, Expr>> known = {
+      {"softmax", row_softmax(x)},
+      {"log_softmax", row_log_softmax(x)},
+      {"logsumexp", row_logsumexp(x)},
+      {"l2_normalize", div(x, row_norm(x, 2))}};
+  for (const auto& [name, form] : known)
+    if (equal(e, simplify(form))) return name;
+  return "";
+}
+
+// ---------------------------------------------------------------------------------------------
+// fp64 evaluation of a row program.
+namespace {
+
+struct RowEvaluator {
+  const KernelProfile& p;
+  Environment base;
+  std::string x, y;
+
+  RowEvaluator(const KernelProfile& profile, const Environment& parameters) : p(profile) {
+    if (!p.row_program || p.inputs.size() != 1 || p.outputs.size() != 1)
+      throw std::invalid_argument("profile '" + p.op_name + "' has no row program with one input and one output");
+    x = p.inputs[0].name;
+    y = p.outputs[0].name;
+    for (const auto& m : p.module_parameters) base[m.name] = m.value;
+    for (const auto& [k, v] : parameters) base[k] = v;
+  }
+
+  // Each reduction over the row, in order, into env.
+  void reduce(const std::vector<RowReduction>& reductions, Environment& env,
+              const std::map<std::string, std::vector<double>>& columns, std::size_t cols) const {
+    for (const auto& r : reductions) {
+      Expr e = parse_expression(r.expression);
+      double acc = r.op == "max" ? -INFINITY : r.op == "min" ? INFINITY : 0.0;
+      for (std::size_t j = 0; j < cols; ++j) {
+        Environment at = env;
+        for (const auto& [name, values] : columns) at[name] = values[j];
+        double v = eval_f64(e, at);
+        if (r.op == "max") acc = std::max(acc, v);
+        else if (r.op == "min") acc = std::min(acc, v);
+        else acc += v;
+      }
+      env[r.name] = r.op == "mean" ? acc / static_cast<double>(cols) : acc;
+    }
+  }
+
+  std::vector<double> elementwise(const std::string& text, const Environment& env,
+                                  const std::map<std::string, std::vector<double>>& columns, std::size_t cols) const {
+    Expr e = parse_expression(text);
+    std::vector<double> out(cols);
+    for (std::size_t j = 0; j < cols; ++j) {
+      Environment at = env;
+      for (const auto& [name, values] : columns) at[name] = values[j];
+      out[j] = eval_f64(e, at);
+    }
+    return out;
+  }
+};
+
+}  // namespace
+
+std::vector<double> row_forward_f64(const KernelProfile& profile, const std::vector<double>& x,
+                                    const Environment& parameters) {
+  RowEvaluator ev(profile, parameters);
+  Environment env = ev.base;
+  env["n"] = static_cast<double>(x.size());
+  std::map<std::string, std::vector<double>> columns = {{ev.x, x}};
+  ev.reduce(profile.row_program->forward_reductions, env, columns, x.size());
+  return ev.elementwise(profile.row_program->output, env, columns, x.size());
+}
+
+std::vector<double> row_backward_f64(const KernelProfile& profile, const std::vector<double>& x,
+                                     const std::vector<double>& dy, const Environment& parameters) {
+  RowEvaluator ev(profile, parameters);
+  Environment env = ev.base;
+  env["n"] = static_cast<double>(x.size());
+  std::map<std::string, std::vector<double>> columns = {{ev.x, x}};
+  ev.reduce(profile.row_program->forward_reductions, env, columns, x.size());
+  columns[ev.y] = ev.elementwise(profile.row_program->output, env, columns, x.size());
+  columns["d" + ev.y] = dy;
+  ev.reduce(profile.row_program->backward_reductions, env, columns, x.size());
+  return ev.elementwise(profile.row_program->grad_input, env, columns, x.size());
+}
+
+}  // namespace liger::kernel_dev

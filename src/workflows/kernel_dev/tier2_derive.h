@@ -1,0 +1,92 @@
+// Tier 2 offline: row reductions in the expression IR, their lowering from the named row ops
+// (softmax, log_softmax, logsumexp, norms, variance, RMS/layer normalisation), and the derivation
+// of a complete row program (profile.h, RowProgramSpec) with its backward by symbolic reverse-mode
+// differentiation through the reductions.
+//
+// In the IR a reduction over the last dimension is a call row_sum(e), row_mean(e), row_max(e),
+// row_min(e) or row_shift(e) whose argument is a per-column expression; the call's value is one
+// scalar per row, broadcast over the columns where it is used. row_shift is a row maximum whose
+// gradient is zero by construction: the lowerings use it only as the stabilising shift of
+// exp(v - shift) inside expressions that do not depend on the shift (softmax, log-softmax,
+// logsumexp), so dropping its gradient is exact, not an approximation.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "workflows/kernel_dev/expr.h"
+#include "workflows/kernel_dev/profile.h"
+
+namespace liger::kernel_dev {
+
+// --------------------------------------------------------------------------------------------
+// Reductions in the IR.
+Expr row_reduce(const std::string& op, Expr per_column);  // op: sum | mean | max | min | shift
+bool has_row_reduction(const Expr& e);
+// A reduction result whose dimension was dropped (keepdim=False): shape [rows], which PyTorch
+// broadcasts against the columns, not the rows. Marked so the translation can refuse it where it
+// meets a [rows, cols] tensor; the marker is transparent otherwise.
+Expr row_dropped(Expr row_scalar);
+
+// The named row ops, lowered to the reductions (stable forms: max-shifted exponentials).
+Expr row_logsumexp(const Expr& v);
+Expr row_softmax(const Expr& v);
+Expr row_log_softmax(const Expr& v);
+// The p-norm of the row (p = 2: sqrt(sum(v^2)); 1: sum(|v|); inf: max(|v|); else (sum |v|^p)^(1/p)).
+Expr row_norm(const Expr& v, double p);
+// Variance with `correction` (0: biased, 1: unbiased) and its square root.
+Expr row_var(const Expr& v, double correction);
+Expr row_rms_norm(const Expr& v, const Expr& eps);
+Expr row_layer_norm(const Expr& v, const Expr& eps);
+// F.normalize: v / max(||v||_p, eps).
+Expr row_normalize(const Expr& v, double p, const Expr& eps);
+
+// The expression language's row functions (sum, mean, max/min with one argument, amax, amin,
+// logsumexp, softmax, log_softmax, norm, var, std, rms_norm, layer_norm, normalize, and the
+// row_* calls themselves), then `inner` (the catalogue's activations).
+FunctionResolver row_reduction_resolver(FunctionResolver inner);
+// The functions row_reduction_resolver adds, for error messages.
+const std::vector<std::string>& row_function_names();
+
+// --------------------------------------------------------------------------------------------
+// Derivation.
+struct RowDerivation {
+  std::optional<RowProgramSpec> program;  // absent when declined
+  std::string declined;                   // why (one sentence naming the limitation and what to do)
+  std::vector<std::string> forward_text;  // "m = max(x)", ..., "y = ..."
+  std::vector<std::string> backward_text; // "gs = sum(...)", ..., "dx = ..."
+  std::vector<std::string> recomputed;    // forward reductions the backward recomputes
+  std::vector<std::string> functions;     // element-wise functions used (exp, log, rsqrt, ...)
+  std::vector<std::string> notes;         // choices a reviewer should know (ties at a max/min)
+};
+
+// `program.expression` holds row reductions. Declines (with the reason) an op outside the Tier-2
+// row-program form: more than one input tensor, learnable parameters (their gradients need a
+// reduction across rows), a per-row scalar output (logsumexp, z-loss: the template writes a
+// [rows, cols] output), a reduction result broadcast along the wrong dimension.
+RowDerivation derive_row_program(const Program& program);
+
+// The row op's name when `program` is one of the named lowerings applied to its input
+// ("softmax", "log_softmax", "logsumexp", "l2_normalize"), else "".
+std::string recognised_row_op(const Program& program);
+
+// The op's name: the row op it is (recognised_row_op), else `source_name` (its function or class)
+// unless generic (f, forward), else row_<hash>; a name the library already has (rms_norm and
+// layer_norm take a learnable weight) gets a suffix, with a note, so Act's "already exists"
+// refusal is never met by accident.
+std::string tier2_op_name(const Program& program, const std::string& source_name, const KnowledgeBase& knowledge,
+                          std::vector<std::string>& notes);
+
+// Fills every field of a Tier-2 profile from `program` (identity already set), or leaves the
+// formulas undecided with the reason the derivation declined.
+void derive_tier2(KernelProfile& profile, const Program& program, const KnowledgeBase& knowledge);
+
+// fp64 evaluation of a profile's row program over one row (the same passes the generated
+// reference makes); module parameters at their defaults unless given in `parameters`.
+std::vector<double> row_forward_f64(const KernelProfile& profile, const std::vector<double>& x,
+                                    const Environment& parameters = {});
+std::vector<double> row_backward_f64(const KernelProfile& profile, const std::vector<double>& x,
+                                     const std::vector<double>& dy, const Environment& parameters = {});
+
+}  // namespace liger::kernel_dev

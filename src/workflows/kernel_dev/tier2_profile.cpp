@@ -1,0 +1,189 @@
+// Tier 2 offline: the profile fields of a derived row program (tier2_derive.h, derive_tier2).
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <cstdio>
+#include <set>
+
+#include "workflows/kernel_dev/tier2_derive.h"
+
+namespace liger::kernel_dev {
+
+namespace {
+
+std::string joined(const std::vector<std::string>& parts, const std::string& separator) {
+  std::string out;
+  for (const auto& part : parts) out += (out.empty() ? "" : separator) + part;
+  return out;
+}
+
+void decline(KernelProfile& p, const std::string& reason) {
+  const std::string why = "the built-in analyser cannot generate this Tier-2 op: " + reason;
+  for (const char* field : {"forward", "precision", "saved_for_backward", "gradients", "backward", "tiling", "benchmark",
+                            "tolerances", "row_program"})
+    p.undecided[field] = why;
+  p.notes.push_back("Tier 2 declined: " + reason);
+}
+
+std::string snake(const std::string& text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (std::isupper(c) && i > 0 && std::islower(static_cast<unsigned char>(text[i - 1]))) out += '_';
+    if (std::isalnum(c)) out += static_cast<char>(std::tolower(c));
+    else if (!out.empty() && out.back() != '_') out += '_';
+  }
+  while (!out.empty() && out.back() == '_') out.pop_back();
+  return out;
+}
+
+}  // namespace
+
+std::string tier2_op_name(const Program& program, const std::string& source_name, const KnowledgeBase& knowledge,
+                          std::vector<std::string>& notes) {
+  static const std::set<std::string> generic = {"forward", "func", "fn", "fun", "op", "op_snippet", "snippet",
+                                                "compute", "kernel", "model", "module", "lambda", "main", "run", "apply"};
+  std::string op = recognised_row_op(program);
+  if (op.empty()) {
+    op = snake(source_name);
+    if (op.size() < 3 || generic.count(op) || !std::isalpha(static_cast<unsigned char>(op[0]))) op.clear();
+  }
+  if (op.empty()) {
+    std::uint32_t h = 2166136261u;  // FNV-1a of the expression: the same op gets the same name
+    for (unsigned char c : to_string(program.expression)) h = (h ^ c) * 16777619u;
+    char buffer[16];
+    std::snprintf(buffer, sizeof(buffer), "%08x", h);
+    op = std::string("row_") + buffer;
+  }
+  if (std::find(knowledge.tiers.kernels.begin(), knowledge.tiers.kernels.end(), op) != knowledge.tiers.kernels.end()) {
+    const bool learnable = std::any_of(program.params.begin(), program.params.end(), [](const ParamDecl& d) { return d.learnable; });
+    const std::string renamed = op + (learnable ? "_custom" : "_no_affine");
+    notes.push_back("the library already has an op named '" + op + "' (with a learnable weight); this one is '" +
+                    renamed + "' (--name picks another)");
+    op = renamed;
+  }
+  return op;
+}
+
+void derive_tier2(KernelProfile& p, const Program& program, const KnowledgeBase& knowledge) {
+  p.tier = 2;
+  const RowDerivation d = derive_row_program(program);
+  const std::string x = program.inputs.empty() ? "x" : program.inputs[0];
+  p.inputs.clear();
+  p.outputs.clear();
+  p.learnable_parameters.clear();
+  p.module_parameters.clear();
+  for (const auto& in : program.inputs)
+    p.inputs.push_back({in, "[rows, cols]", "fp32 | fp16 | bf16",
+                        "reduced over the last (contiguous) dimension; leading dimensions flattened into rows"});
+  p.outputs.push_back({program.output, "[rows, cols]", "same as " + x, "one row of output per row of " + x});
+  for (const auto& param : program.params) {
+    ParameterSpec spec;
+    spec.name = param.name;
+    spec.learnable = param.learnable;
+    spec.shape = param.shape == ParamShape::Scalar ? "scalar" : "channel";
+    spec.value = param.init;
+    spec.description = param.learnable ? "learnable" : "fixed module parameter: a float in the op's options (default shown)";
+    (param.learnable ? p.learnable_parameters : p.module_parameters).push_back(spec);
+  }
+  for (const char* field : {"tier", "inputs", "outputs", "learnable_parameters"}) p.undecided.erase(field);
+
+  const bool softmax_family = std::find(d.functions.begin(), d.functions.end(), "exp") != d.functions.end();
+  p.closest_kernel = softmax_family ? "cross_entropy" : "rms_norm";
+  p.closest_reason = softmax_family
+                         ? "cross_entropy reduces a row with a max-shifted sum of exponentials, as this op does"
+                         : "rms_norm is the library's one-block-per-row reduction kernel with fp32 row statistics";
+  if (std::find(knowledge.tiers.kernels.begin(), knowledge.tiers.kernels.end(), p.closest_kernel) !=
+      knowledge.tiers.kernels.end())
+    p.undecided.erase("closest_kernel");
+
+  if (!d.program) {
+    p.tier_reason = "Tier 2 (reduction): the output depends on a reduction over the row";
+    decline(p, d.declined);
+    return;
+  }
+  const RowProgramSpec& r = *d.program;
+  p.tier_reason = "Tier 2 (reduction): every output element depends on its whole row through " +
+                  std::to_string(r.forward_reductions.size()) + " reduction(s) over the last dimension (" +
+                  joined(std::vector<std::string>(d.forward_text.begin(), d.forward_text.end() - 1), "; ") + ")";
+  p.row_program = r;
+
+  ForwardSpec f;
+  f.expression = joined(d.forward_text, "; ");
+  f.cuda = "// generated from row_program: one pass per reduction (fp32 block reduction), then the output pass\n";
+  f.reference = "// generated from row_program, in fp64\n";
+  p.forward = f;
+  BackwardSpec b;
+  b.cuda = "// generated from row_program: " + joined(d.backward_text, "; ") + "\n";
+  b.reference = "// generated from row_program, in fp64\n";
+  p.backward = b;
+
+  std::vector<PrecisionNote> precision;
+  precision.push_back({"row reductions", "fp32 accumulation, fp32 block combine",
+                       "a sum over thousands of columns in bf16/fp16 would lose all but the largest terms; every pass "
+                       "loads the storage type, converts to fp32 and rounds once at the store"});
+  if (softmax_family)
+    precision.push_back({"exp", "fp32, max-shifted",
+                         "exponentials are taken of (v - row max) <= 0: they never overflow, and the shift cancels "
+                         "exactly in the result (its gradient is zero, so the backward does not differentiate it)"});
+  for (const auto& fn : d.functions)
+    if (fn == "log" || fn == "rsqrt" || fn == "sqrt" || fn == "tanh")
+      precision.push_back({fn, "fp32", fn + "f in fp32 on the row statistic"});
+  p.precision = precision;
+
+  SavedSpec saved;
+  saved.saved = {x};
+  saved.recomputed = d.recomputed;
+  if (saved.recomputed.empty()) saved.recomputed.push_back("(nothing: the backward needs only the input)");
+  saved.reason = "the input is saved (autograd holds it anyway) and the forward row statistics the backward names are "
+                 "recomputed from it, one pass each: the row is re-read from L2, and nothing extra is written in the "
+                 "forward or held until the backward";
+  p.saved_for_backward = saved;
+
+  GradientSpec g;
+  g.wrt = x;
+  g.kind = "input";
+  g.expression = "reverse-mode through the row reductions: " + joined(d.backward_text, "; ");
+  p.gradients = std::vector<GradientSpec>{g};
+
+  TilingSpec t;
+  t.strategy = "one row per block, threads striding over the columns; one pass per reduction with an fp32 warp-shuffle "
+               "+ shared-memory block reduction, then the element-wise pass";
+  t.threads_per_block = 256;
+  t.vector_bytes = 16;
+  t.rows_per_block = 1;
+  t.grid = "x: rows (blocks stride over rows)";
+  t.parameter_gradients = "none (no learnable parameters)";
+  t.reason = "a row is reduced inside one block, so no inter-block synchronisation; the passes after the first read "
+             "the row from L1/L2";
+  p.tiling = t;
+
+  BenchmarkSpec bench;
+  bench.variable = "rows";
+  bench.values = {1024, 4096, 16384};
+  bench.fixed = {{"cols", "4096 (hidden size)"}, {"dtype", "bf16 (also fp16, fp32)"}};
+  bench.dtypes = {"bf16", "fp16", "fp32"};
+  bench.modes = {"forward", "backward", "full"};
+  bench.baselines = {"PyTorch eager", "closest library kernel: " + p.closest_kernel, "device copy bandwidth"};
+  bench.metrics = "median time of CUDA-event timings after warm-up; achieved bandwidth vs copy; peak memory";
+  p.benchmark = bench;
+
+  // A row statistic sums `cols` fp32 terms (log2(cols) roundings in the tree reduction), and the
+  // backward subtracts a row sum from a per-column term: looser than an element-wise op.
+  p.tolerances = std::vector<ToleranceSpec>{
+      {"fp32", "outputs and input gradients", 1e-5, 1e-5, 1e-5,
+       "fp32 row statistics against fp64: a few roundings of 2^-24 times log2(cols) in the block sums"},
+      {"fp16", "outputs and input gradients", 2e-3, 4e-3, 2e-3,
+       "fp16 inputs and outputs, fp32 statistics: one rounding of 2^-11 at the store, plus the rounded dy"},
+      {"bf16", "outputs and input gradients", 1.6e-2, 1.6e-2, 8e-3,
+       "bf16 inputs and outputs, fp32 statistics: one rounding of 2^-8 at the store, plus the rounded dy"}};
+
+  for (const char* field : {"forward", "precision", "saved_for_backward", "gradients", "backward", "tiling", "benchmark",
+                            "tolerances", "row_program"})
+    p.undecided.erase(field);
+  p.notes.push_back("row program derived offline: forward " + joined(d.forward_text, "; ") + "; backward " +
+                    joined(d.backward_text, "; "));
+  for (const auto& note : d.notes) p.notes.push_back(note);
+}
+
+}  // namespace liger::kernel_dev
