@@ -237,6 +237,9 @@ struct Analyzer {
 
   // ---- 7, 9-11: vision, output class, last hidden state, soft-capping (analysis_output.cpp) ----
   const ClassDef* output_cls = nullptr;
+  // The config class the output head annotates (`config: Gemma3TextConfig`) when the configuration
+  // file defines it: the mini model is built from it.
+  std::string output_config_class;
   struct HeadInfo {
     const ClassDef* cls = nullptr;
     int forward_line = 0, lm_line = 0;
@@ -248,6 +251,11 @@ struct Analyzer {
   };
   std::vector<HeadInfo> heads;  // every *ForCausalLM / *ForConditionalGeneration with a forward
   HeadInfo analyse_head(const ClassDef& c) const;
+  const HeadInfo* head_of(const ClassDef* c) const {
+    for (const auto& x : heads)
+      if (x.cls == c) return &x;
+    return nullptr;
+  }
   void decide_vision();
   void decide_output();
 

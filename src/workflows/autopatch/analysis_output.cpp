@@ -118,8 +118,18 @@ void Analyzer::decide_output() {
   YAML::Node all(YAML::NodeType::Sequence);
   for (auto* c : lm) all.push_back(c->name);
   d9.details["all"] = all;
-  for (auto* c : lm)
-    if (vision == ends_with(c->name, "ForConditionalGeneration")) { output_cls = c; break; }
+  // The head configured by this model type's own config class (`config: Gemma3TextConfig` on
+  // Gemma3ForCausalLM for gemma3_text, `config: Gemma3Config` on Gemma3ForConditionalGeneration for
+  // gemma3); else the head that matches the vision decision.
+  if (const ConfigClass* own = cfg.main(model_type); own && cfg_module)
+    for (auto* c : lm) {
+      for (const auto& st : c->class_body)
+        if (st.text == "config:" + own->name || st.text == "config_class=" + own->name) { output_cls = c; break; }
+      if (output_cls) break;
+    }
+  if (!output_cls)
+    for (auto* c : lm)
+      if (vision == ends_with(c->name, "ForConditionalGeneration")) { output_cls = c; break; }
   if (!output_cls && !lm.empty()) output_cls = lm.front();
   if (!output_cls) {
     undecide(d9, "no XForCausalLM / XForConditionalGeneration class in the file");
@@ -128,8 +138,30 @@ void Analyzer::decide_output() {
     return;
   }
   for (auto* c : lm) heads.push_back(analyse_head(*c));
-  decide(d9, output_cls->name, 0.95);
-  d9.evidence.push_back(ev(output_cls->line));
+  // A head that never calls self.lm_head itself but takes the logits from another head of the file
+  // (Llama4ForConditionalGeneration calls self.language_model = Llama4ForCausalLM(...)) has no
+  // hidden state for the fused loss. Decision 9 stays the model's output class; the head that
+  // computes the logits is the one whose forward is patched (details.patched_head, the plan's item).
+  const ClassDef* decided_cls = output_cls;
+  if (const HeadInfo* chosen = head_of(output_cls); chosen && !chosen->lm_line)
+    for (const auto& x : heads)
+      if (x.lm_line && !x.access.empty()) {
+        d9.notes.push_back(output_cls->name + ".forward never calls self.lm_head; " + x.cls->name +
+                           " computes the logits, so its forward is the one the fused loss replaces");
+        d9.details["patched_head"] = x.cls->name;
+        output_cls = x.cls;
+        break;
+      }
+  // The configuration class the patched head is built with (`config: Gemma3TextConfig`), for the mini model.
+  for (const auto& st : output_cls->class_body)
+    if (st.text.rfind("config:", 0) == 0 || st.text.rfind("config_class=", 0) == 0) {
+      const std::string name = st.text.substr(st.text.find_first_of(":=") + 1);
+      if (cfg.find(name)) output_config_class = name;
+      break;
+    }
+  decide(d9, decided_cls->name, 0.95);
+  d9.evidence.push_back(ev(decided_cls->line));
+  if (decided_cls != output_cls) d9.evidence.push_back(ev(output_cls->line));
   for (const auto& a : output_cls->init_assignments())
     if (a.targets.front() == "self.model" || a.targets.front() == "self.language_model" ||
         a.targets.front() == "self.transformer") {
@@ -141,9 +173,7 @@ void Analyzer::decide_output() {
   for (const auto& a : output_cls->init_assignments_to("lm_head")) d9.evidence.push_back(ev(a.line));
   d9.details["lm_head"] = "lm_head";
 
-  const HeadInfo* h = nullptr;
-  for (const auto& x : heads)
-    if (x.cls == output_cls) h = &x;
+  const HeadInfo* h = head_of(output_cls);
   if (!h->forward_line) {
     undecide(d10, h->undecided);
     undecide(d11, h->undecided);

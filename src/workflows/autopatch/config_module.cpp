@@ -21,13 +21,18 @@ const ConfigClass* ConfigInfo::find(std::string_view n) const {
 
 const ConfigClass* ConfigInfo::main(std::string_view type) const {
   const ConfigClass* fallback = nullptr;
+  const ConfigClass* sub_match = nullptr;
   for (const auto& c : classes) {
     bool sub = false;
     for (const auto& o : classes)
       for (const auto& [k, v] : o.sub_configs) sub |= v == c.name;
     if (c.model_type == type && !sub) return &c;
+    // A model type of its own that is also another config's sub-config (gemma3_text is
+    // Gemma3TextConfig, Gemma3Config's text_config): asked for by that type, it is the main one.
+    if (c.model_type == type && !sub_match) sub_match = &c;
     if (!sub && !fallback && !c.params.empty()) fallback = &c;
   }
+  if (sub_match) return sub_match;
   return fallback ? fallback : (classes.empty() ? nullptr : &classes.front());
 }
 

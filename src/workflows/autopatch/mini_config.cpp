@@ -135,6 +135,9 @@ void Analyzer::derive_mini_fields(const ConfigClass& cc, YAML::Node& out, YAML::
 void Analyzer::mini_config() {
   YAML::Node mc;
   const ConfigClass* main = cfg.main(model_type);
+  // The head patched is built with its own config class (Llama4ForCausalLM: Llama4TextConfig).
+  if (!output_config_class.empty())
+    if (const ConfigClass* own = cfg.find(output_config_class)) main = own;
   if (!main) {
     p.warnings.push_back("no configuration file: the mini-model configuration lists the usual "
                          "attribute names unverified");

@@ -20,12 +20,35 @@ void Analyzer::plan_text_kernels() {
       if (na.cls == cls) out.push_back(na.attr);
     return out;
   };
+  // A norm whose weight exists only under a condition of its constructor (Gemma 4's
+  // `if self.with_scale: self.weight = ...`, built without one for the value norm) cannot be
+  // replaced class-wide: the library RMSNorm always creates and multiplies by a weight.
+  auto optional_weight = [](const ClassDef* c) -> std::string {
+    const FunctionDef* init = c ? c->method("__init__") : nullptr;
+    if (!init || init->body.empty()) return "";
+    const int base = init->body.front().depth;
+    for (size_t i = 0; i < init->body.size(); ++i) {
+      const Statement& st = init->body[i];
+      if (st.text.rfind("self.weight=", 0) != 0 || st.depth <= base) continue;
+      std::string cond = "a condition";
+      for (size_t k = i; k-- > 0;)
+        if (init->body[k].depth < st.depth && init->body[k].is_compound_header()) { cond = init->body[k].text; break; }
+      return c->name + " creates its weight only under `" + cond + "` (line " + std::to_string(st.line) +
+             "): instances built without it have no weight, and the library RMSNorm always multiplies by one, "
+             "so the class is kept";
+    }
+    return "";
+  };
   if (const NormClass* rms = primary_norm(NormKind::Rms)) {
     PatchItem it;
     it.kernel = "rms_norm";
     it.target = rms->name;
     it.attributes = names_of(rms->name);
-    if (cm.decided() && off.decided() && cm.value_string() != "not_applicable") {
+    const std::string optional = optional_weight(rms->cls);
+    if (!optional.empty()) {
+      it.reason = optional;
+      p.declined.push_back(it);
+    } else if (cm.decided() && off.decided() && cm.value_string() != "not_applicable") {
       it.params["offset"] = off.value.as<int>();
       it.params["casting_mode"] = cm.value_string();
       it.params["in_place"] = ip.decided() ? ip.value.as<bool>() : false;
@@ -48,7 +71,11 @@ void Analyzer::plan_text_kernels() {
       x.target = o;
       x.attributes = names_of(o);
       RmsArith r = rms_arithmetic(*s.norms.at(o).cls);
-      if (r.casting.empty() || r.offset < 0 || !r.has_weight) {
+      const std::string optional = optional_weight(s.norms.at(o).cls);
+      if (!optional.empty()) {
+        x.reason = optional;
+        p.declined.push_back(x);
+      } else if (r.casting.empty() || r.offset < 0 || !r.has_weight) {
         x.reason = o + ": " + (r.why.empty() ? "arithmetic not recognised" : r.why);
         p.declined.push_back(x);
       } else {
