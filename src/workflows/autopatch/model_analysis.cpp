@@ -36,10 +36,9 @@ ModelProfile Analyzer::run() {
     }
   }
   // The only layer stack of a multimodal wrapper may be its vision tower's (InternVL's
-  // InternVLVisionEncoder.layer): a vision-named stack with no token embedding is not the text
-  // model when the text model is built from the text config elsewhere.
-  const bool vision_stack = s.decoder && s.base_model && is_vision_name(s.base_model->name) &&
-                            s.base_model->init_assignments_to("embed_tokens").empty();
+  // InternVLVisionEncoder.layer, SmolVLM's SmolVLMEncoder.layers): a stack whose owner has no
+  // embed_tokens is not the text model when the text model is built from the text config elsewhere.
+  const bool vision_stack = s.decoder && s.base_model && s.base_model->init_assignments_to("embed_tokens").empty();
   if (!s.decoder || vision_stack) find_external_text();
   if (s.external_text && s.decoder) {
     // Forget the vision stack's roles; the norm classes found in the file stay (vision-tower records).

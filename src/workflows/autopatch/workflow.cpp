@@ -357,6 +357,14 @@ Plan plan_of(const YAML::Node& doc) {
   auto decided = [&](const char* k) { return d[k] && d[k]["value"] && !(d[k]["value"].IsMap() && d[k]["value"]["undecided"]); };
   if (!decided("output_class")) throw Error(ErrorKind::Usage, "autopatch: decision output_class is undecided");
   pl.causal_lm = d["output_class"]["value"].as<std::string>();
+  // The output class may take its logits from another head (Llama4ForConditionalGeneration from
+  // Llama4ForCausalLM): the analysis then planned the fused loss on that head's forward, which is
+  // the class patched and tested.
+  if (const YAML::Node ph = d["output_class"]["details"] ? d["output_class"]["details"]["patched_head"] : YAML::Node();
+      ph && ph.IsScalar())
+    for (const char* list : {"apply", "declined"})
+      for (const auto& it : doc["patch_plan"][list])
+        if (it["target"] && it["target"].as<std::string>("") == ph.Scalar() + ".forward") pl.causal_lm = ph.Scalar();
   if (d["output_class"]["details"] && d["output_class"]["details"]["base_model_attribute"])
     pl.base_attr = d["output_class"]["details"]["base_model_attribute"].as<std::string>();
   if (decided("softcapping") && d["softcapping"]["value"].as<bool>() && d["softcapping"]["details"] &&
@@ -460,7 +468,11 @@ std::string module_text(const YAML::Node& doc, const Plan& pl, const std::string
     // The docstring is the plan as reviewed: the item's own record (where it was read, its note) too.
     const std::string record = item_record(it, false);
     auto add_applied = [&](const std::string& line) { applied_lines.push_back(line + record); };
-    if (k == "rms_norm" || k == "layer_norm" || k == "swiglu" || k == "geglu" || k == "rope")
+    // A norm may be torch's own class used directly (`nn.LayerNorm`): patched on instances only.
+    static const std::regex norm_name("^(?:(?:torch\\.)?nn\\.)?[A-Za-z_][A-Za-z0-9_]{0,127}$");
+    if (k == "rms_norm" || k == "layer_norm")
+      require(norm_name, target, field + ".target", "a Python class name (or nn.<Class>)");
+    else if (k == "swiglu" || k == "geglu" || k == "rope")
       require(python_name, target, field + ".target", "a Python class or function name");
     std::vector<std::string> attrs;
     if (it["attributes"])
