@@ -40,9 +40,8 @@ _autopatch_testing.install(
     # model of a multimodal wrapper built with AutoModel.from_config)
     patched_classes=[
         ("rms_norm", "FalconH1RMSNorm", "transformers.models.falcon_h1.modeling_falcon_h1"),
-        ("swiglu", "FalconH1MLP", "transformers.models.falcon_h1.modeling_falcon_h1"),
     ],
-    has_flce=True,
+    has_flce=False,
     registered=True,
     family=FAMILY,
     check=check,

@@ -214,6 +214,10 @@ struct Analyzer {
     std::string kind;  // swiglu | geglu | fused_swiglu | other | "" (undecided)
     std::string why;
     std::string activation, config_attr, gate, up, down, gate_up;
+    // Set when the gated product is scaled beyond down(act(gate(x)) * up(x)) (FalconH1's
+    // gate_multiplier / down_multiplier): the activation is still what it is, but the library
+    // kernel would drop the scale, so the patch is declined with this reason.
+    std::string scaled;
     std::vector<int> lines;
     bool gated = false, fused = false;
   };

@@ -97,6 +97,17 @@ Analyzer::MlpInfo Analyzer::analyse_mlp(const ClassDef& c) {
           static const std::regex proj(R"(self\.(\w+)\()");
           std::smatch mm;
           std::string inner = fs[static_cast<size_t>(act_i)].substr(which.size());
+          auto scaled_by = [](const std::string& e) {
+            const std::string x = strip_parens(e);
+            return split_top_level(x, '*').size() > 1 || split_top_level(x, '/').size() > 1;
+          };
+          const std::string act_arg = inner.empty() ? inner : inner.substr(0, inner.rfind(')'));
+          if (fs.size() > 2)
+            r.scaled = c.name + " multiplies the gated product by more than the up projection ('" + strip_parens(expr) +
+                       "'); the library kernel computes act(gate) * up only";
+          else if (scaled_by(act_arg))
+            r.scaled = c.name + " scales the gate projection before the activation ('" + strip_parens(act_arg) +
+                       "'); the library kernel computes act(gate(x)) * up(x) only";
           if (std::regex_search(inner, mm, proj)) r.gate = mm[1];
           for (size_t i = 0; i < fs.size(); ++i) {
             if (static_cast<int>(i) == act_i) continue;
@@ -122,7 +133,11 @@ Analyzer::MlpInfo Analyzer::analyse_mlp(const ClassDef& c) {
       static const std::regex outer(R"(^self\.(\w+)\()");
       std::smatch mm;
       std::string e = strip_parens(rhs);
-      if (std::regex_search(e, mm, outer) && mm[1] != act_attr) r.down = mm[1];
+      if (std::regex_search(e, mm, outer) && mm[1] != act_attr) {
+        r.down = mm[1];
+        if (r.scaled.empty() && (split_top_level(e, '*').size() > 1 || split_top_level(e, '/').size() > 1))
+          r.scaled = c.name + " scales the down projection's output ('" + e + "'); the library kernel does not";
+      }
     }
     if (a) assigned[a->targets.front()] = rhs;
   }
@@ -328,6 +343,7 @@ void Analyzer::decide_mlp_and_arch() {
   if (!mi.gate_up.empty()) proj["gate_up"] = mi.gate_up;
   if (!mi.down.empty()) proj["down"] = mi.down;
   d5.details["projections"] = proj;
+  if (!mi.scaled.empty()) d5.details["scaled"] = mi.scaled;
   for (int l : mi.lines) d5.evidence.push_back(ev(l));
   if (!mi.config_attr.empty())
     if (auto prm = cfg.default_of(model_type, mi.config_attr)) d5.evidence.push_back(cfg_ev(prm->line));

@@ -78,6 +78,15 @@ Analyzer::HeadInfo Analyzer::analyse_head(const ClassDef& c) const {
       }
       if (contains(a->value, "self.lm_head(") && !h.lm_line) {
         h.lm_line = st.line;
+        // A scale on the same line (FalconH1: `self.lm_head(h) * self.model.lm_head_multiplier`) is
+        // a logits transform like a separate `logits = logits / scaling`.
+        const std::string v = strip_parens(a->value);
+        for (char op : {'*', '/', '+', '-'})
+          if (split_top_level(v, op).size() > 1) {
+            h.transforms.push_back(a->value);
+            h.transform_lines.push_back(st.line);
+            break;
+          }
         continue;
       }
       if (h.lm_line && a->targets.front() == "logits") {

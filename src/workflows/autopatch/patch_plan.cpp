@@ -128,6 +128,10 @@ void Analyzer::plan_text_kernels() {
         arch.details["experts"]["class"].as<std::string>() == it.target;
     if (mlp_is_fused_experts) {
       // declined below with the experts' reason
+    } else if (mlp.details["scaled"] && (k == "swiglu" || k == "fused_swiglu" || k == "geglu")) {
+      it.kernel = k == "geglu" ? "geglu" : "swiglu";
+      it.reason = mlp.details["scaled"].as<std::string>();
+      p.declined.push_back(it);
     } else if (k == "swiglu" || k == "fused_swiglu") {
       it.kernel = "swiglu";
       if (k == "fused_swiglu") it.params["fused_gate_up"] = true;
@@ -159,7 +163,7 @@ void Analyzer::plan_text_kernels() {
           x.target = ec->name;
           x.attributes = {"experts"};
           x.kernel = ei.kind == "geglu" ? "geglu" : "swiglu";
-          if (ei.kind == "swiglu" || ei.kind == "geglu") {
+          if ((ei.kind == "swiglu" || ei.kind == "geglu") && ei.scaled.empty()) {
             YAML::Node pr;
             if (!ei.gate.empty()) pr["gate"] = ei.gate;
             if (!ei.up.empty()) pr["up"] = ei.up;
@@ -167,7 +171,7 @@ void Analyzer::plan_text_kernels() {
             x.params["projections"] = pr;
             p.apply.push_back(x);
           } else {
-            x.reason = ei.why.empty() ? "expert MLP not recognised" : ei.why;
+            x.reason = !ei.scaled.empty() ? ei.scaled : ei.why.empty() ? "expert MLP not recognised" : ei.why;
             p.declined.push_back(x);
           }
         }
