@@ -40,7 +40,6 @@ _autopatch_testing.install(
     # model of a multimodal wrapper built with AutoModel.from_config)
     patched_classes=[
         ("rms_norm", "DeepseekV4RMSNorm", "transformers.models.deepseek_v4.modeling_deepseek_v4"),
-        ("swiglu", "DeepseekV4MLP", "transformers.models.deepseek_v4.modeling_deepseek_v4"),
     ],
     has_flce=True,
     registered=True,

@@ -58,7 +58,15 @@ Analyzer::MlpInfo Analyzer::analyse_mlp(const ClassDef& c) {
     return false;
   };
   std::map<std::string, std::string> assigned;  // var -> value
+  std::map<std::string, std::vector<std::string>> all_values;  // var -> every value assigned to it, in order
   std::string gated_stmt;
+  // A factor named by a local variable reads as the expression assigned to it
+  // (`activations = self.act_fn(gate_proj)`, then `self.down_proj(activations * up_proj)`).
+  auto resolve = [&](const std::string& f) {
+    const std::string x = strip_parens(f);
+    auto it = assigned.find(x);
+    return it == assigned.end() ? f : it->second;
+  };
   for (const auto& st : fwd->body) {
     auto a = as_assignment(st);
     std::string rhs = a ? a->value : (st.keyword() == "return" ? returned_expr(st) : st.text);
@@ -82,6 +90,9 @@ Analyzer::MlpInfo Analyzer::analyse_mlp(const ClassDef& c) {
       if (fs.size() >= 2) {
         std::string which;
         int act_i = -1;
+        // (A fused gate_up split into locals keeps its names: the projections are the chunked one.)
+        if (!r.fused)
+          for (auto& f : fs) f = resolve(f);
         for (size_t i = 0; i < fs.size(); ++i)
           if (has_act(fs[i], &which)) act_i = static_cast<int>(i);
         if (act_i >= 0 && !r.gated) {
@@ -108,6 +119,31 @@ Analyzer::MlpInfo Analyzer::analyse_mlp(const ClassDef& c) {
           else if (scaled_by(act_arg))
             r.scaled = c.name + " scales the gate projection before the activation ('" + strip_parens(act_arg) +
                        "'); the library kernel computes act(gate(x)) * up(x) only";
+          else if (auto v = all_values.find(strip_parens(act_arg)); v != all_values.end() && v->second.size() > 1)
+            r.scaled = c.name + " transforms the gate projection before the activation (" + strip_parens(act_arg) +
+                       " = " + v->second.back() + "); the library kernel computes act(gate(x)) * up(x) only";
+          else if (!r.fused) {
+            // Each operand must be a bare projection of the input: a clamp, a bias term or any
+            // other step on it (DeepSeek-V4's gate_proj(x).clamp(max=limit)) is not in the kernel.
+            static const std::regex bare(R"(^self\.\w+\([^()]*\)$)");
+            auto value_of = [&](const std::string& e) {
+              const std::string x = strip_parens(e);
+              auto v = all_values.find(x);
+              return v == all_values.end() ? x : strip_parens(v->second.front());
+            };
+            const std::string g = value_of(act_arg);
+            std::string u;
+            for (size_t i = 0; i < fs.size(); ++i)
+              if (static_cast<int>(i) != act_i) u = value_of(fs[i]);
+            for (const auto& [what, e] : {std::pair<const char*, std::string>{"gate", g}, {"up", u}})
+              if (!std::regex_match(e, bare)) {
+                r.scaled = c.name + " computes its " + what + " operand as '" + e +
+                           "', not a bare projection of the input; the library kernel computes act(gate(x)) * up(x) only";
+                break;
+              }
+          }
+          // The gate projection behind a variable (`gate_proj = self.gate_proj(x)`).
+          if (auto v = all_values.find(strip_parens(act_arg)); v != all_values.end() && !r.fused) inner = v->second.front();
           if (std::regex_search(inner, mm, proj)) r.gate = mm[1];
           for (size_t i = 0; i < fs.size(); ++i) {
             if (static_cast<int>(i) == act_i) continue;
@@ -139,7 +175,10 @@ Analyzer::MlpInfo Analyzer::analyse_mlp(const ClassDef& c) {
           r.scaled = c.name + " scales the down projection's output ('" + e + "'); the library kernel does not";
       }
     }
-    if (a) assigned[a->targets.front()] = rhs;
+    if (a) {
+      assigned[a->targets.front()] = rhs;
+      all_values[a->targets.front()].push_back(rhs);
+    }
   }
   if (r.activation.empty() && r.config_attr.empty()) {
     // An activation written out in the forward or its helpers (GPT-OSS experts:

@@ -2,10 +2,10 @@
 
 apply_liger_kernel_to_deepseek_v4() patches transformers.models.deepseek_v4.modeling_deepseek_v4:
   - DeepseekV4RMSNorm -> LigerRMSNorm (offset 0, casting llama, in_place True)
-  - DeepseekV4MLP.forward -> the fused SwiGLU kernel (projections kept)
   - DeepseekV4ForCausalLM.forward -> the fused linear cross-entropy forward
 Kept as the model implements them (declined on purpose):
   - rms_norm (DeepseekV4UnweightedRMSNorm): DeepseekV4UnweightedRMSNorm: the norm has no learnable weight; attributes [q_b_norm]
+  - swiglu (DeepseekV4MLP): DeepseekV4MLP computes its gate operand as 'self.gate_proj(x).clamp(max=self.limit)', not a bare projection of the input; the library kernel computes act(gate(x)) * up(x) only; attributes [mlp]; params {projections: {gate: gate_proj, up: up_proj, down: down_proj}}
   - swiglu (DeepseekV4Experts): experts are stored as fused 3-D parameter tensors and computed in a loop or grouped GEMM; the library gated-MLP kernel replaces per-expert MLP modules
   - rope (apply_rotary_pos_emb): pairs are interleaved (x[..., ::2], x[..., 1::2]); the library RoPE uses the rotate-half layout
 
@@ -32,7 +32,7 @@ SPEC = {
 
     ],
     "mlps": [
-        {"cls": "DeepseekV4MLP", "kind": "swiglu", "gate": "gate_proj", "up": "up_proj", "down": "down_proj"},
+
     ],
     "rope": None,
     "rope_module": None,
@@ -46,6 +46,7 @@ SPEC = {
 }
 DECLINED = {
     "rms_norm:DeepseekV4UnweightedRMSNorm": "DeepseekV4UnweightedRMSNorm: the norm has no learnable weight",
+    "swiglu:DeepseekV4MLP": "DeepseekV4MLP computes its gate operand as 'self.gate_proj(x).clamp(max=self.limit)', not a bare projection of the input; the library kernel computes act(gate(x)) * up(x) only",
     "swiglu:DeepseekV4Experts": "experts are stored as fused 3-D parameter tensors and computed in a loop or grouped GEMM; the library gated-MLP kernel replaces per-expert MLP modules",
     "rope:apply_rotary_pos_emb": "pairs are interleaved (x[..., ::2], x[..., 1::2]); the library RoPE uses the rotate-half layout",
 }
@@ -63,14 +64,13 @@ def apply_liger_kernel_to_deepseek_v4(
     cross_entropy: bool = False,
     fused_linear_cross_entropy: bool = True,
     rms_norm: bool = True,
-    swiglu: bool = True,
     model=None,
 ) -> None:
     """Patches Deepseek V4 in transformers with liger_kernels ops (see the module docstring)."""
     if cross_entropy and fused_linear_cross_entropy:
         raise ValueError("cross_entropy and fused_linear_cross_entropy cannot both be True")
     norms = [k for k, on in (("rms_norm", rms_norm),) if on]
-    mlps = [k for k, on in (("swiglu", swiglu),) if on]
+    mlps = [k for k, on in () if on]
     _PATCHER.patch_norm_classes(norms)
     _PATCHER.patch_mlp_classes(mlps)
 
