@@ -260,7 +260,7 @@ void Analyzer::mini_config() {
       if (vc ? vc->param(name) != nullptr : common.count(name) > 0) v[name] = val;
     if (!vc) p.warnings.push_back("vision sub-config class not found in the configuration file; vision_config sets only "
                                   "hidden_size, num_hidden_layers, num_attention_heads and intermediate_size");
-    else v["config_class"] = vc->name;
+    else mc["vision_config_class"] = vc->name;  // beside the attributes, which become the config's kwargs
     attrs["vision_config"] = v;
   }
   mc["attributes"] = attrs;
