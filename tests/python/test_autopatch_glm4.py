@@ -23,8 +23,8 @@ from liger_kernels.transformers import _autopatch_testing  # noqa: E402
 MODEL_TYPE = "glm4"
 # The profile's mini-model configuration (mini_model.attributes) and how it was derived from the
 # config class's defaults (mini_model.derivations).
-MINI = json.loads("{\"head_dim\":32,\"hidden_size\":128,\"intermediate_size\":256,\"max_position_embeddings\":512,\"num_attention_heads\":4,\"num_hidden_layers\":2,\"num_key_value_heads\":2,\"pad_token_id\":1023,\"vocab_size\":1024}")
-DERIVATIONS = json.loads("[\"pad_token_id: 151329 -> 1023 (outside the mini vocabulary of 1024)\"]")
+MINI = json.loads("{\"eos_token_id\":[1022,1021,1020],\"head_dim\":32,\"hidden_size\":128,\"intermediate_size\":256,\"max_position_embeddings\":512,\"num_attention_heads\":4,\"num_hidden_layers\":2,\"num_key_value_heads\":2,\"pad_token_id\":1023,\"vocab_size\":1024}")
+DERIVATIONS = json.loads("[\"pad_token_id: 151329 -> 1023 (outside the mini vocabulary of 1024)\",\"eos_token_id: [151329,151336,151338] -> [1022, 1021, 1020] (outside the mini vocabulary of 1024)\"]")
 FAMILY = "llama"
 
 _autopatch_testing.install(

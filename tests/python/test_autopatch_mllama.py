@@ -23,8 +23,8 @@ from liger_kernels.transformers import _autopatch_testing  # noqa: E402
 MODEL_TYPE = "mllama"
 # The profile's mini-model configuration (mini_model.attributes) and how it was derived from the
 # config class's defaults (mini_model.derivations).
-MINI = json.loads("{\"image_token_index\":1023,\"text_config\":{\"bos_token_id\":1023,\"eos_token_id\":1022,\"hidden_size\":128,\"intermediate_size\":256,\"max_position_embeddings\":512,\"num_attention_heads\":4,\"num_hidden_layers\":2,\"num_key_value_heads\":2,\"pad_token_id\":1021,\"vocab_size\":1024},\"vision_config\":{\"hidden_size\":64,\"intermediate_size\":128,\"num_hidden_layers\":2,\"vision_output_dim\":128}}")
-DERIVATIONS = json.loads("[\"bos_token_id: 128000 -> 1023 (outside the mini vocabulary of 1024)\",\"eos_token_id: 128001 -> 1022 (outside the mini vocabulary of 1024)\",\"pad_token_id: 128004 -> 1021 (outside the mini vocabulary of 1024)\",\"image_token_index: 128256 -> 1023 (outside the mini vocabulary of 1024)\"]")
+MINI = json.loads("{\"image_token_index\":1023,\"text_config\":{\"bos_token_id\":1023,\"cross_attention_layers\":[1],\"eos_token_id\":1022,\"hidden_size\":128,\"intermediate_size\":256,\"max_position_embeddings\":512,\"num_attention_heads\":4,\"num_hidden_layers\":2,\"num_key_value_heads\":2,\"pad_token_id\":1021,\"vocab_size\":1024},\"vision_config\":{\"hidden_size\":64,\"intermediate_size\":128,\"num_hidden_layers\":2,\"vision_output_dim\":128}}")
+DERIVATIONS = json.loads("[\"bos_token_id: 128000 -> 1023 (outside the mini vocabulary of 1024)\",\"eos_token_id: 128001 -> 1022 (outside the mini vocabulary of 1024)\",\"pad_token_id: 128004 -> 1021 (outside the mini vocabulary of 1024)\",\"cross_attention_layers: [3,8,13,18,23,28,33,38] -> [1] (layer indices of the 2-layer mini model)\",\"image_token_index: 128256 -> 1023 (outside the mini vocabulary of 1024)\"]")
 FAMILY = "llama"
 
 _autopatch_testing.install(
