@@ -248,8 +248,10 @@ def install(ns: Dict[str, Any], *, module: str, model_type: str, modeling: str, 
             ref = model(input_ids=ids, attention_mask=mask, labels=labels)
         params_before = {n: p.data_ptr() for n, p in model.named_parameters()}
         expected = expected_kinds(model)
-        if registered:
-            LT._apply_liger_kernel_to_instance(model)  # by config.model_type
+        # By config.model_type through the registry, unless the head is built with a sub-config of
+        # another type (Llama4ForCausalLM: llama4_text, registered as llama4).
+        if registered and getattr(model.config, "model_type", None) == model_type:
+            LT._apply_liger_kernel_to_instance(model)
         else:
             apply_fn(model=model)
         counts = liger_counts(model)
