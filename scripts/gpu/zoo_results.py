@@ -17,9 +17,19 @@ def _line(report):
     return {"nodeid": report.nodeid, "when": report.when, "outcome": report.outcome, "message": msg[:2000]}
 
 
+_WORKER = False
+
+
+def pytest_configure(config):
+    # Under pytest-xdist a report reaches this hook on the worker and again on the controller:
+    # only the controller (or a run without xdist) writes.
+    global _WORKER
+    _WORKER = hasattr(config, "workerinput")
+
+
 def pytest_runtest_logreport(report):
     path = os.environ.get("ZOO_RESULTS_JSONL")
-    if not path:
+    if not path or _WORKER:
         return
     # Record the call phase, and setup/teardown only when they did not pass (an error or a skip there).
     if report.when != "call" and report.passed:
@@ -30,6 +40,6 @@ def pytest_runtest_logreport(report):
 
 def pytest_collectreport(report):
     path = os.environ.get("ZOO_RESULTS_JSONL")
-    if path and (report.failed or report.skipped):
+    if path and not _WORKER and (report.failed or report.skipped):
         with open(path, "a") as f:
             f.write(json.dumps(_line(report) | {"when": "collect"}) + "\n")

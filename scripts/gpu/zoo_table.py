@@ -91,6 +91,8 @@ def main(argv):
             v = cell(rows[m][c])
             if v == "-" and rc in (124, 130, 137):
                 v = "not run (time limit)"
+            elif v == "-" and not any(rows[m].values()) and rc != 0:
+                v = f"not run (pytest exit {rc}, see the .log)"
             cells.append(v)
             totals[c][0] += v.startswith("pass")
             totals[c][1] += 1

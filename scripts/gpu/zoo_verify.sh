@@ -21,7 +21,7 @@ set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo" || exit 1
 if [ $# -lt 1 ] || [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
-  sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
+  awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
   [ $# -lt 1 ] && exit 2 || exit 0
 fi
 result="$1"; shift
@@ -57,6 +57,8 @@ else
   models=("${all_models[@]}")
 fi
 [ ${#models[@]} -gt 0 ] || { echo "zoo_verify.sh: no generated integration found under $pkg" >&2; exit 2; }
+"$py" -c "import pytest" 2>/dev/null ||
+  { echo "zoo_verify.sh: pytest is not importable with $py (pip install pytest pytest-xdist, or set PYTHON)" >&2; exit 2; }
 
 if [ -z "${LIGER_KERNELS_LIBRARY:-}" ]; then
   lib="$repo/build/kernels/libliger_kernels.so"
