@@ -25,8 +25,9 @@ void Analyzer::find_external_text() {
   };
   static const std::regex factory(R"(^AutoModel(ForCausalLM)?$)");
   static const std::regex text_cfg(R"(^(self\.)?config\.(text_config|get_text_config\(\))$)");
+  // Any class, a vision-named one included: the wrapper of AyaVision / Cohere2Vision is
+  // AyaVisionModel, and only the text config is matched, never a vision tower's.
   for (const auto& c : m.classes) {
-    if (is_vision_name(c.name)) continue;
     const FunctionDef* init = c.method("__init__");
     if (!init) continue;
     std::set<std::string> cfg_names;     // locals bound to the text config
