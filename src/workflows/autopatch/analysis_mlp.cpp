@@ -250,6 +250,27 @@ void Analyzer::decide_mlp_and_arch() {
     if (is_moe_class(*c)) { if (!moe) moe = c; }
     else if (!dense) dense = c;
   }
+  // No MLP module: the feed-forward may be written inline in the decoder layer (BART, BioGPT, OPT:
+  // `self.fc1 = nn.Linear(...)`, `self.fc2 = ...`, `self.activation_fn = ACT2FN[...]`); the layer
+  // itself is then the MLP class the activation is read from.
+  if (!dense && !moe) {
+    static const std::regex act(R"((ACT2FN\[|get_activation\(|nn\.(GELU|SiLU|ReLU)\())");
+    static const std::regex attn_proj(R"(^(q|k|v|o|out|qkv|query|key|value)(_proj)?$)");
+    bool has_act = false;
+    int linears = 0;
+    for (const auto& a : s.decoder->init_assignments()) {
+      has_act |= std::regex_search(a.value, act);
+      if (a.call && (a.call->callee == "nn.Linear" || ends_with(a.call->callee, ".Linear")) &&
+          !std::regex_match(a.targets.front().substr(5), attn_proj))
+        ++linears;
+    }
+    if (has_act && linears >= 2) {
+      dense = s.decoder;
+      d6.details["inline_mlp"] = true;
+      d6.notes.push_back("the feed-forward is written inline in " + s.decoder->name +
+                         " (its own projections and activation, no MLP module)");
+    }
+  }
   d6.details["decoder_attribute"] = s.mlp_attr;
   if (s.mlp_line) d6.evidence.push_back(ev(s.mlp_line));
   const ClassDef* expert_cls = nullptr;   // per-expert MLP module class

@@ -118,7 +118,9 @@ void Analyzer::plan_text_kernels() {
     std::string k = mlp.value_string();
     PatchItem it;
     it.target = mlp.details["mlp_class"].as<std::string>();
-    it.attributes = {arch.details["decoder_attribute"] ? arch.details["decoder_attribute"].as<std::string>() : "mlp"};
+    const std::string mlp_attr = arch.details["decoder_attribute"] ? arch.details["decoder_attribute"].as<std::string>() : "mlp";
+    // An MLP written inline in the decoder layer has no attribute of its own.
+    if (!mlp_attr.empty()) it.attributes = {mlp_attr};
     it.params["projections"] = mlp.details["projections"];
     // The MLP decision fell back to fused 3-D experts (no dense or shared-expert MLP module): the
     // experts item below declines them; do not also apply the gated-MLP forward to that class.
