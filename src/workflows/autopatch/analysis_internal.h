@@ -248,6 +248,11 @@ struct Analyzer {
     const ClassDef* cls = nullptr;
     int forward_line = 0, lm_line = 0;
     std::string hs_var, access, cap_attr, undecided;
+    // The output projection: `lm_head`, or what get_output_embeddings returns (BioGPT's
+    // output_projection, GPT-NeoX's embed_out); the base model the forward calls first.
+    std::string head_attr = "lm_head", base_attr;
+    std::string head_arg;    // what the projection is applied to (the hidden-state variable, unsliced)
+    std::string hs_changed;  // a reassignment of the hidden state before the projection
     bool logits_to_keep = false;
     std::vector<int> hs_lines, cap_lines, transform_lines;
     std::vector<std::string> transforms;

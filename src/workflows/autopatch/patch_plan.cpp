@@ -223,8 +223,18 @@ void Analyzer::plan() {
     PatchItem it;
     it.kernel = "fused_linear_cross_entropy";
     it.target = output_cls->name + ".forward";
-    it.attributes = {"lm_head"};
-    if (!last.decided()) {
+    const HeadInfo* oh = head_of(output_cls);
+    it.attributes = {oh ? oh->head_attr : std::string("lm_head")};
+    // An encoder-decoder head (BART, T5, Whisper: forward(..., decoder_input_ids, ...)) builds its
+    // decoder inputs from the labels; the shared forward runs a decoder-only base model.
+    const FunctionDef* head_fwd = output_cls->method("forward");
+    const bool seq2seq = head_fwd && std::find(head_fwd->params.begin(), head_fwd->params.end(), "decoder_input_ids") !=
+                                         head_fwd->params.end();
+    if (seq2seq) {
+      it.reason = output_cls->name + " is an encoder-decoder head (its forward takes decoder_input_ids); the "
+                  "fused-loss forward runs a decoder-only base model";
+      p.declined.push_back(it);
+    } else if (!last.decided()) {
       it.reason = "the path to the last hidden state is undecided: " + last.undecided;
       p.declined.push_back(it);
     } else if (last.details["logits_transforms"] && last.details["logits_transforms"].size() > 0) {
@@ -269,7 +279,7 @@ void Analyzer::plan_heads() {
     PatchItem x;
     x.kernel = "fused_linear_cross_entropy";
     x.target = h.cls->name + ".forward";
-    x.attributes = {"lm_head"};
+    x.attributes = {h.head_attr};
     x.reason = "the integration replaces the forward of one causal-LM head, " + output_cls->name + "; " + h.cls->name +
                " keeps its own forward and loss";
     if (!h.undecided.empty()) x.reason += " (and its path to the last hidden state is undecided: " + h.undecided + ")";

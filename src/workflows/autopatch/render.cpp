@@ -42,6 +42,8 @@ Plan plan_of(const YAML::Node& doc) {
         if (it["target"] && it["target"].as<std::string>("") == ph.Scalar() + ".forward") pl.causal_lm = ph.Scalar();
   if (d["output_class"]["details"] && d["output_class"]["details"]["base_model_attribute"])
     pl.base_attr = d["output_class"]["details"]["base_model_attribute"].as<std::string>();
+  if (d["output_class"]["details"] && d["output_class"]["details"]["lm_head"] && d["output_class"]["details"]["lm_head"].IsScalar())
+    pl.lm_head = d["output_class"]["details"]["lm_head"].as<std::string>();
   if (decided("softcapping") && d["softcapping"]["value"].as<bool>() && d["softcapping"]["details"] &&
       d["softcapping"]["details"]["config_attribute"])
     pl.softcap_attr = d["softcapping"]["details"]["config_attribute"].as<std::string>();
@@ -50,6 +52,7 @@ Plan plan_of(const YAML::Node& doc) {
   static const std::regex identifier("^[A-Za-z_][A-Za-z0-9_]{0,127}$");
   for (const auto& [field, value] : {std::pair<const char*, const std::string*>{"decisions.output_class.value", &pl.causal_lm},
                                      {"decisions.output_class.details.base_model_attribute", &pl.base_attr},
+                                     {"decisions.output_class.details.lm_head", &pl.lm_head},
                                      {"decisions.softcapping.details.config_attribute", &pl.softcap_attr}}) {
     if (!value->empty() && !std::regex_match(*value, identifier))
       throw Error(ErrorKind::Usage,
@@ -106,6 +109,7 @@ std::string module_text(const YAML::Node& doc, const Plan& pl, const std::string
   view.set("modeling", pl.modeling);
   view.set("causal_lm", pl.causal_lm);
   view.set("base_attr", pl.base_attr);
+  view.set("lm_head", pl.lm_head);
   view.set("sidecar", fs::path(sidecar).filename().string());
   view.set("reference", pl.reference);
   view.set("reference_reason", doc["reference_integration"]["reason"].as<std::string>(""));

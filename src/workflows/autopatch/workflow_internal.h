@@ -39,7 +39,7 @@ std::vector<std::string> split_csv(const std::string& s);
 
 // What Act renders, read from the approved profile (render.cpp).
 struct Plan {
-  std::string model_type, module, modeling, causal_lm, base_attr = "model", softcap_attr, reference;
+  std::string model_type, module, modeling, causal_lm, base_attr = "model", lm_head = "lm_head", softcap_attr, reference;
   bool moe = false, vision = false;
   YAML::Node apply, declined;  // sequences of items after the --kernels filter
 };

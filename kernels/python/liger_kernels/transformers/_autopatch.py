@@ -22,8 +22,9 @@ SPEC keys (all names as in the modeling module):
   layer_norms: [{cls, attrs}]                                          LayerNorm classes (with bias)
   mlps:      [{cls, kind: swiglu|geglu, gate, up, down} | {cls, kind, gate_up, down}]
   rope:      name of the rotate-half rotary function, or None
-  forward:   {base_attr, output_module, output_class, softcap_attr, moe} for make_lce_forward: the
-             attribute holding the base model, the output class the stock forward returns, the config
+  forward:   {base_attr, lm_head, output_module, output_class, softcap_attr, moe} for make_lce_forward:
+             the attributes holding the base model and the output projection, the output class the
+             stock forward returns, the config
              attribute of final-logit soft-capping (None: none), whether to add the router aux loss
   module / rope_module (optional, per entry): the modeling module defining that class or function
              when it is not `modeling` (a multimodal wrapper whose text model is another model's)
@@ -207,7 +208,8 @@ class Patcher:
             norm.hidden_size = norm.weight.shape[-1]
 
     def patch_forward(self, model) -> bool:
-        if self.lce_forward is None or not hasattr(model, "lm_head"):
+        head = (self.spec.get("forward") or {}).get("lm_head", "lm_head")
+        if self.lce_forward is None or not hasattr(model, head):
             return False
         model.forward = types.MethodType(self.lce_forward, model)
         model._liger_forward_patched = True
@@ -269,9 +271,9 @@ def fixed_cross_entropy(source, target, num_items_in_batch=None, ignore_index: i
     return loss
 
 
-def causal_lm_loss(self, hidden_states, labels, kwargs, softcap=None):
+def causal_lm_loss(self, hidden_states, labels, kwargs, softcap=None, lm_head=None):
     """The fused loss from the kept hidden states (transformers' ForCausalLMLoss semantics)."""
-    lm_head = self.lm_head
+    lm_head = self.lm_head if lm_head is None else lm_head
     return liger_causal_lm_loss(
         hidden_states,
         lm_head.weight,
@@ -305,6 +307,7 @@ def make_lce_forward(spec: Dict[str, Any]):
     ones (pixel_values, ...) pass through **kwargs to the base model."""
     fwd = dict(spec.get("forward") or {})
     base_attr = fwd.get("base_attr", "model")
+    head_attr = fwd.get("lm_head", "lm_head")  # the output projection (BioGPT: output_projection)
     output_module = fwd.get("output_module", "transformers.modeling_outputs")
     output_class = fwd.get("output_class", "CausalLMOutputWithPast")
     softcap_attr = fwd.get("softcap_attr")
@@ -356,10 +359,11 @@ def make_lce_forward(spec: Dict[str, Any]):
 
         loss = None
         logits = None
+        head = getattr(self, head_attr)
         if skip_logits:
-            loss = causal_lm_loss(self, kept, labels, kwargs, softcap=softcap)
+            loss = causal_lm_loss(self, kept, labels, kwargs, softcap=softcap, lm_head=head)
         else:
-            logits = softcap_logits(self.lm_head(kept), softcap)
+            logits = softcap_logits(head(kept), softcap)
             if has_labels:
                 loss = self.loss_function(logits=logits, labels=labels, vocab_size=_vocab_size(self.config), **kwargs)
 

@@ -41,6 +41,7 @@ SPEC = {
     "rope_module": None,
     "forward": {
         "base_attr": "model",
+        "lm_head": "lm_head",
         "output_module": "transformers.modeling_outputs",
         "output_class": "MoeCausalLMOutputWithPast",
         "softcap_attr": None,  # decision 11

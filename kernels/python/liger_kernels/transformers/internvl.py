@@ -39,6 +39,7 @@ SPEC = {
     "rope_module": "transformers.models.qwen2.modeling_qwen2",
     "forward": {
         "base_attr": "model",
+        "lm_head": "lm_head",
         "output_module": "transformers.modeling_outputs",
         "output_class": "CausalLMOutputWithPast",
         "softcap_attr": None,  # decision 11

@@ -37,6 +37,7 @@ SPEC = {
     "rope_module": None,
     "forward": {
         "base_attr": "model",
+        "lm_head": "lm_head",
         "output_module": "transformers.modeling_outputs",
         "output_class": "CausalLMOutputWithPast",
         "softcap_attr": None,  # decision 11
