@@ -194,7 +194,12 @@ def _step(model, ids, labels, run=None):
                                        if p.grad is not None}
 
 
-INTEGRATIONS = sorted(LT.MODEL_TYPE_TO_APPLY_LIGER_FN) if LT else ["none"]
+# The four integrations this test was written for (one per reference family, text-only heads that
+# helpers.mini_model builds through AutoModelForCausalLM). The generated zoo (40+ model types,
+# multimodal heads included) is verified by its own tests (scripts/gpu/zoo_verify.sh); compiling
+# every one of them here would multiply this file's GPU time.
+COMPILE_INTEGRATIONS = ("gemma", "gemma2", "llama", "qwen3_moe")
+INTEGRATIONS = sorted(t for t in COMPILE_INTEGRATIONS if t in LT.MODEL_TYPE_TO_APPLY_LIGER_FN) if LT else ["none"]
 
 
 @needs_transformers

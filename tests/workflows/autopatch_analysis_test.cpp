@@ -522,7 +522,9 @@ TEST(AutopatchProfile, MiniModelUsesTheConfigClassAttributeNames) {
   for (auto s : va["text_config"]["rope_scaling"]["mrope_section"]) sum += s.as<int>();
   EXPECT_EQ(sum, 16) << "mrope sections add up to head_dim / 2 of the mini model";
   ASSERT_TRUE(va["vision_config"]);
-  EXPECT_EQ(va["vision_config"]["config_class"].as<std::string>(), "TinyVLVisionConfig");
+  // The class is recorded beside the attributes: inside them it would reach the config as a kwarg.
+  EXPECT_EQ(vl.mini_config["vision_config_class"].as<std::string>(), "TinyVLVisionConfig");
+  EXPECT_FALSE(va["vision_config"]["config_class"]);
   EXPECT_TRUE(va["vision_config"]["depth"]);
   EXPECT_TRUE(va["vision_config"]["embed_dim"]);
   EXPECT_FALSE(va["vision_config"]["num_hidden_layers"]) << "TinyVLVisionConfig calls it depth";

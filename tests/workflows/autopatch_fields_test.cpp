@@ -152,7 +152,7 @@ std::vector<FieldCase> cases() {
        "\"causal_lm\": \"TinyLlamaLMHeadModel\""},
       {"decisions.last_hidden_state.value", "tinyllama", "decisions.last_hidden_state.value", "outputs[0]", true, ""},
       {"decisions.softcapping.value", "tinygemma", "decisions.softcapping.value", "false", false,
-       "softcap = None  # decision 11"},
+       "\"softcap_attr\": None,  # decision 11"},
       {"decisions.norm_names.value", "tinyllama", "decisions.norm_names.value.decoder", "[input_layernorm]", false,
        "\"attrs\": [\"input_layernorm\", \"norm\"]"},
       // The plan, as Act applies it (an applied item's note and source, a declined item's record

@@ -214,6 +214,10 @@ struct Analyzer {
     std::string kind;  // swiglu | geglu | fused_swiglu | other | "" (undecided)
     std::string why;
     std::string activation, config_attr, gate, up, down, gate_up;
+    // Set when the gated product is scaled beyond down(act(gate(x)) * up(x)) (FalconH1's
+    // gate_multiplier / down_multiplier): the activation is still what it is, but the library
+    // kernel would drop the scale, so the patch is declined with this reason.
+    std::string scaled;
     std::vector<int> lines;
     bool gated = false, fused = false;
   };
@@ -237,10 +241,18 @@ struct Analyzer {
 
   // ---- 7, 9-11: vision, output class, last hidden state, soft-capping (analysis_output.cpp) ----
   const ClassDef* output_cls = nullptr;
+  // The config class the output head annotates (`config: Gemma3TextConfig`) when the configuration
+  // file defines it: the mini model is built from it.
+  std::string output_config_class;
   struct HeadInfo {
     const ClassDef* cls = nullptr;
     int forward_line = 0, lm_line = 0;
     std::string hs_var, access, cap_attr, undecided;
+    // The output projection: `lm_head`, or what get_output_embeddings returns (BioGPT's
+    // output_projection, GPT-NeoX's embed_out); the base model the forward calls first.
+    std::string head_attr = "lm_head", base_attr;
+    std::string head_arg;    // what the projection is applied to (the hidden-state variable, unsliced)
+    std::string hs_changed;  // a reassignment of the hidden state before the projection
     bool logits_to_keep = false;
     std::vector<int> hs_lines, cap_lines, transform_lines;
     std::vector<std::string> transforms;
@@ -248,6 +260,11 @@ struct Analyzer {
   };
   std::vector<HeadInfo> heads;  // every *ForCausalLM / *ForConditionalGeneration with a forward
   HeadInfo analyse_head(const ClassDef& c) const;
+  const HeadInfo* head_of(const ClassDef* c) const {
+    for (const auto& x : heads)
+      if (x.cls == c) return &x;
+    return nullptr;
+  }
   void decide_vision();
   void decide_output();
 

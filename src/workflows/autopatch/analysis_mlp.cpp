@@ -58,7 +58,15 @@ Analyzer::MlpInfo Analyzer::analyse_mlp(const ClassDef& c) {
     return false;
   };
   std::map<std::string, std::string> assigned;  // var -> value
+  std::map<std::string, std::vector<std::string>> all_values;  // var -> every value assigned to it, in order
   std::string gated_stmt;
+  // A factor named by a local variable reads as the expression assigned to it
+  // (`activations = self.act_fn(gate_proj)`, then `self.down_proj(activations * up_proj)`).
+  auto resolve = [&](const std::string& f) {
+    const std::string x = strip_parens(f);
+    auto it = assigned.find(x);
+    return it == assigned.end() ? f : it->second;
+  };
   for (const auto& st : fwd->body) {
     auto a = as_assignment(st);
     std::string rhs = a ? a->value : (st.keyword() == "return" ? returned_expr(st) : st.text);
@@ -82,6 +90,9 @@ Analyzer::MlpInfo Analyzer::analyse_mlp(const ClassDef& c) {
       if (fs.size() >= 2) {
         std::string which;
         int act_i = -1;
+        // (A fused gate_up split into locals keeps its names: the projections are the chunked one.)
+        if (!r.fused)
+          for (auto& f : fs) f = resolve(f);
         for (size_t i = 0; i < fs.size(); ++i)
           if (has_act(fs[i], &which)) act_i = static_cast<int>(i);
         if (act_i >= 0 && !r.gated) {
@@ -97,6 +108,42 @@ Analyzer::MlpInfo Analyzer::analyse_mlp(const ClassDef& c) {
           static const std::regex proj(R"(self\.(\w+)\()");
           std::smatch mm;
           std::string inner = fs[static_cast<size_t>(act_i)].substr(which.size());
+          auto scaled_by = [](const std::string& e) {
+            const std::string x = strip_parens(e);
+            return split_top_level(x, '*').size() > 1 || split_top_level(x, '/').size() > 1;
+          };
+          const std::string act_arg = inner.empty() ? inner : inner.substr(0, inner.rfind(')'));
+          if (fs.size() > 2)
+            r.scaled = c.name + " multiplies the gated product by more than the up projection ('" + strip_parens(expr) +
+                       "'); the library kernel computes act(gate) * up only";
+          else if (scaled_by(act_arg))
+            r.scaled = c.name + " scales the gate projection before the activation ('" + strip_parens(act_arg) +
+                       "'); the library kernel computes act(gate(x)) * up(x) only";
+          else if (auto v = all_values.find(strip_parens(act_arg)); v != all_values.end() && v->second.size() > 1)
+            r.scaled = c.name + " transforms the gate projection before the activation (" + strip_parens(act_arg) +
+                       " = " + v->second.back() + "); the library kernel computes act(gate(x)) * up(x) only";
+          else if (!r.fused) {
+            // Each operand must be a bare projection of the input: a clamp, a bias term or any
+            // other step on it (DeepSeek-V4's gate_proj(x).clamp(max=limit)) is not in the kernel.
+            static const std::regex bare(R"(^self\.\w+\([^()]*\)$)");
+            auto value_of = [&](const std::string& e) {
+              const std::string x = strip_parens(e);
+              auto v = all_values.find(x);
+              return v == all_values.end() ? x : strip_parens(v->second.front());
+            };
+            const std::string g = value_of(act_arg);
+            std::string u;
+            for (size_t i = 0; i < fs.size(); ++i)
+              if (static_cast<int>(i) != act_i) u = value_of(fs[i]);
+            for (const auto& [what, e] : {std::pair<const char*, std::string>{"gate", g}, {"up", u}})
+              if (!std::regex_match(e, bare)) {
+                r.scaled = c.name + " computes its " + what + " operand as '" + e +
+                           "', not a bare projection of the input; the library kernel computes act(gate(x)) * up(x) only";
+                break;
+              }
+          }
+          // The gate projection behind a variable (`gate_proj = self.gate_proj(x)`).
+          if (auto v = all_values.find(strip_parens(act_arg)); v != all_values.end() && !r.fused) inner = v->second.front();
           if (std::regex_search(inner, mm, proj)) r.gate = mm[1];
           for (size_t i = 0; i < fs.size(); ++i) {
             if (static_cast<int>(i) == act_i) continue;
@@ -122,9 +169,16 @@ Analyzer::MlpInfo Analyzer::analyse_mlp(const ClassDef& c) {
       static const std::regex outer(R"(^self\.(\w+)\()");
       std::smatch mm;
       std::string e = strip_parens(rhs);
-      if (std::regex_search(e, mm, outer) && mm[1] != act_attr) r.down = mm[1];
+      if (std::regex_search(e, mm, outer) && mm[1] != act_attr) {
+        r.down = mm[1];
+        if (r.scaled.empty() && (split_top_level(e, '*').size() > 1 || split_top_level(e, '/').size() > 1))
+          r.scaled = c.name + " scales the down projection's output ('" + e + "'); the library kernel does not";
+      }
     }
-    if (a) assigned[a->targets.front()] = rhs;
+    if (a) {
+      assigned[a->targets.front()] = rhs;
+      all_values[a->targets.front()].push_back(rhs);
+    }
   }
   if (r.activation.empty() && r.config_attr.empty()) {
     // An activation written out in the forward or its helpers (GPT-OSS experts:
@@ -195,6 +249,27 @@ void Analyzer::decide_mlp_and_arch() {
   for (auto& [attr, c] : s.mlp_candidates) {
     if (is_moe_class(*c)) { if (!moe) moe = c; }
     else if (!dense) dense = c;
+  }
+  // No MLP module: the feed-forward may be written inline in the decoder layer (BART, BioGPT, OPT:
+  // `self.fc1 = nn.Linear(...)`, `self.fc2 = ...`, `self.activation_fn = ACT2FN[...]`); the layer
+  // itself is then the MLP class the activation is read from.
+  if (!dense && !moe) {
+    static const std::regex act(R"((ACT2FN\[|get_activation\(|nn\.(GELU|SiLU|ReLU)\())");
+    static const std::regex attn_proj(R"(^(q|k|v|o|out|qkv|query|key|value)(_proj)?$)");
+    bool has_act = false;
+    int linears = 0;
+    for (const auto& a : s.decoder->init_assignments()) {
+      has_act |= std::regex_search(a.value, act);
+      if (a.call && (a.call->callee == "nn.Linear" || ends_with(a.call->callee, ".Linear")) &&
+          !std::regex_match(a.targets.front().substr(5), attn_proj))
+        ++linears;
+    }
+    if (has_act && linears >= 2) {
+      dense = s.decoder;
+      d6.details["inline_mlp"] = true;
+      d6.notes.push_back("the feed-forward is written inline in " + s.decoder->name +
+                         " (its own projections and activation, no MLP module)");
+    }
   }
   d6.details["decoder_attribute"] = s.mlp_attr;
   if (s.mlp_line) d6.evidence.push_back(ev(s.mlp_line));
@@ -328,6 +403,7 @@ void Analyzer::decide_mlp_and_arch() {
   if (!mi.gate_up.empty()) proj["gate_up"] = mi.gate_up;
   if (!mi.down.empty()) proj["down"] = mi.down;
   d5.details["projections"] = proj;
+  if (!mi.scaled.empty()) d5.details["scaled"] = mi.scaled;
   for (int l : mi.lines) d5.evidence.push_back(ev(l));
   if (!mi.config_attr.empty())
     if (auto prm = cfg.default_of(model_type, mi.config_attr)) d5.evidence.push_back(cfg_ev(prm->line));

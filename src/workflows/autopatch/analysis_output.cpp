@@ -63,6 +63,13 @@ Analyzer::HeadInfo Analyzer::analyse_head(const ClassDef& c) const {
     return h;
   }
   h.forward_line = fwd->line;
+  if (const FunctionDef* g = c.method("get_output_embeddings"))
+    for (const auto& st : g->body) {
+      static const std::regex ret(R"(^return self\.(\w+)$)");
+      std::smatch mm;
+      if (std::regex_match(st.text, mm, ret) && !c.init_assignments_to(mm[1].str()).empty()) h.head_attr = mm[1];
+    }
+  const std::string head_call = "self." + h.head_attr + "(";
   // outputs / transformer_outputs / model_outputs: the base model's return value.
   static const std::regex acc(R"(^((?:\w+_)?outputs?(?:\.last_hidden_state|\[0\]|\.hidden_states\[-1\]))$)");
   static const std::regex cre(R"((?:self\.)?config\.(?:(?:get_)?text_config(?:\(\))?\.)?(\w*softcap\w*))");
@@ -75,9 +82,47 @@ Analyzer::HeadInfo Analyzer::analyse_head(const ClassDef& c) const {
         h.hs_var = a->targets.front();
         h.access = mm[1];
         h.hs_lines.push_back(st.line);
+        h.hs_changed.clear();
+      } else if (!h.lm_line && !h.hs_var.empty() && a->targets.front() == h.hs_var &&
+                 a->value.rfind(h.hs_var + "[", 0) != 0) {  // a slice (logits_to_keep) changes no value
+        // The hidden state is changed before the projection (a norm, a scale): the fused loss
+        // would read it unchanged.
+        h.hs_changed = a->value;
       }
-      if (contains(a->value, "self.lm_head(") && !h.lm_line) {
+      // The base model: the first submodule the forward calls and assigns, before the projection.
+      if (!h.lm_line && h.base_attr.empty() && a->call && starts_with(a->call->callee, "self.") &&
+          a->call->callee.find('.', 5) == std::string::npos) {
+        const std::string attr = a->call->callee.substr(5);
+        if (attr != h.head_attr && !c.init_assignments_to(attr).empty()) h.base_attr = attr;
+      }
+      if (contains(a->value, head_call) && !h.lm_line) {
         h.lm_line = st.line;
+        // What the projection is applied to: the hidden state (optionally sliced), or something
+        // computed from it (Electra's self.generator_predictions(sequence_output)).
+        for (const auto& call : find_calls(a->value_tokens, a->line))
+          if (call.callee == head_call.substr(0, head_call.size() - 1) && !call.args.empty()) {
+            std::string arg = strip_parens(call.args.front());
+            // A cast to the head's dtype (Mamba: `.to(self.lm_head.weight.dtype)`) changes no value.
+            static const std::regex cast(R"(\.(to\([^()]*\)|float\(\)|type_as\([^()]*\))$)");
+            arg = std::regex_replace(arg, cast, "");
+            std::smatch am;
+            if (std::regex_match(arg, am, acc)) {  // outputs[0] fed directly: that is the hidden state read
+              h.head_arg = h.access = am[1];
+              break;
+            }
+            if (const auto b = arg.find('['); b != std::string::npos && arg.back() == ']') arg = arg.substr(0, b);
+            h.head_arg = arg;
+            break;
+          }
+        // A scale on the same line (FalconH1: `self.lm_head(h) * self.model.lm_head_multiplier`) is
+        // a logits transform like a separate `logits = logits / scaling`.
+        const std::string v = strip_parens(a->value);
+        for (char op : {'*', '/', '+', '-'})
+          if (split_top_level(v, op).size() > 1) {
+            h.transforms.push_back(a->value);
+            h.transform_lines.push_back(st.line);
+            break;
+          }
         continue;
       }
       if (h.lm_line && a->targets.front() == "logits") {
@@ -98,9 +143,16 @@ Analyzer::HeadInfo Analyzer::analyse_head(const ClassDef& c) const {
       if (std::regex_search(st.text, cm, cre)) h.cap_attr = cm[1];
     }
   }
-  if (!h.lm_line) h.undecided = c.name + ".forward never calls self.lm_head";
+  if (!h.lm_line) h.undecided = c.name + ".forward never calls self." + h.head_attr;
   else if (h.access.empty())
-    h.undecided = "the hidden state fed to self.lm_head is not read as outputs.last_hidden_state or outputs[0]";
+    h.undecided = "the hidden state fed to self." + h.head_attr + " is not read as outputs.last_hidden_state or outputs[0]";
+  else if (!h.hs_changed.empty())
+    h.undecided = h.hs_var + " is changed before self." + h.head_attr + " (" + h.hs_var + " = " + h.hs_changed +
+                  "); the fused loss would read the base model's output unchanged";
+  else if (!h.head_arg.empty() && h.head_arg != h.hs_var && h.head_arg != h.access &&
+           !std::regex_match(h.head_arg, acc))
+    h.undecided = "self." + h.head_attr + " is applied to " + h.head_arg + ", not to the base model's hidden state " +
+                  h.hs_var + "; the fused loss would skip what lies between";
   return h;
 }
 
@@ -118,8 +170,18 @@ void Analyzer::decide_output() {
   YAML::Node all(YAML::NodeType::Sequence);
   for (auto* c : lm) all.push_back(c->name);
   d9.details["all"] = all;
-  for (auto* c : lm)
-    if (vision == ends_with(c->name, "ForConditionalGeneration")) { output_cls = c; break; }
+  // The head configured by this model type's own config class (`config: Gemma3TextConfig` on
+  // Gemma3ForCausalLM for gemma3_text, `config: Gemma3Config` on Gemma3ForConditionalGeneration for
+  // gemma3); else the head that matches the vision decision.
+  if (const ConfigClass* own = cfg.main(model_type); own && cfg_module)
+    for (auto* c : lm) {
+      for (const auto& st : c->class_body)
+        if (st.text == "config:" + own->name || st.text == "config_class=" + own->name) { output_cls = c; break; }
+      if (output_cls) break;
+    }
+  if (!output_cls)
+    for (auto* c : lm)
+      if (vision == ends_with(c->name, "ForConditionalGeneration")) { output_cls = c; break; }
   if (!output_cls && !lm.empty()) output_cls = lm.front();
   if (!output_cls) {
     undecide(d9, "no XForCausalLM / XForConditionalGeneration class in the file");
@@ -128,22 +190,47 @@ void Analyzer::decide_output() {
     return;
   }
   for (auto* c : lm) heads.push_back(analyse_head(*c));
-  decide(d9, output_cls->name, 0.95);
-  d9.evidence.push_back(ev(output_cls->line));
-  for (const auto& a : output_cls->init_assignments())
-    if (a.targets.front() == "self.model" || a.targets.front() == "self.language_model" ||
-        a.targets.front() == "self.transformer") {
-      d9.details["base_model_attribute"] = a.targets.front().substr(5);
+  // A head that never calls self.lm_head itself but takes the logits from another head of the file
+  // (Llama4ForConditionalGeneration calls self.language_model = Llama4ForCausalLM(...)) has no
+  // hidden state for the fused loss. Decision 9 stays the model's output class; the head that
+  // computes the logits is the one whose forward is patched (details.patched_head, the plan's item).
+  const ClassDef* decided_cls = output_cls;
+  if (const HeadInfo* chosen = head_of(output_cls); chosen && !chosen->lm_line)
+    for (const auto& x : heads)
+      if (x.lm_line && !x.access.empty()) {
+        d9.notes.push_back(output_cls->name + ".forward never calls its output projection; " + x.cls->name +
+                           " computes the logits, so its forward is the one the fused loss replaces");
+        d9.details["patched_head"] = x.cls->name;
+        output_cls = x.cls;
+        break;
+      }
+  // The configuration class the patched head is built with (`config: Gemma3TextConfig`), for the mini model.
+  for (const auto& st : output_cls->class_body)
+    if (st.text.rfind("config:", 0) == 0 || st.text.rfind("config_class=", 0) == 0) {
+      const std::string name = st.text.substr(st.text.find_first_of(":=") + 1);
+      if (cfg.find(name)) output_config_class = name;
+      break;
+    }
+  decide(d9, decided_cls->name, 0.95);
+  d9.evidence.push_back(ev(decided_cls->line));
+  if (decided_cls != output_cls) d9.evidence.push_back(ev(output_cls->line));
+  const HeadInfo* patched = head_of(output_cls);
+  for (const auto& a : output_cls->init_assignments()) {
+    const std::string attr = a.targets.front().substr(5);
+    // The attribute the forward calls first (BioGPT's self.biogpt), else the usual names.
+    if (patched && !patched->base_attr.empty() ? attr == patched->base_attr
+                                               : (attr == "model" || attr == "language_model" || attr == "transformer")) {
+      d9.details["base_model_attribute"] = attr;
       auto locals = local_classes_in(s, a);
       if (!locals.empty()) d9.details["base_model_class"] = locals.front();
       break;
     }
-  for (const auto& a : output_cls->init_assignments_to("lm_head")) d9.evidence.push_back(ev(a.line));
-  d9.details["lm_head"] = "lm_head";
+  }
+  const std::string head_attr = patched ? patched->head_attr : std::string("lm_head");
+  for (const auto& a : output_cls->init_assignments_to(head_attr)) d9.evidence.push_back(ev(a.line));
+  d9.details["lm_head"] = head_attr;
 
-  const HeadInfo* h = nullptr;
-  for (const auto& x : heads)
-    if (x.cls == output_cls) h = &x;
+  const HeadInfo* h = head_of(output_cls);
   if (!h->forward_line) {
     undecide(d10, h->undecided);
     undecide(d11, h->undecided);
@@ -155,11 +242,11 @@ void Analyzer::decide_output() {
   if (!h->lm_line) {
     undecide(d10, h->undecided);
   } else {
-    if (h->access.empty()) undecide(d10, h->undecided);
+    if (h->access.empty() || !h->undecided.empty()) undecide(d10, h->undecided);
     else decide(d10, h->access, 0.95);
     d10.details["variable"] = h->hs_var;
     d10.details["logits_to_keep"] = h->logits_to_keep;
-    d10.details["lm_head"] = "lm_head";
+    d10.details["lm_head"] = h->head_attr;
     YAML::Node transforms(YAML::NodeType::Sequence);
     for (const auto& x : h->transforms) transforms.push_back(x);
     d10.details["logits_transforms"] = transforms;

@@ -1,6 +1,7 @@
 // configuration_<type>.py: config classes, their __init__ defaults and sub-configs.
 #include "workflows/autopatch/analysis_internal.h"
 
+#include <algorithm>
 #include <regex>
 
 namespace liger::autopatch {
@@ -21,13 +22,18 @@ const ConfigClass* ConfigInfo::find(std::string_view n) const {
 
 const ConfigClass* ConfigInfo::main(std::string_view type) const {
   const ConfigClass* fallback = nullptr;
+  const ConfigClass* sub_match = nullptr;
   for (const auto& c : classes) {
     bool sub = false;
     for (const auto& o : classes)
       for (const auto& [k, v] : o.sub_configs) sub |= v == c.name;
     if (c.model_type == type && !sub) return &c;
+    // A model type of its own that is also another config's sub-config (gemma3_text is
+    // Gemma3TextConfig, Gemma3Config's text_config): asked for by that type, it is the main one.
+    if (c.model_type == type && !sub_match) sub_match = &c;
     if (!sub && !fallback && !c.params.empty()) fallback = &c;
   }
+  if (sub_match) return sub_match;
   return fallback ? fallback : (classes.empty() ? nullptr : &classes.front());
 }
 
@@ -124,6 +130,35 @@ ConfigInfo parse_config_module(const PythonModule& module) {
           if (ends_with(call.callee, "Config") && starts_with(a->targets.front(), "self.") &&
               ends_with(a->targets.front(), "_config") && module.find_class(call.callee))
             cc.sub_configs.emplace(a->targets.front().substr(5), call.callee);
+      }
+    }
+    // A field declared `= None` and filled in __post_init__ / __init__ (`if self.cross_attention_layers
+    // is None: self.cross_attention_layers = [3, 8, ...]`, Mllama) has that value as its default.
+    for (const char* method : {"__post_init__", "__init__"}) {
+      const FunctionDef* f = c.method(method);
+      if (!f) continue;
+      for (size_t i = 0; i + 1 < f->body.size(); ++i) {
+        static const std::regex is_none(R"(^if (?:self\.)?(\w+) is None:$)");
+        std::smatch mm;
+        if (!std::regex_match(f->body[i].text, mm, is_none)) continue;
+        const std::string name = mm[1];
+        auto prm = std::find_if(cc.params.begin(), cc.params.end(), [&](const ConfigParam& x) { return x.name == name; });
+        if (prm == cc.params.end() || prm->default_value != "None") continue;
+        const Statement& next = f->body[i + 1];
+        auto a = as_assignment(next);
+        // Only a literal (numbers, strings, True/False, lists and tuples of them): a comprehension
+        // over other fields (layer_types) is no default a mini config can take over.
+        bool literal = a && !a->value_tokens.empty();
+        if (a)
+          for (const auto& tk : a->value_tokens)
+            literal &= tk.kind == TokKind::Number || tk.kind == TokKind::String ||
+                       (tk.kind == TokKind::Op && (tk.text == "[" || tk.text == "]" || tk.text == "(" || tk.text == ")" ||
+                                                   tk.text == "," || tk.text == "-")) ||
+                       (tk.kind == TokKind::Name && (tk.text == "True" || tk.text == "False"));
+        if (next.depth > f->body[i].depth && literal && a->targets.size() == 1 && a->targets.front() == "self." + name) {
+          prm->default_value = a->value;
+          prm->line = next.line;
+        }
       }
     }
     info.classes.push_back(std::move(cc));

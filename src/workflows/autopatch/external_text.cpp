@@ -2,6 +2,7 @@
 // its classes are in another model's file.
 #include "workflows/autopatch/analysis_internal.h"
 
+#include <map>
 #include <regex>
 #include <set>
 
@@ -11,18 +12,54 @@ namespace liger::autopatch::detail {
 // GLM-4.6V: `self.language_model = AutoModel.from_config(config.text_config)`, the text config
 // defaulting to another model type (glm4v_text). Its classes are not in this file.
 void Analyzer::find_external_text() {
-  static const std::regex from_cfg(R"(AutoModel\w*\.from_config\((?:self\.)?config\.text_config\b)");
+  // The call that builds the text model: any AutoModel factory but the encoder-decoder and
+  // text-encoder ones (their text model is no causal decoder), with the text config as its first
+  // argument or `config=`, spelt `config.text_config`, `self.config.text_config`,
+  // `config.get_text_config()` or a local name bound to one of those earlier in __init__.
+  auto found = [](std::string attr, std::string owner, int line) {
+    ExternalText e;
+    e.attr = std::move(attr);
+    e.owner = std::move(owner);
+    e.line = line;
+    return e;
+  };
+  static const std::regex factory(R"(^AutoModel(ForCausalLM)?$)");
+  static const std::regex text_cfg(R"(^(self\.)?config\.(text_config|get_text_config\(\))$)");
+  // Any class, a vision-named one included: the wrapper of AyaVision / Cohere2Vision is
+  // AyaVisionModel, and only the text config is matched, never a vision tower's.
   for (const auto& c : m.classes) {
-    if (is_vision_name(c.name)) continue;
-    for (const auto& a : c.init_assignments())
-      if (std::regex_search(a.value, from_cfg)) {
-        ExternalText e;
-        e.attr = a.targets.front().substr(5);
-        e.owner = c.name;
-        e.line = a.line;
-        s.external_text = e;
+    const FunctionDef* init = c.method("__init__");
+    if (!init) continue;
+    std::set<std::string> cfg_names;     // locals bound to the text config
+    std::map<std::string, int> built;    // local name holding the text model -> line
+    for (const auto& st : init->body) {
+      auto a = as_assignment(st);
+      if (!a || a->op != "=" || a->targets.size() != 1) continue;
+      const std::string& tgt = a->targets.front();
+      if (std::regex_match(a->value, text_cfg)) { cfg_names.insert(tgt); continue; }
+      // `self.language_model = language_model` after `language_model = AutoModel.from_config(...)`.
+      if (tgt.rfind("self.", 0) == 0 && built.count(a->value)) {
+        s.external_text = found(tgt.substr(5), c.name, built[a->value]);
         break;
       }
+      if (!a->call) continue;
+      const std::string& callee = a->call->callee;
+      const auto dot = callee.rfind(".from_config");
+      if (dot == std::string::npos || dot + 12 != callee.size() ||
+          !std::regex_match(callee.substr(0, dot), factory))
+        continue;
+      std::string arg = !a->call->args.empty() ? a->call->args.front() : std::string();
+      if (auto k = a->call->kwargs.find("config"); arg.empty() && k != a->call->kwargs.end()) arg = k->second;
+      if (!std::regex_match(arg, text_cfg) && !cfg_names.count(arg)) continue;
+      if (tgt.rfind("self.", 0) == 0) {
+        s.external_text = found(tgt.substr(5), c.name, a->line);
+        break;
+      }
+      built[tgt] = a->line;
+    }
+    // A local that is never stored on self still names the text model.
+    if (!s.external_text && !built.empty())
+      s.external_text = found(built.begin()->first, c.name, built.begin()->second);
     if (s.external_text) break;
   }
   if (!s.external_text || !cfg_module) return;

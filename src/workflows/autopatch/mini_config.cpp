@@ -135,6 +135,9 @@ void Analyzer::derive_mini_fields(const ConfigClass& cc, YAML::Node& out, YAML::
 void Analyzer::mini_config() {
   YAML::Node mc;
   const ConfigClass* main = cfg.main(model_type);
+  // The head patched is built with its own config class (Llama4ForCausalLM: Llama4TextConfig).
+  if (!output_config_class.empty())
+    if (const ConfigClass* own = cfg.find(output_config_class)) main = own;
   if (!main) {
     p.warnings.push_back("no configuration file: the mini-model configuration lists the usual "
                          "attribute names unverified");
@@ -257,7 +260,7 @@ void Analyzer::mini_config() {
       if (vc ? vc->param(name) != nullptr : common.count(name) > 0) v[name] = val;
     if (!vc) p.warnings.push_back("vision sub-config class not found in the configuration file; vision_config sets only "
                                   "hidden_size, num_hidden_layers, num_attention_heads and intermediate_size");
-    else v["config_class"] = vc->name;
+    else mc["vision_config_class"] = vc->name;  // beside the attributes, which become the config's kwargs
     attrs["vision_config"] = v;
   }
   mc["attributes"] = attrs;

@@ -35,7 +35,26 @@ ModelProfile Analyzer::run() {
       s.skipped_why = why;
     }
   }
-  if (!s.decoder) find_external_text();
+  // The only layer stack of a multimodal wrapper may be its vision tower's (InternVL's
+  // InternVLVisionEncoder.layer, SmolVLM's SmolVLMEncoder.layers): a stack whose owner has no
+  // embed_tokens is not the text model when the text model is built from the text config elsewhere.
+  const bool vision_stack = s.decoder && s.base_model && s.base_model->init_assignments_to("embed_tokens").empty();
+  if (!s.decoder || vision_stack) find_external_text();
+  if (s.external_text && s.decoder) {
+    // Forget the vision stack's roles; the norm classes found in the file stay (vision-tower records).
+    s.base_model = s.decoder = s.attention = nullptr;
+    s.attention_attr.clear();
+    s.attention_line = 0;
+    s.linear_mixers.clear();
+    s.decoder_norms.clear();
+    s.attention_norms.clear();
+    s.final_norm.reset();
+    s.mlp_candidates.clear();
+    s.mlp_attr.clear();
+    s.mlp_line = 0;
+    s.skipped_norms.clear();
+    s.skipped_why.clear();
+  }
   if (s.external_text) follow_external_text();
   decide_norms();
   decide_in_place();

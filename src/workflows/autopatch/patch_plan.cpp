@@ -20,12 +20,35 @@ void Analyzer::plan_text_kernels() {
       if (na.cls == cls) out.push_back(na.attr);
     return out;
   };
+  // A norm whose weight exists only under a condition of its constructor (Gemma 4's
+  // `if self.with_scale: self.weight = ...`, built without one for the value norm) cannot be
+  // replaced class-wide: the library RMSNorm always creates and multiplies by a weight.
+  auto optional_weight = [](const ClassDef* c) -> std::string {
+    const FunctionDef* init = c ? c->method("__init__") : nullptr;
+    if (!init || init->body.empty()) return "";
+    const int base = init->body.front().depth;
+    for (size_t i = 0; i < init->body.size(); ++i) {
+      const Statement& st = init->body[i];
+      if (st.text.rfind("self.weight=", 0) != 0 || st.depth <= base) continue;
+      std::string cond = "a condition";
+      for (size_t k = i; k-- > 0;)
+        if (init->body[k].depth < st.depth && init->body[k].is_compound_header()) { cond = init->body[k].text; break; }
+      return c->name + " creates its weight only under `" + cond + "` (line " + std::to_string(st.line) +
+             "): instances built without it have no weight, and the library RMSNorm always multiplies by one, "
+             "so the class is kept";
+    }
+    return "";
+  };
   if (const NormClass* rms = primary_norm(NormKind::Rms)) {
     PatchItem it;
     it.kernel = "rms_norm";
     it.target = rms->name;
     it.attributes = names_of(rms->name);
-    if (cm.decided() && off.decided() && cm.value_string() != "not_applicable") {
+    const std::string optional = optional_weight(rms->cls);
+    if (!optional.empty()) {
+      it.reason = optional;
+      p.declined.push_back(it);
+    } else if (cm.decided() && off.decided() && cm.value_string() != "not_applicable") {
       it.params["offset"] = off.value.as<int>();
       it.params["casting_mode"] = cm.value_string();
       it.params["in_place"] = ip.decided() ? ip.value.as<bool>() : false;
@@ -48,7 +71,11 @@ void Analyzer::plan_text_kernels() {
       x.target = o;
       x.attributes = names_of(o);
       RmsArith r = rms_arithmetic(*s.norms.at(o).cls);
-      if (r.casting.empty() || r.offset < 0 || !r.has_weight) {
+      const std::string optional = optional_weight(s.norms.at(o).cls);
+      if (!optional.empty()) {
+        x.reason = optional;
+        p.declined.push_back(x);
+      } else if (r.casting.empty() || r.offset < 0 || !r.has_weight) {
         x.reason = o + ": " + (r.why.empty() ? "arithmetic not recognised" : r.why);
         p.declined.push_back(x);
       } else {
@@ -91,7 +118,9 @@ void Analyzer::plan_text_kernels() {
     std::string k = mlp.value_string();
     PatchItem it;
     it.target = mlp.details["mlp_class"].as<std::string>();
-    it.attributes = {arch.details["decoder_attribute"] ? arch.details["decoder_attribute"].as<std::string>() : "mlp"};
+    const std::string mlp_attr = arch.details["decoder_attribute"] ? arch.details["decoder_attribute"].as<std::string>() : "mlp";
+    // An MLP written inline in the decoder layer has no attribute of its own.
+    if (!mlp_attr.empty()) it.attributes = {mlp_attr};
     it.params["projections"] = mlp.details["projections"];
     // The MLP decision fell back to fused 3-D experts (no dense or shared-expert MLP module): the
     // experts item below declines them; do not also apply the gated-MLP forward to that class.
@@ -101,6 +130,10 @@ void Analyzer::plan_text_kernels() {
         arch.details["experts"]["class"].as<std::string>() == it.target;
     if (mlp_is_fused_experts) {
       // declined below with the experts' reason
+    } else if (mlp.details["scaled"] && (k == "swiglu" || k == "fused_swiglu" || k == "geglu")) {
+      it.kernel = k == "geglu" ? "geglu" : "swiglu";
+      it.reason = mlp.details["scaled"].as<std::string>();
+      p.declined.push_back(it);
     } else if (k == "swiglu" || k == "fused_swiglu") {
       it.kernel = "swiglu";
       if (k == "fused_swiglu") it.params["fused_gate_up"] = true;
@@ -132,7 +165,7 @@ void Analyzer::plan_text_kernels() {
           x.target = ec->name;
           x.attributes = {"experts"};
           x.kernel = ei.kind == "geglu" ? "geglu" : "swiglu";
-          if (ei.kind == "swiglu" || ei.kind == "geglu") {
+          if ((ei.kind == "swiglu" || ei.kind == "geglu") && ei.scaled.empty()) {
             YAML::Node pr;
             if (!ei.gate.empty()) pr["gate"] = ei.gate;
             if (!ei.up.empty()) pr["up"] = ei.up;
@@ -140,7 +173,7 @@ void Analyzer::plan_text_kernels() {
             x.params["projections"] = pr;
             p.apply.push_back(x);
           } else {
-            x.reason = ei.why.empty() ? "expert MLP not recognised" : ei.why;
+            x.reason = !ei.scaled.empty() ? ei.scaled : ei.why.empty() ? "expert MLP not recognised" : ei.why;
             p.declined.push_back(x);
           }
         }
@@ -190,8 +223,18 @@ void Analyzer::plan() {
     PatchItem it;
     it.kernel = "fused_linear_cross_entropy";
     it.target = output_cls->name + ".forward";
-    it.attributes = {"lm_head"};
-    if (!last.decided()) {
+    const HeadInfo* oh = head_of(output_cls);
+    it.attributes = {oh ? oh->head_attr : std::string("lm_head")};
+    // An encoder-decoder head (BART, T5, Whisper: forward(..., decoder_input_ids, ...)) builds its
+    // decoder inputs from the labels; the shared forward runs a decoder-only base model.
+    const FunctionDef* head_fwd = output_cls->method("forward");
+    const bool seq2seq = head_fwd && std::find(head_fwd->params.begin(), head_fwd->params.end(), "decoder_input_ids") !=
+                                         head_fwd->params.end();
+    if (seq2seq) {
+      it.reason = output_cls->name + " is an encoder-decoder head (its forward takes decoder_input_ids); the "
+                  "fused-loss forward runs a decoder-only base model";
+      p.declined.push_back(it);
+    } else if (!last.decided()) {
       it.reason = "the path to the last hidden state is undecided: " + last.undecided;
       p.declined.push_back(it);
     } else if (last.details["logits_transforms"] && last.details["logits_transforms"].size() > 0) {
@@ -236,7 +279,7 @@ void Analyzer::plan_heads() {
     PatchItem x;
     x.kernel = "fused_linear_cross_entropy";
     x.target = h.cls->name + ".forward";
-    x.attributes = {"lm_head"};
+    x.attributes = {h.head_attr};
     x.reason = "the integration replaces the forward of one causal-LM head, " + output_cls->name + "; " + h.cls->name +
                " keeps its own forward and loss";
     if (!h.undecided.empty()) x.reason += " (and its path to the last hidden state is undecided: " + h.undecided + ")";

@@ -4,6 +4,8 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <optional>
 #include <regex>
 #include <sys/wait.h>
 
@@ -40,6 +42,27 @@ ModelSource from_file(const fs::path& file, const std::string& how) {
   fs::path cfg = file.parent_path() / ("configuration_" + src.model_type + ".py");
   if (fs::exists(cfg)) src.configuration = cfg;
   return src;
+}
+
+// The modeling file of the folder whose configuration file declares `model_type = "<type>"` on a
+// class, or nothing. Folders are visited in name order, so the answer does not depend on the disk.
+std::optional<fs::path> folder_declaring(const fs::path& models, const std::string& type) {
+  std::vector<fs::path> dirs;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(models, ec))
+    if (e.is_directory()) dirs.push_back(e.path());
+  std::sort(dirs.begin(), dirs.end());
+  const std::regex decl("^\\s+model_type\\s*=\\s*[\"']" + type + "[\"']\\s*(#.*)?$");
+  for (const auto& d : dirs) {
+    const std::string folder = d.filename().string();
+    const fs::path cfg = d / ("configuration_" + folder + ".py");
+    const fs::path modeling = d / ("modeling_" + folder + ".py");
+    if (!fs::exists(cfg, ec) || !fs::exists(modeling, ec)) continue;
+    std::ifstream in(cfg);
+    for (std::string line; std::getline(in, line);)
+      if (std::regex_match(line, decl)) return modeling;
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -132,6 +155,13 @@ ModelSource resolve_model_input(const std::string& spec, const ResolveOptions& o
   fs::path models = tdir / "models";
   fs::path file = models / type / ("modeling_" + type + ".py");
   if (!fs::exists(file)) {
+    // A model type declared by a configuration class in another model's folder (gemma3_text is
+    // Gemma3TextConfig in models/gemma3/): that folder's modeling file, analysed for this type.
+    if (auto declared = folder_declaring(models, type)) {
+      ModelSource src = from_file(*declared, "transformers " + tdir.string());
+      src.model_type = type;
+      return src;
+    }
     auto close = close_model_types(models, type);
     std::string hint = close.empty() ? "list the folders of " + models.string() + " for the supported types"
                                      : "did you mean: ";

@@ -43,7 +43,9 @@ NormKind classify_norm_body(const ClassDef& c) {
   bool sq_mean = contains(body, "pow(2).mean(") || contains(body, "**2).mean(") ||
                  contains(body, "square().mean(") || contains(body, "pow(2),dim=") ||
                  std::regex_search(body, std::regex(R"(\.mean\([^\n]*\)\n?.*rsqrt)"));
-  bool rsqrt = contains(body, "rsqrt(") || contains(body, "sqrt(");
+  // x ** -0.5 and pow(x, -0.5) are rsqrt too (Gemma 4 writes torch.pow(mean_squared, -0.5)).
+  bool rsqrt = contains(body, "rsqrt(") || contains(body, "sqrt(") ||
+               std::regex_search(body, std::regex(R"((pow\([^\n]*,|\*\*\(?)-0?\.5\b)"));
   bool mean_sub = std::regex_search(body, std::regex(R"(-\s*\w*mean\b)")) ||
                   std::regex_search(body, std::regex(R"(-\w+\.mean\()"));
   if (rsqrt && mean_sub) return NormKind::Layer;

@@ -1,9 +1,11 @@
 """Shared machinery of the integrations `liger-agent autopatch` generates (and of the hand-written
 Gemma and MoE references, which are written in the same form).
 
-An integration module describes its model with a plain dict (SPEC) and keeps the model-specific code
-(the fused-linear-cross-entropy forward, the apply/revert signatures) itself; this module does the
-patching both ways:
+An integration module describes its model with a plain dict (SPEC) and keeps only its apply/revert
+signatures (the switches of the kernels it applies); everything else lives here once:
+  - the fused-linear-cross-entropy causal-LM forward (make_lce_forward, from SPEC["forward"]), its loss
+    (liger_causal_lm_loss) and transformers' cross-entropy helper on the CE kernel (fixed_cross_entropy);
+  - the patching, both ways (Patcher):
   - class level (before instantiation): norm classes replaced by LigerRMSNorm/LigerLayerNorm
     subclasses built with the decided offset / casting mode / in-place flag, gated-MLP classes'
     forward replaced by the SwiGLU/GeGLU forward (the class, its constructor and its state dict are
@@ -20,6 +22,10 @@ SPEC keys (all names as in the modeling module):
   layer_norms: [{cls, attrs}]                                          LayerNorm classes (with bias)
   mlps:      [{cls, kind: swiglu|geglu, gate, up, down} | {cls, kind, gate_up, down}]
   rope:      name of the rotate-half rotary function, or None
+  forward:   {base_attr, lm_head, output_module, output_class, softcap_attr, moe} for make_lce_forward:
+             the attributes holding the base model and the output projection, the output class the
+             stock forward returns, the config
+             attribute of final-logit soft-capping (None: none), whether to add the router aux loss
   module / rope_module (optional, per entry): the modeling module defining that class or function
              when it is not `modeling` (a multimodal wrapper whose text model is another model's)
 """
@@ -202,7 +208,8 @@ class Patcher:
             norm.hidden_size = norm.weight.shape[-1]
 
     def patch_forward(self, model) -> bool:
-        if self.lce_forward is None or not hasattr(model, "lm_head"):
+        head = (self.spec.get("forward") or {}).get("lm_head", "lm_head")
+        if self.lce_forward is None or not hasattr(model, head):
             return False
         model.forward = types.MethodType(self.lce_forward, model)
         model._liger_forward_patched = True
@@ -221,11 +228,52 @@ class Patcher:
             model.__dict__.pop("forward", None)
 
 
-def causal_lm_loss(self, hidden_states, labels, kwargs, softcap=None):
-    """The fused loss from the kept hidden states (transformers' ForCausalLMLoss semantics)."""
-    from .llama import liger_causal_lm_loss
+def liger_causal_lm_loss(
+    hidden_states: torch.Tensor,
+    lm_head_weight: torch.Tensor,
+    labels: Optional[torch.Tensor] = None,
+    shift_labels: Optional[torch.Tensor] = None,
+    num_items_in_batch=None,
+    ignore_index: int = -100,
+    lm_head_bias: Optional[torch.Tensor] = None,
+    softcap: Optional[float] = None,
+    **unused,
+) -> torch.Tensor:
+    """transformers' ForCausalLMLoss computed from the last hidden state with the fused kernel:
+    labels shifted left by one (the last position ignored), mean over non-ignored tokens, or the sum
+    divided by num_items_in_batch when the Trainer passes it (gradient accumulation)."""
+    if shift_labels is None:
+        if labels is None:
+            raise ValueError("liger_causal_lm_loss needs labels or shift_labels")
+        labels = labels.to(hidden_states.device)
+        shift_labels = torch.nn.functional.pad(labels, (0, 1), value=ignore_index)[..., 1:]
+    shift_labels = shift_labels.to(hidden_states.device).reshape(-1).contiguous()
+    h = hidden_states.reshape(-1, hidden_states.shape[-1])
+    reduction = "sum" if num_items_in_batch is not None else "mean"
+    loss = LF.fused_linear_cross_entropy(
+        h, lm_head_weight, shift_labels, bias=lm_head_bias, ignore_index=ignore_index, softcap=softcap,
+        reduction=reduction)
+    if reduction == "sum":
+        if torch.is_tensor(num_items_in_batch):
+            num_items_in_batch = num_items_in_batch.to(loss.device)
+        loss = loss / num_items_in_batch
+    return loss
 
-    lm_head = self.lm_head
+
+def fixed_cross_entropy(source, target, num_items_in_batch=None, ignore_index: int = -100, **kwargs):
+    """transformers.loss.loss_utils.fixed_cross_entropy on the liger cross-entropy kernel."""
+    reduction = "sum" if num_items_in_batch is not None else "mean"
+    loss = LF.cross_entropy(source.contiguous(), target.contiguous(), ignore_index=ignore_index, reduction=reduction)
+    if reduction == "sum":
+        if torch.is_tensor(num_items_in_batch):
+            num_items_in_batch = num_items_in_batch.to(loss.device)
+        loss = loss / num_items_in_batch
+    return loss
+
+
+def causal_lm_loss(self, hidden_states, labels, kwargs, softcap=None, lm_head=None):
+    """The fused loss from the kept hidden states (transformers' ForCausalLMLoss semantics)."""
+    lm_head = self.lm_head if lm_head is None else lm_head
     return liger_causal_lm_loss(
         hidden_states,
         lm_head.weight,
@@ -242,3 +290,113 @@ def softcap_logits(logits, cap):
     if cap is None:
         return logits
     return torch.tanh(logits / cap) * cap
+
+
+def _vocab_size(config) -> int:
+    # A multimodal head's config keeps the vocabulary on its text config.
+    v = getattr(config, "vocab_size", None)
+    return v if v is not None else config.get_text_config().vocab_size
+
+
+def make_lce_forward(spec: Dict[str, Any]):
+    """The causal-LM forward with the fused linear cross-entropy, for the head SPEC["causal_lm"].
+
+    With labels (or shift_labels) in training mode, or skip_logits=True, the loss comes from the last
+    hidden state in row chunks and `logits` is None; otherwise this is the stock path (lm_head, the
+    soft-capping the model applies, then self.loss_function). Arguments the head takes beyond the text
+    ones (pixel_values, ...) pass through **kwargs to the base model."""
+    fwd = dict(spec.get("forward") or {})
+    base_attr = fwd.get("base_attr", "model")
+    head_attr = fwd.get("lm_head", "lm_head")  # the output projection (BioGPT: output_projection)
+    output_module = fwd.get("output_module", "transformers.modeling_outputs")
+    output_class = fwd.get("output_class", "CausalLMOutputWithPast")
+    softcap_attr = fwd.get("softcap_attr")
+    moe = bool(fwd.get("moe", False))
+    modeling = spec.get("modeling")
+
+    def lce_forward(
+        self,
+        input_ids: Optional[torch.LongTensor] = None,
+        attention_mask: Optional[torch.Tensor] = None,
+        position_ids: Optional[torch.LongTensor] = None,
+        past_key_values=None,
+        inputs_embeds: Optional[torch.FloatTensor] = None,
+        labels: Optional[torch.LongTensor] = None,
+        use_cache: Optional[bool] = None,
+        logits_to_keep=0,
+        skip_logits: Optional[bool] = None,
+        **kwargs,
+    ):
+        out_cls = getattr(importlib.import_module(output_module), output_class)
+        return_dict = kwargs.pop("return_dict", None)
+        extra = {}
+        if moe:
+            output_router_logits = kwargs.pop("output_router_logits", None)
+            if output_router_logits is None:
+                output_router_logits = getattr(self.config, "output_router_logits", False)
+            extra["output_router_logits"] = output_router_logits
+        outputs = getattr(self, base_attr)(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            past_key_values=past_key_values,
+            inputs_embeds=inputs_embeds,
+            use_cache=use_cache,
+            **extra,
+            **kwargs,
+        )
+        hidden_states = outputs.last_hidden_state if hasattr(outputs, "last_hidden_state") else outputs[0]
+        slice_indices = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
+        kept = hidden_states[:, slice_indices, :]
+        softcap = getattr(self.config, softcap_attr, None) if softcap_attr else None
+
+        shift_labels = kwargs.get("shift_labels", None)
+        has_labels = labels is not None or shift_labels is not None
+        if skip_logits is None:
+            skip_logits = self.training and has_labels
+        if skip_logits and not has_labels:
+            raise ValueError("skip_logits=True needs labels or shift_labels")
+
+        loss = None
+        logits = None
+        head = getattr(self, head_attr)
+        if skip_logits:
+            loss = causal_lm_loss(self, kept, labels, kwargs, softcap=softcap, lm_head=head)
+        else:
+            logits = softcap_logits(head(kept), softcap)
+            if has_labels:
+                loss = self.loss_function(logits=logits, labels=labels, vocab_size=_vocab_size(self.config), **kwargs)
+
+        fields = dict(
+            loss=loss,
+            logits=logits,
+            past_key_values=getattr(outputs, "past_key_values", None),
+            hidden_states=getattr(outputs, "hidden_states", None),
+            attentions=getattr(outputs, "attentions", None),
+        )
+        if moe:
+            aux_loss = None
+            if extra["output_router_logits"] and getattr(outputs, "router_logits", None) is not None:
+                cfg = self.config.get_text_config()
+                experts = getattr(self, "num_experts", None) or getattr(cfg, "num_experts", None) or getattr(
+                    cfg, "num_local_experts", None)
+                top_k = getattr(self, "num_experts_per_tok", None) or getattr(cfg, "num_experts_per_tok", None)
+                aux_loss = importlib.import_module(modeling).load_balancing_loss_func(
+                    outputs.router_logits, experts, top_k, attention_mask)
+                if loss is not None:
+                    coef = getattr(self, "router_aux_loss_coef", None)
+                    coef = getattr(cfg, "router_aux_loss_coef", 0.0) if coef is None else coef
+                    fields["loss"] = loss + coef * aux_loss.to(loss.device)
+            fields.update(aux_loss=aux_loss, router_logits=getattr(outputs, "router_logits", None))
+        # Multimodal output classes carry the vision features too; keep what the base model returned.
+        for name in ("image_hidden_states", "rope_deltas"):
+            if hasattr(outputs, name) and name in getattr(out_cls, "__dataclass_fields__", {}):
+                fields[name] = getattr(outputs, name)
+        out = out_cls(**fields)
+        if return_dict is False:
+            return out.to_tuple()
+        return out
+
+    lce_forward.__qualname__ = f"{spec.get('causal_lm', 'CausalLM')}.forward"
+    lce_forward.__doc__ = f"{spec.get('causal_lm')}.forward with the fused linear cross-entropy (see make_lce_forward)."
+    return lce_forward

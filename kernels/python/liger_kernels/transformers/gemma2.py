@@ -11,19 +11,14 @@ Kept as the model implements them (declined on purpose):
 With model=..., an existing instance is patched in place (parameters, devices and dtypes kept).
 revert_liger_kernel_to_gemma2() undoes the class patches, and an instance's when given one.
 
-Reference integration: gemma. Model profile: gemma2.autopatch.yaml (what autopatch --modify compares against).
+Reference integration: gemma (Gemma-family norm/MLP: (1 + weight) offset, gemma casting or GeGLU). Model profile: gemma2.autopatch.yaml (what autopatch --modify compares against).
 """
 # autopatch-profile: gemma2.autopatch.yaml
 # autopatch-decisions: norm_type=RMSNorm rms_norm_casting=gemma rms_norm_offset=1 in_place_backward=false mlp_activation=geglu architecture=dense vision=false rope=standard output_class=Gemma2ForCausalLM last_hidden_state=outputs.last_hidden_state softcapping=true
 from __future__ import annotations
 
-from typing import Optional
-
-import torch
-
 from ..modules import liger_rotary_pos_emb
 from . import _autopatch
-from .llama import _liger_fixed_cross_entropy
 
 SPEC = {
     "model_type": "gemma2",
@@ -39,79 +34,27 @@ SPEC = {
         {"cls": "Gemma2MLP", "kind": "geglu", "gate": "gate_proj", "up": "up_proj", "down": "down_proj"},
     ],
     "rope": "apply_rotary_pos_emb",
+    "rope_module": None,
+    "forward": {
+        "base_attr": "model",
+        "lm_head": "lm_head",
+        "output_module": "transformers.modeling_outputs",
+        "output_class": "CausalLMOutputWithPast",
+        "softcap_attr": "final_logit_softcapping",  # decision 11
+        "moe": False,
+    },
 }
 DECLINED = {
 
 }
 
 
-def lce_forward(
-    self,
-    input_ids: Optional[torch.LongTensor] = None,
-    attention_mask: Optional[torch.Tensor] = None,
-    position_ids: Optional[torch.LongTensor] = None,
-    past_key_values=None,
-    inputs_embeds: Optional[torch.FloatTensor] = None,
-    labels: Optional[torch.LongTensor] = None,
-    use_cache: Optional[bool] = None,
-    logits_to_keep=0,
-    skip_logits: Optional[bool] = None,
-    **kwargs,
-):
-    """Gemma2ForCausalLM.forward with the fused linear cross-entropy: with labels in training mode the
-    loss comes from the last hidden state in row chunks and `logits` is None; otherwise the stock path."""
-    from transformers.modeling_outputs import CausalLMOutputWithPast
-
-    return_dict = kwargs.pop("return_dict", None)
-
-    outputs = self.model(
-        input_ids=input_ids,
-        attention_mask=attention_mask,
-        position_ids=position_ids,
-        past_key_values=past_key_values,
-        inputs_embeds=inputs_embeds,
-        use_cache=use_cache,
-
-        **kwargs,
-    )
-    hidden_states = outputs.last_hidden_state if hasattr(outputs, "last_hidden_state") else outputs[0]
-    slice_indices = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
-    kept = hidden_states[:, slice_indices, :]
-    softcap = getattr(self.config, "final_logit_softcapping", None)  # decision 11: final-logit soft-capping
-
-
-    shift_labels = kwargs.get("shift_labels", None)
-    has_labels = labels is not None or shift_labels is not None
-    if skip_logits is None:
-        skip_logits = self.training and has_labels
-    if skip_logits and not has_labels:
-        raise ValueError("skip_logits=True needs labels or shift_labels")
-
-    loss = None
-    logits = None
-    if skip_logits:
-        loss = _autopatch.causal_lm_loss(self, kept, labels, kwargs, softcap=softcap)
-    else:
-        logits = _autopatch.softcap_logits(self.lm_head(kept), softcap)
-        if has_labels:
-            loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
-
-
-    out = CausalLMOutputWithPast(
-        loss=loss,
-
-        logits=logits,
-        past_key_values=getattr(outputs, "past_key_values", None),
-        hidden_states=getattr(outputs, "hidden_states", None),
-        attentions=getattr(outputs, "attentions", None),
-    )
-    if return_dict is False:
-        return out.to_tuple()
-    return out
+# The fused-linear-cross-entropy forward of Gemma2ForCausalLM: shared by every integration
+# (_autopatch.make_lce_forward), configured by SPEC["forward"].
+lce_forward = _autopatch.make_lce_forward(SPEC)
 
 
 _PATCHER = _autopatch.Patcher(SPEC, lce_forward)
-_MODELING = _PATCHER.modeling
 
 
 def apply_liger_kernel_to_gemma2(
@@ -132,7 +75,7 @@ def apply_liger_kernel_to_gemma2(
     if rope:
         _PATCHER.patch_rope(liger_rotary_pos_emb)
     if cross_entropy:
-        _PATCHER.patch_cross_entropy(_liger_fixed_cross_entropy)
+        _PATCHER.patch_cross_entropy(_autopatch.fixed_cross_entropy)
     if fused_linear_cross_entropy:
         _PATCHER.patch_causal_lm()
     if model is not None:

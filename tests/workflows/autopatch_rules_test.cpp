@@ -1,0 +1,123 @@
+// The analysis rules added while shipping the zoo (issue 19, items 3 and 5), each on a variant of
+// the trimmed llama / llava fixtures written into a temporary models/ tree: the text model built
+// through a local with `config=` (PaliGemma's spelling, a regression on transformers 5.17), a model
+// type declared by a config class in another folder (gemma3_text), gated-MLP operands that are more
+// than a projection, and a hidden state changed before the output projection.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <fstream>
+
+#include "liger/error.h"
+#include "liger/util.h"
+#include "workflows/autopatch/model_analysis.h"
+
+namespace fs = std::filesystem;
+using namespace liger::autopatch;
+
+namespace {
+
+fs::path zoo() { return fs::path(LIGER_SOURCE_DIR) / "tests/workflows/fixtures/autopatch/zoo/models"; }
+
+// A models/ tree in a temporary directory, removed with the object.
+struct Tree {
+  fs::path root = fs::temp_directory_path() / ("liger-autopatch-rules-" + std::to_string(::getpid()) + "-" +
+                                               std::to_string(reinterpret_cast<std::uintptr_t>(this)));
+  Tree() { fs::create_directories(root / "models"); }
+  ~Tree() {
+    std::error_code ec;
+    fs::remove_all(root, ec);
+  }
+  // models/<to>/<prefix>_<to>.py from the fixture models/<from>/<prefix>_<from>.py, with `edits`
+  // (each `from` text must occur) applied.
+  fs::path copy(const std::string& from, const std::string& to, const std::string& prefix,
+                const std::vector<std::pair<std::string, std::string>>& edits = {}) {
+    std::string text = liger::util::read_file(zoo() / from / (prefix + "_" + from + ".py"));
+    for (const auto& [a, b] : edits) {
+      const auto at = text.find(a);
+      EXPECT_NE(at, std::string::npos) << "fixture text not found: " << a;
+      if (at != std::string::npos) text.replace(at, a.size(), b);
+    }
+    fs::create_directories(root / "models" / to);
+    const fs::path out = root / "models" / to / (prefix + "_" + to + ".py");
+    std::ofstream(out) << text;
+    return out;
+  }
+};
+
+const PatchItem* find_item(const std::vector<PatchItem>& items, const std::string& kernel) {
+  for (const auto& it : items)
+    if (it.kernel == kernel) return &it;
+  return nullptr;
+}
+
+std::string dump(const ModelProfile& p) { return YAML::Dump(p.to_yaml()); }
+
+}  // namespace
+
+TEST(AutopatchRules, TextModelBuiltThroughALocalWithConfigKeywordIsFollowed) {
+  Tree t;
+  t.copy("llama", "llama", "modeling");
+  t.copy("llama", "llama", "configuration");
+  t.copy("llava", "llava", "configuration");
+  const fs::path f = t.copy("llava", "llava", "modeling",
+                            {{"self.language_model = AutoModel.from_config(config.text_config)",
+                              "language_model = AutoModel.from_config(config=config.text_config)\n"
+                              "        self.language_model = language_model"}});
+  ModelProfile p = analyse_model(f.string());
+  const Decision& nt = p.decision("norm_type");
+  ASSERT_TRUE(nt.decided()) << dump(p);
+  EXPECT_EQ(nt.details["decided_in"].as<std::string>(), "models/llama/modeling_llama.py");
+  EXPECT_EQ(p.decision("mlp_activation").value_string(), "swiglu");
+  EXPECT_EQ(p.decision("rope").value_string(), "standard");
+  EXPECT_EQ(p.reference_integration, "llama");
+}
+
+TEST(AutopatchRules, ModelTypeDeclaredInAnotherFolderResolvesToThatFolder) {
+  Tree t;
+  t.copy("llama", "llama", "modeling");
+  t.copy("llama", "llama", "configuration",
+         {{"class LlamaConfig(", "class LlamaTextOnlyConfig(PretrainedConfig):\n    model_type = \"llama_text\"\n\n\n"
+                                 "class LlamaConfig("}});
+  ResolveOptions o;
+  o.transformers_dir = t.root;
+  ModelSource src = resolve_model_input("llama_text", o);
+  EXPECT_EQ(src.model_type, "llama_text");
+  EXPECT_EQ(src.modeling.filename().string(), "modeling_llama.py");
+  EXPECT_THROW(resolve_model_input("llama_nowhere", o), liger::Error);
+}
+
+TEST(AutopatchRules, GatedMlpOperandThatIsMoreThanAProjectionIsDeclined) {
+  Tree t;
+  t.copy("llama", "llama", "configuration");
+  const fs::path f = t.copy("llama", "llama", "modeling",
+                            {{"down_proj = self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))",
+                              "gate = self.gate_proj(x).clamp(max=7.0)\n"
+                              "        down_proj = self.down_proj(self.act_fn(gate) * self.up_proj(x))"}});
+  ModelProfile p = analyse_model(f.string());
+  // The activation is still SwiGLU; the patch is not: the kernel would drop the clamp.
+  EXPECT_EQ(p.decision("mlp_activation").value_string(), "swiglu") << dump(p);
+  EXPECT_EQ(find_item(p.apply, "swiglu"), nullptr) << dump(p);
+  const PatchItem* d = find_item(p.declined, "swiglu");
+  ASSERT_NE(d, nullptr) << dump(p);
+  EXPECT_NE(d->reason.find("not a bare projection"), std::string::npos) << d->reason;
+}
+
+TEST(AutopatchRules, HiddenStateChangedBeforeTheProjectionDeclinesTheFusedLoss) {
+  Tree t;
+  t.copy("llama", "llama", "configuration");
+  const fs::path f = t.copy("llama", "llama", "modeling",
+                            {{"        logits = self.lm_head(hidden_states[:, slice_indices, :])",
+                              "        hidden_states = hidden_states / self.config.logits_scaling\n"
+                              "        logits = self.lm_head(hidden_states[:, slice_indices, :])"}});
+  ModelProfile p = analyse_model(f.string());
+  EXPECT_FALSE(p.decision("last_hidden_state").decided()) << dump(p);
+  EXPECT_EQ(find_item(p.apply, "fused_linear_cross_entropy"), nullptr);
+  const PatchItem* d = find_item(p.declined, "fused_linear_cross_entropy");
+  ASSERT_NE(d, nullptr) << dump(p);
+  EXPECT_NE(d->reason.find("changed before self.lm_head"), std::string::npos) << d->reason;
+  // The unchanged fixture keeps the fused loss (the rule is not a blanket decline).
+  ModelProfile plain = analyse_model((zoo() / "llama/modeling_llama.py").string());
+  EXPECT_NE(find_item(plain.apply, "fused_linear_cross_entropy"), nullptr) << dump(plain);
+}
