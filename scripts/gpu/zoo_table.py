@@ -58,6 +58,7 @@ def main(argv):
     jsonl, table, rc, secs, models = argv[1], argv[2], int(argv[3]), argv[4], argv[5:]
     rows = {m: {c: [] for c, _ in COLUMNS} for m in models}
     collect_errors = {}
+    process_errors = {}  # a model's pytest process ended badly (time limit, crash): zoo_verify.sh's "process" line
     first_failure = {}
     if os.path.exists(jsonl):
         for line in open(jsonl):
@@ -67,6 +68,9 @@ def main(argv):
                 continue
             if r["when"] == "collect":
                 collect_errors[m] = r
+                continue
+            if r["when"] == "process":
+                process_errors[m] = r["message"]
                 continue
             test = r["nodeid"].split("::", 1)[-1]
             for c, match in COLUMNS:
@@ -89,14 +93,19 @@ def main(argv):
         cells = []
         for c, _ in COLUMNS:
             v = cell(rows[m][c])
-            if v == "-" and rc in (124, 130, 137):
+            if v == "-" and m in process_errors:
+                v = "not run (process ended)"
+            elif v == "-" and rc in (124, 130, 137):
                 v = "not run (time limit)"
             elif v == "-" and not any(rows[m].values()) and rc != 0:
                 v = f"not run (pytest exit {rc}, see the .log)"
             cells.append(v)
             totals[c][0] += v.startswith("pass")
             totals[c][1] += 1
-        lines.append(f"| {m} | " + " | ".join(cells) + f" | {first_failure.get(m, '').replace('|', '/')} |")
+        failure = first_failure.get(m) or process_errors.get(m, "")
+        if m in first_failure and m in process_errors:
+            failure += "; then " + process_errors[m]
+        lines.append(f"| {m} | " + " | ".join(cells) + f" | {failure.replace('|', '/')} |")
     lines += ["", "passed: " + ", ".join(f"{c} {p}/{n}" for c, (p, n) in totals.items())]
     tmp = table + ".tmp"
     with open(tmp, "w") as f:

@@ -1,22 +1,30 @@
 #!/usr/bin/env bash
 # The generated integrations' tests on a GPU machine (issue 19, "Ship the zoo"): every
-# tests/python/test_autopatch_<model>.py of a generated integration (or the models named) in one
-# pytest process, spread over pytest-xdist workers when it is installed, and a per-model table.
+# tests/python/test_autopatch_<model>.py of a generated integration (or the models named), each
+# model's file in its own pytest process, ZOO_JOBS of them at a time, and a per-model table.
+# One process per model because a CUDA device-side assert poisons the CUDA context of the process
+# it happens in: under one shared pytest-xdist session every later test of that worker failed at
+# setup with "device-side assert triggered", so one model's bug showed as twenty models' failures.
 #
 #   scripts/gpu/zoo_verify.sh RESULT.md [MODEL...]
 #   scripts/gpu/zoo_verify.sh RESULT.md --shard I/N      the I-th of N equal slices (1-based) of all models
 #
 # RESULT.md gets: model | mini build | instance | fp32 | bf16 | first failure, plus the totals, the
-# device, torch/transformers versions and the commit. Beside it: RESULT.jsonl (one line per test
-# as it finishes, so a run cut short still has what it did) and RESULT.log (pytest's output).
+# device, torch/transformers versions and the commit. Beside it: RESULT.jsonl (one line per test,
+# model by model), RESULT.log (each model's pytest output, model by model) and RESULT.d/ (each
+# model's own <model>.jsonl, <model>.log and <model>.rc, written as it runs, so a run cut short
+# still has what it did).
 # A cell is "pass" when every test of that column passed, "FAIL" when one failed, "skip (reason)"
-# when all were skipped, "-" when the model has none. Columns: mini build = the mini model built on
-# CPU (test_mini_model_builds_on_cpu); instance = registry, class patch + revert, instance patch +
+# when all were skipped, "-" when the model has none, "not run (...)" when the model's process
+# ended (time limit, crash) before reaching it. Columns: mini build = the mini model built on CPU
+# (test_mini_model_builds_on_cpu); instance = registry, class patch + revert, instance patch +
 # revert; fp32 / bf16 = test_convergence with the fused loss and with logits.
 #
-# Environment: ZOO_JOBS (xdist workers; default 8, 0 = no xdist), ZOO_TIMEOUT_S (whole pytest run,
-# default 480), LIGER_KERNELS_LIBRARY (else build/kernels/libliger_kernels.so, else the liger_kernels
-# target is built into build/ first: configure + build are not counted in ZOO_TIMEOUT_S), PYTHON.
+# Environment: ZOO_JOBS (model processes at once; default 8), ZOO_MODEL_TIMEOUT_S (one model's
+# process, default 240), ZOO_TIMEOUT_S (the whole run, default 480), ZOO_THREADS (CPU threads per
+# process, default nproc / ZOO_JOBS), LIGER_KERNELS_LIBRARY (else build/kernels/libliger_kernels.so,
+# else the liger_kernels target is built into build/ first: configure + build are not counted in
+# ZOO_TIMEOUT_S), PYTHON.
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo" || exit 1
@@ -30,6 +38,10 @@ mkdir -p "$(dirname "$result")"
 py="${PYTHON:-python3}"
 jobs="${ZOO_JOBS:-8}"
 limit="${ZOO_TIMEOUT_S:-480}"
+model_limit="${ZOO_MODEL_TIMEOUT_S:-240}"
+for v in "$jobs" "$limit" "$model_limit"; do
+  [[ "$v" =~ ^[1-9][0-9]*$ ]] || { echo "zoo_verify.sh: ZOO_JOBS, ZOO_TIMEOUT_S and ZOO_MODEL_TIMEOUT_S take positive integers, got '$v'" >&2; exit 2; }
+done
 pkg="kernels/python/liger_kernels/transformers"
 
 # Every generated integration: a module with the autopatch profile header and its test file.
@@ -58,7 +70,7 @@ else
 fi
 [ ${#models[@]} -gt 0 ] || { echo "zoo_verify.sh: no generated integration found under $pkg" >&2; exit 2; }
 "$py" -c "import pytest" 2>/dev/null ||
-  { echo "zoo_verify.sh: pytest is not importable with $py (pip install pytest pytest-xdist, or set PYTHON)" >&2; exit 2; }
+  { echo "zoo_verify.sh: pytest is not importable with $py (pip install pytest, or set PYTHON)" >&2; exit 2; }
 
 if [ -z "${LIGER_KERNELS_LIBRARY:-}" ]; then
   lib="$repo/build/kernels/libliger_kernels.so"
@@ -74,20 +86,47 @@ if [ -z "${LIGER_KERNELS_LIBRARY:-}" ]; then
   export LIGER_KERNELS_LIBRARY="$lib"
 fi
 
-files=(); for m in "${models[@]}"; do files+=("tests/python/test_autopatch_$m.py"); done
-xdist=()
-if [ "$jobs" != "0" ] && "$py" -c "import xdist" 2>/dev/null; then xdist=(-n "$jobs" --dist loadfile); fi
-jsonl="${result%.md}.jsonl"; log="${result%.md}.log"
-: > "$jsonl"
+jsonl="${result%.md}.jsonl"; log="${result%.md}.log"; dir="${result%.md}.d"
+rm -rf "$dir"; mkdir -p "$dir"
+: > "$jsonl"; : > "$log"
 export PYTHONPATH="$repo/scripts/gpu:$repo/kernels/python${PYTHONPATH:+:$PYTHONPATH}"
-export ZOO_RESULTS_JSONL="$jsonl" PYTHONUNBUFFERED=1
+export PYTHONUNBUFFERED=1
+# Processes share the CPU (the mini model is built on CPU first): without a cap each would start
+# one thread per core.
+threads="${ZOO_THREADS:-$(( $(nproc) / jobs > 0 ? $(nproc) / jobs : 1 ))}"
+export OMP_NUM_THREADS="$threads" MKL_NUM_THREADS="$threads"
+export ZOO_PY="$py" ZOO_DIR="$dir" ZOO_MODEL_LIMIT="$model_limit"
+# One model: its pytest process with its own results file; the exit status kept beside them.
+# -p no:xdist: a model's tests share one CUDA context, so they run in that one process.
+run_model='m="$1"
+timeout --signal=INT --kill-after=20 "$ZOO_MODEL_LIMIT" env ZOO_RESULTS_JSONL="$ZOO_DIR/$m.jsonl" \
+  "$ZOO_PY" -m pytest -q -rfEs -p zoo_results -p no:cacheprovider -p no:xdist \
+  "tests/python/test_autopatch_$m.py" > "$ZOO_DIR/$m.log" 2>&1
+echo $? > "$ZOO_DIR/$m.rc"
+echo "[zoo_verify] $m: pytest exit $(cat "$ZOO_DIR/$m.rc")" >&2'
 start=$(date +%s)
-echo "[zoo_verify] ${#models[@]} model(s), ${xdist[*]:-one process}, limit ${limit}s: ${models[*]}" >&2
-timeout --signal=INT --kill-after=20 "$limit" "$py" -m pytest -q -rfEs -p zoo_results -p no:cacheprovider \
-  "${xdist[@]}" "${files[@]}" > "$log" 2>&1
+echo "[zoo_verify] ${#models[@]} model(s), one process each, $jobs at a time ($threads CPU threads each), limit ${model_limit}s a model, ${limit}s in all: ${models[*]}" >&2
+printf '%s\n' "${models[@]}" |
+  timeout --signal=TERM --kill-after=30 "$limit" xargs -P "$jobs" -n 1 bash -c "$run_model" zoo_model
 rc=$?
 secs=$(( $(date +%s) - start ))
-tail -5 "$log" >&2
+# The per-model results gathered in model order; a process that ended badly with no failing test
+# of its own to show for it (a time limit, a crash) gets one "process" line that says so.
+for m in "${models[@]}"; do
+  mrc="$(cat "$dir/$m.rc" 2>/dev/null || echo none)"
+  [ -f "$dir/$m.jsonl" ] && cat "$dir/$m.jsonl" >> "$jsonl"
+  { echo "===== $m: pytest exit $mrc ====="; cat "$dir/$m.log" 2>/dev/null; } >> "$log"
+  why=""
+  case "$mrc" in
+    0|1|5) ;;
+    124|137) why="its pytest process ran past ZOO_MODEL_TIMEOUT_S=${model_limit}s" ;;
+    none) why="its pytest process did not finish within ZOO_TIMEOUT_S=${limit}s" ;;
+    *) why="its pytest process exited with $mrc (see $log)" ;;
+  esac
+  [ -n "$why" ] && printf '{"nodeid": "tests/python/test_autopatch_%s.py", "when": "process", "outcome": "failed", "message": "%s"}\n' "$m" "$why" >> "$jsonl"
+  [ "$mrc" != 0 ] && [ "$rc" = 0 ] && rc=1
+done
+grep -h '^=\+ .* in [0-9.]\+s' "$dir"/*.log 2>/dev/null | tail -5 >&2
 "$py" "$repo/scripts/gpu/zoo_table.py" "$jsonl" "$result" "$rc" "$secs" "${models[@]}"
-echo "[zoo_verify] pytest exit $rc in ${secs}s; table: $result" >&2
+echo "[zoo_verify] exit $rc in ${secs}s; table: $result" >&2
 exit $rc

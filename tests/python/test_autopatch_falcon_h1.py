@@ -23,7 +23,7 @@ from liger_kernels.transformers import _autopatch_testing  # noqa: E402
 MODEL_TYPE = "falcon_h1"
 # The profile's mini-model configuration (mini_model.attributes) and how it was derived from the
 # config class's defaults (mini_model.derivations).
-MINI = json.loads("{\"hidden_size\":128,\"intermediate_size\":256,\"max_position_embeddings\":512,\"num_attention_heads\":4,\"num_hidden_layers\":4,\"num_key_value_heads\":2,\"vocab_size\":1024}")
+MINI = json.loads("{\"hidden_size\":128,\"intermediate_size\":256,\"mamba_chunk_size\":32,\"mamba_d_ssm\":256,\"mamba_d_state\":16,\"mamba_n_heads\":8,\"max_position_embeddings\":512,\"num_attention_heads\":4,\"num_hidden_layers\":4,\"num_key_value_heads\":2,\"vocab_size\":1024}")
 DERIVATIONS = json.loads("[]")
 FAMILY = "llama"
 

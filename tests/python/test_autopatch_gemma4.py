@@ -23,8 +23,8 @@ from liger_kernels.transformers import _autopatch_testing  # noqa: E402
 MODEL_TYPE = "gemma4"
 # The profile's mini-model configuration (mini_model.attributes) and how it was derived from the
 # config class's defaults (mini_model.derivations).
-MINI = json.loads("{\"text_config\":{\"head_dim\":32,\"hidden_size\":128,\"intermediate_size\":256,\"max_position_embeddings\":512,\"num_attention_heads\":4,\"num_hidden_layers\":2,\"num_key_value_heads\":2,\"sliding_window\":64,\"vocab_size\":1024},\"vision_config\":{\"hidden_size\":64,\"intermediate_size\":128,\"num_attention_heads\":2,\"num_hidden_layers\":2}}")
-DERIVATIONS = json.loads("[]")
+MINI = json.loads("{\"audio_token_id\":1017,\"boa_token_id\":1019,\"boi_token_id\":1023,\"eoa_token_index\":1018,\"eoi_token_id\":1022,\"image_token_id\":1021,\"text_config\":{\"head_dim\":32,\"hidden_size\":128,\"intermediate_size\":256,\"max_position_embeddings\":512,\"num_attention_heads\":4,\"num_hidden_layers\":2,\"num_key_value_heads\":2,\"sliding_window\":64,\"vocab_size\":1024,\"vocab_size_per_layer_input\":1024},\"video_token_id\":1020,\"vision_config\":{\"hidden_size\":64,\"intermediate_size\":128,\"num_attention_heads\":2,\"num_hidden_layers\":2}}")
+DERIVATIONS = json.loads("[\"vocab_size_per_layer_input: 262_144 -> 1024 (the mini vocabulary of 1024)\",\"boi_token_id: 255_999 -> 1023 (outside the mini vocabulary of 1024)\",\"eoi_token_id: 258_882 -> 1022 (outside the mini vocabulary of 1024)\",\"image_token_id: 258_880 -> 1021 (outside the mini vocabulary of 1024)\",\"video_token_id: 258_884 -> 1020 (outside the mini vocabulary of 1024)\",\"boa_token_id: 256_000 -> 1019 (outside the mini vocabulary of 1024)\",\"eoa_token_index: 258_883 -> 1018 (outside the mini vocabulary of 1024)\",\"audio_token_id: 258_881 -> 1017 (outside the mini vocabulary of 1024)\"]")
 FAMILY = "gemma"
 
 _autopatch_testing.install(

@@ -23,8 +23,8 @@ from liger_kernels.transformers import _autopatch_testing  # noqa: E402
 MODEL_TYPE = "gemma4_text"
 # The profile's mini-model configuration (mini_model.attributes) and how it was derived from the
 # config class's defaults (mini_model.derivations).
-MINI = json.loads("{\"head_dim\":32,\"hidden_size\":128,\"intermediate_size\":256,\"max_position_embeddings\":512,\"num_attention_heads\":4,\"num_hidden_layers\":2,\"num_key_value_heads\":2,\"sliding_window\":64,\"vision_config\":{\"hidden_size\":64,\"intermediate_size\":128,\"num_attention_heads\":2,\"num_hidden_layers\":2},\"vocab_size\":1024}")
-DERIVATIONS = json.loads("[]")
+MINI = json.loads("{\"head_dim\":32,\"hidden_size\":128,\"intermediate_size\":256,\"max_position_embeddings\":512,\"num_attention_heads\":4,\"num_hidden_layers\":2,\"num_key_value_heads\":2,\"sliding_window\":64,\"vision_config\":{\"hidden_size\":64,\"intermediate_size\":128,\"num_attention_heads\":2,\"num_hidden_layers\":2},\"vocab_size\":1024,\"vocab_size_per_layer_input\":1024}")
+DERIVATIONS = json.loads("[\"vocab_size_per_layer_input: 262_144 -> 1024 (the mini vocabulary of 1024)\"]")
 FAMILY = "gemma"
 
 _autopatch_testing.install(

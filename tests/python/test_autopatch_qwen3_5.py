@@ -23,8 +23,8 @@ from liger_kernels.transformers import _autopatch_testing  # noqa: E402
 MODEL_TYPE = "qwen3_5"
 # The profile's mini-model configuration (mini_model.attributes) and how it was derived from the
 # config class's defaults (mini_model.derivations).
-MINI = json.loads("{\"image_token_id\":1023,\"text_config\":{\"head_dim\":32,\"hidden_size\":128,\"intermediate_size\":256,\"max_position_embeddings\":512,\"num_attention_heads\":4,\"num_hidden_layers\":4,\"num_key_value_heads\":2,\"rope_parameters\":{\"mrope_section\":[4,6,6],\"rope_type\":\"default\"},\"vocab_size\":1024},\"video_token_id\":1022,\"vision_config\":{\"depth\":2,\"hidden_size\":64,\"intermediate_size\":128,\"num_heads\":2,\"out_hidden_size\":128},\"vision_end_token_id\":1020,\"vision_start_token_id\":1021}")
-DERIVATIONS = json.loads("[\"image_token_id: 248056 -> 1023 (outside the mini vocabulary of 1024)\",\"video_token_id: 248057 -> 1022 (outside the mini vocabulary of 1024)\",\"vision_start_token_id: 248053 -> 1021 (outside the mini vocabulary of 1024)\",\"vision_end_token_id: 248054 -> 1020 (outside the mini vocabulary of 1024)\"]")
+MINI = json.loads("{\"image_token_id\":1023,\"text_config\":{\"head_dim\":32,\"hidden_size\":128,\"intermediate_size\":256,\"max_position_embeddings\":512,\"num_attention_heads\":4,\"num_hidden_layers\":4,\"num_key_value_heads\":2,\"rope_parameters\":{\"mrope_section\":[1,1,2],\"rope_type\":\"default\"},\"vocab_size\":1024},\"video_token_id\":1022,\"vision_config\":{\"depth\":2,\"hidden_size\":64,\"intermediate_size\":128,\"num_heads\":2,\"out_hidden_size\":128},\"vision_end_token_id\":1020,\"vision_start_token_id\":1021}")
+DERIVATIONS = json.loads("[\"image_token_id: 248056 -> 1023 (outside the mini vocabulary of 1024)\",\"video_token_id: 248057 -> 1022 (outside the mini vocabulary of 1024)\",\"vision_start_token_id: 248053 -> 1021 (outside the mini vocabulary of 1024)\",\"vision_end_token_id: 248054 -> 1020 (outside the mini vocabulary of 1024)\",\"mrope_section: -> [1,1,2] (sums to head_dim 32 * partial_rotary_factor 0.25 / 2)\"]")
 FAMILY = "gemma"
 
 _autopatch_testing.install(

@@ -144,6 +144,17 @@ void Analyzer::decide_rope() {
     }
   }
   dd.details["functions"] = funcs;
+  // The replacement (liger_rotary_pos_emb) is a drop-in for apply_rotary_pos_emb(q, k, cos, sin,
+  // ...): a rotate-half function with another parameter list (Gemma 4's apply_rotary_pos_emb(x,
+  // cos, sin, unsqueeze_dim), called once per tensor) cannot be swapped for it.
+  for (auto& [f, line] : fns) {
+    const auto& ps = f->params;
+    if (ps.size() >= 4 && ps[2] == "cos" && ps[3] == "sin") continue;
+    std::string sig;
+    for (const auto& x : ps) sig += (sig.empty() ? "" : ", ") + x;
+    dd.details["signature_mismatch"] = f->name + "(" + sig + ")";
+    break;
+  }
   std::string variant = best.variant;
   if ((variant == "standard" && (best.partial_capable || attention_slices))) {
     auto factor = config_default("partial_rotary_factor");

@@ -2,6 +2,9 @@
 #include "workflows/autopatch/analysis_internal.h"
 
 #include <algorithm>
+#include <cctype>
+#include <regex>
+#include <sstream>
 #include <set>
 
 namespace liger::autopatch::detail {
@@ -10,7 +13,13 @@ namespace {
 
 constexpr int kMiniVocab = 1024;
 
-std::optional<long long> as_int(const std::string& s) {
+std::optional<long long> as_int(const std::string& text) {
+  // Python allows digit separators (Gemma3Config: boi_token_index = 255_999).
+  std::string s;
+  for (size_t i = 0; i < text.size(); ++i)
+    if (text[i] != '_' || i == 0 || i + 1 == text.size() || !std::isdigit(static_cast<unsigned char>(text[i - 1])) ||
+        !std::isdigit(static_cast<unsigned char>(text[i + 1])))
+      s += text[i];
   try {
     size_t pos = 0;
     long long v = std::stoll(s, &pos);
@@ -88,6 +97,13 @@ void Analyzer::derive_mini_fields(const ConfigClass& cc, YAML::Node& out, YAML::
       }
       if (all_int && moved) note(prm.name, prm.default_value, ids, in_vocab);
     }
+  }
+  // Other vocabularies sized like the main one (Gemma 4's vocab_size_per_layer_input = 262_144,
+  // an embedding per layer input) shrink with it.
+  for (const auto& prm : cc.params) {
+    if (out[prm.name] || prm.name == "vocab_size" || !contains(prm.name, "vocab_size")) continue;
+    if (auto v = as_int(prm.default_value); v && *v > vocab)
+      note(prm.name, prm.default_value, YAML::Node(vocab), "the mini vocabulary of " + std::to_string(vocab));
   }
   // Per-layer lists: index lists (`cross_attention_layers=[3,8,...]`, `mlp_only_layers`) keep the
   // indices below the mini layer count; pattern lists (`layer_types`) are cycled to that count.
@@ -173,6 +189,15 @@ void Analyzer::mini_config() {
       {"qk_nope_head_dim", YAML::Node(16)},
       {"v_head_dim", YAML::Node(32)},
       {"sliding_window", YAML::Node(64)},
+      // State-space mixers of hybrid models (Falcon-H1): at their defaults (128 heads, state 256,
+      // chunk 256) the PyTorch fallback's chunked scan materialises a (batch, chunk, chunk, heads,
+      // state) tensor of 32 GiB. Heads * head dim = expand (2) * the mini hidden size (128).
+      {"mamba_d_ssm", YAML::Node(256)},
+      {"mamba_n_heads", YAML::Node(8)},
+      {"mamba_d_state", YAML::Node(16)},
+      {"mamba_chunk_size", YAML::Node(32)},
+      {"ssm_state_size", YAML::Node(16)},
+      {"state_size", YAML::Node(16)},
   };
   auto fill = [&](const ConfigClass* cc, YAML::Node& out) {
     for (const auto& [name, v] : text_values) {
@@ -231,14 +256,45 @@ void Analyzer::mini_config() {
     }
     for (const auto& w : moved)
       if (is_token_id_field(w.as<std::string>().substr(0, w.as<std::string>().find(':')))) derivations.push_back(w);
+    // A wrapper that keeps its own vocab_size beside text_config's (PaliGemmaConfig: 257152) has
+    // it read as the vocabulary by code that asks the top-level config: left at full size, inputs
+    // drawn from it index past the mini embedding (a device-side assert on the GPU).
+    if (main->param("vocab_size")) {
+      attrs["vocab_size"] = top["vocab_size"];
+      derivations.push_back("vocab_size: " + main->param("vocab_size")->default_value + " -> " +
+                            top["vocab_size"].as<std::string>() + " (the text_config's mini vocabulary)");
+    }
   }
-  // M-RoPE sections must add up to head_dim / 2.
+  // M-RoPE sections must add up to half the rotated dims: head_dim * partial_rotary_factor / 2
+  // (GLM-4V-MoE and Qwen3.5 rotate half / a quarter of the head, a factor their configs set in
+  // __post_init__ with kwargs.setdefault rather than as a field). Split 1 : 1.5 : 1.5 over t/h/w
+  // like the released checkpoints' [16, 24, 24].
   if (d("rope").decided() && d("rope").value_string() == "mrope") {
     YAML::Node rs;
     rs["rope_type"] = "default";
-    rs["mrope_section"].push_back(4);
-    rs["mrope_section"].push_back(6);
-    rs["mrope_section"].push_back(6);
+    const YAML::Node& tcfg = attrs["text_config"] ? attrs["text_config"] : attrs;
+    const int hd = tcfg["head_dim"] ? tcfg["head_dim"].as<int>() : 32;
+    double factor = 1.0;
+    if (auto f = config_default("partial_rotary_factor"); f && std::atof(f->c_str()) > 0) factor = std::atof(f->c_str());
+    else if (cfg_module) {
+      static const std::regex set_default(R"(partial_rotary_factor["']\s*,\s*([0-9.]+))");
+      for (const auto& line : cfg_module->lines) {
+        std::smatch mm;
+        if (std::regex_search(line, mm, set_default) && std::atof(mm[1].str().c_str()) > 0) {
+          factor = std::atof(mm[1].str().c_str());
+          break;
+        }
+      }
+    }
+    const int half = std::max(3, static_cast<int>(hd * factor) / 2);
+    const int t = std::max(1, half / 4), h = (half - t) / 2, w = half - t - h;
+    rs["mrope_section"].push_back(t);
+    rs["mrope_section"].push_back(h);
+    rs["mrope_section"].push_back(w);
+    if (factor != 1.0)
+      derivations.push_back("mrope_section: -> [" + std::to_string(t) + "," + std::to_string(h) + "," +
+                            std::to_string(w) + "] (sums to head_dim " + std::to_string(hd) +
+                            " * partial_rotary_factor " + [&] { std::ostringstream o; o << factor; return o.str(); }() + " / 2)");
     const ConfigClass* rc = text ? text : main;
     std::string key = rc && rc->param("rope_parameters") ? "rope_parameters" : "rope_scaling";
     if (text && main && text != main) attrs["text_config"][key] = rs;

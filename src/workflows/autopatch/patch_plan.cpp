@@ -195,7 +195,11 @@ void Analyzer::plan_text_kernels() {
         {"complex", "rotation done with complex numbers (torch.view_as_complex, Llama4 style); no library kernel"},
         {"custom", "the rotary function is not the rotate-half form; the model keeps its own"},
         {"none", "the model has no rotary embedding"}};
-    if (v == "standard") {
+    if (v == "standard" && rope.details["signature_mismatch"]) {
+      it.reason = "the rotate-half form, but " + rope.details["signature_mismatch"].as<std::string>() +
+                  " does not take (q, k, cos, sin, ...) as liger_rotary_pos_emb, its replacement, does; the model keeps its own";
+      p.declined.push_back(it);
+    } else if (v == "standard") {
       if (rope.details["partial_capable"]) it.params["guard"] = "config.partial_rotary_factor == 1.0";
       p.apply.push_back(it);
     } else {

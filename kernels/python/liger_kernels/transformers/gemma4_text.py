@@ -2,10 +2,10 @@
 
 apply_liger_kernel_to_gemma4_text() patches transformers.models.gemma4.modeling_gemma4:
   - Gemma4TextMLP.forward -> the fused GeGLU kernel (projections kept)
-  - apply_rotary_pos_emb -> liger_rotary_pos_emb (rotate-half)
   - Gemma4ForCausalLM.forward -> the fused linear cross-entropy forward (soft-capping config.final_logit_softcapping)
 Kept as the model implements them (declined on purpose):
   - rms_norm (Gemma4RMSNorm): Gemma4RMSNorm creates its weight only under `if self.with_scale:` (line 204): instances built without it have no weight, and the library RMSNorm always multiplies by one, so the class is kept; attributes [input_layernorm, post_attention_layernorm, pre_feedforward_layernorm, post_feedforward_layernorm, post_per_layer_input_norm, post_feedforward_layernorm_1, post_feedforward_layernorm_2, pre_feedforward_layernorm_2, q_norm, k_norm, v_norm, per_layer_projection_norm]
+  - rope (apply_rotary_pos_emb): the rotate-half form, but apply_rotary_pos_emb(x, cos, sin, unsqueeze_dim) does not take (q, k, cos, sin, ...) as liger_rotary_pos_emb, its replacement, does; the model keeps its own
   - rms_norm (Gemma4RMSNorm): vision tower (Gemma4VisionAttention): the integration patches the text model's kernels; the vision tower keeps its own Gemma4RMSNorm; attributes [q_norm, k_norm, v_norm, input_layernorm, post_attention_layernorm, pre_feedforward_layernorm, post_feedforward_layernorm]
   - swiglu (Gemma4VisionMLP): vision tower (Gemma4VisionEncoderLayer): the integration patches the text model's kernels; the vision tower keeps its own Gemma4VisionMLP; attributes [mlp]
   - fused_linear_cross_entropy (Gemma4ForConditionalGeneration.forward): the integration replaces the forward of one causal-LM head, Gemma4ForCausalLM; Gemma4ForConditionalGeneration keeps its own forward and loss (it soft-caps its logits with config.final_logit_softcapping, which its own forward keeps applying); attributes [lm_head]
@@ -35,7 +35,7 @@ SPEC = {
     "mlps": [
         {"cls": "Gemma4TextMLP", "kind": "geglu", "gate": "gate_proj", "up": "up_proj", "down": "down_proj"},
     ],
-    "rope": "apply_rotary_pos_emb",
+    "rope": None,
     "rope_module": None,
     "forward": {
         "base_attr": "model",
@@ -48,6 +48,7 @@ SPEC = {
 }
 DECLINED = {
     "rms_norm:Gemma4RMSNorm": "Gemma4RMSNorm creates its weight only under `if self.with_scale:` (line 204): instances built without it have no weight, and the library RMSNorm always multiplies by one, so the class is kept",
+    "rope:apply_rotary_pos_emb": "the rotate-half form, but apply_rotary_pos_emb(x, cos, sin, unsqueeze_dim) does not take (q, k, cos, sin, ...) as liger_rotary_pos_emb, its replacement, does; the model keeps its own",
     "rms_norm:Gemma4RMSNorm": "vision tower (Gemma4VisionAttention): the integration patches the text model's kernels; the vision tower keeps its own Gemma4RMSNorm",
     "swiglu:Gemma4VisionMLP": "vision tower (Gemma4VisionEncoderLayer): the integration patches the text model's kernels; the vision tower keeps its own Gemma4VisionMLP",
     "fused_linear_cross_entropy:Gemma4ForConditionalGeneration.forward": "the integration replaces the forward of one causal-LM head, Gemma4ForCausalLM; Gemma4ForConditionalGeneration keeps its own forward and loss (it soft-caps its logits with config.final_logit_softcapping, which its own forward keeps applying)",
@@ -63,7 +64,6 @@ _PATCHER = _autopatch.Patcher(SPEC, lce_forward)
 
 
 def apply_liger_kernel_to_gemma4_text(
-    rope: bool = True,
     cross_entropy: bool = False,
     fused_linear_cross_entropy: bool = True,
     geglu: bool = True,
@@ -76,8 +76,7 @@ def apply_liger_kernel_to_gemma4_text(
     mlps = [k for k, on in (("geglu", geglu),) if on]
     _PATCHER.patch_norm_classes(norms)
     _PATCHER.patch_mlp_classes(mlps)
-    if rope:
-        _PATCHER.patch_rope(liger_rotary_pos_emb)
+
     if cross_entropy:
         _PATCHER.patch_cross_entropy(_autopatch.fixed_cross_entropy)
     if fused_linear_cross_entropy:
