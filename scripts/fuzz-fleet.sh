@@ -33,7 +33,8 @@ case "${1:-}" in
       ldd "$work/fuzz/$t" | awk '/=> \//{print $3}' | grep -v -E '/(libc|libm|libgcc_s|libstdc\+\+|libpthread|libdl|librt)\.so' \
         | xargs -r -I{} cp -Ln {} "$dir/lib/"
     done
-    grep -o 'LIGER_SOURCE_DIR="[^"]*"' "$work/build.ninja" | head -1 | sed 's/.*="\(.*\)"/\1/' > "$dir/source_dir" || true
+    # The define as ninja writes it: LIGER_SOURCE_DIR=\"/path\"
+    grep -o 'LIGER_SOURCE_DIR=\\\?"[^"\\]*' "$work/build.ninja" | head -1 | sed 's/.*"//' > "$dir/source_dir" || true
     [ -s "$dir/source_dir" ] || echo "$repo_root" > "$dir/source_dir"
     log "packed into $dir ($(du -sh "$dir" | cut -f1)); built against $(cat "$dir/source_dir")" ;;
   run)
