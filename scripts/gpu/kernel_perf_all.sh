@@ -4,7 +4,8 @@
 #
 #   scripts/gpu/kernel_perf_all.sh TABLE.md [OP...]
 #
-# OP... defaults to the eight ops of kernels/ops.yaml. TABLE.md gets one row per op (the header
+# OP... defaults to the ops kernel-perf has a search space for (skills/kernel_perf/search_spaces.yaml:
+# the library's eight; an op kernel-dev added has none yet). TABLE.md gets one row per op (the header
 # once; rows are appended, so two calls with halves of the op list fill one table):
 #   op | v1 seconds | variants tried | outcome | total seconds
 # outcome: no change | win N.NNNx confirmed by A/B | win rejected by A/B (...) | timed out |
@@ -26,7 +27,7 @@
 #   scripts/gpu/kernel_perf_all.sh all.md layer_norm cross_entropy rope fused_linear_cross_entropy
 set -uo pipefail
 if [ $# -lt 1 ] || [ "${1#-}" != "$1" ]; then
-  echo "usage: $0 TABLE.md [OP...]   (default: every op in kernels/ops.yaml)" >&2
+  echo "usage: $0 TABLE.md [OP...]   (default: every op of skills/kernel_perf/search_spaces.yaml)" >&2
   exit 2
 fi
 table_arg="$1"; shift
@@ -41,9 +42,9 @@ variants="${KPERF_ALL_VARIANTS:-2}"
 
 ops=("$@")
 if [ ${#ops[@]} -eq 0 ]; then
-  mapfile -t ops < <(sed -n 's/^  - name: *\([a-z_0-9]*\).*/\1/p' "$repo/kernels/ops.yaml")
+  mapfile -t ops < <(sed -n 's/^  \([a-z_0-9]*\):$/\1/p' "$repo/skills/kernel_perf/search_spaces.yaml")
 fi
-[ ${#ops[@]} -gt 0 ] || { echo "no ops given and none found in kernels/ops.yaml" >&2; exit 2; }
+[ ${#ops[@]} -gt 0 ] || { echo "no ops given and none found in skills/kernel_perf/search_spaces.yaml" >&2; exit 2; }
 
 [ -f "$summary" ] || printf '# kernel-perf of every op from the tuned defaults\n\nDevice: %s (sm_%s); commit %s; %s\n' \
   "$device" "$arch" "$commit" "$(date -u +%Y-%m-%dT%H:%MZ)" >"$summary"
