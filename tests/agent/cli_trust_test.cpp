@@ -81,6 +81,25 @@ TEST(CliTrust, BadKernelDevInputIsAUsageErrorWithoutARunDirectory) {
     expect_usage_error_without_run(dir.path(), c);
 }
 
+// CI's main job adds relu_squared with kernel-dev; kernel-perf on it used to answer "no op named
+// 'relu_squared'", as if it were a typo, though the op is right there in the checkout.
+TEST(CliTrust, KernelPerfOnAGeneratedOpWithoutASearchSpaceSaysWhy) {
+  TempDir dir;
+  testing::make_checkout(dir.path());
+  std::string ops = util::read_file(dir.path() / "kernels/ops.yaml");
+  ops += "  - name: relu_squared\n    tier: 1\n    dtypes: [fp32, fp16, bf16]\n    options: []\n"
+         "    forward: liger_relu_squared_forward\n    backward: liger_relu_squared_backward\n"
+         "    header: kernels/include/liger_kernels/relu_squared.h\n";
+  util::write_file_atomic(dir.path() / "kernels/ops.yaml", ops);
+  const fs::path runs = dir.path() / "runs";
+  const auto result = run_cli(dir.path(), {"--run-dir", runs.string(), "kernel-perf", "relu_squared"});
+  EXPECT_EQ(result.exit_code, 2) << result.err;
+  EXPECT_NE(result.err.find("is an op of this checkout's library"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("kernels/src/relu_squared/tuning.h"), std::string::npos) << result.err;
+  EXPECT_EQ(result.err.find("no op named"), std::string::npos) << result.err;
+  EXPECT_TRUE(empty_or_missing(runs)) << "a run directory was left";
+}
+
 TEST(CliTrust, RunDirThatIsNotAWritableDirectoryIsNamed) {
   TempDir dir;
   testing::write_fixture_kernels(dir.path() / "repo");

@@ -84,6 +84,10 @@ struct OpSpec {
 };
 // Throws Usage listing the known ops when `op` is not in the data.
 OpSpec load_op_spec(const std::filesystem::path& search_spaces_yaml, const std::string& op);
+// As load_op_spec; an op that the checkout's kernels/ops.yaml lists but the catalogue lacks (one
+// kernel-dev generated) is a usage error that says so, not "no op named".
+OpSpec load_op_spec_for_tree(const std::filesystem::path& search_spaces_yaml, const std::string& op,
+                             const std::filesystem::path& tree);
 
 // Size of a benchmark case for the table's size key (rows*cols or cols of "RxC").
 long long case_size(const TableSpec& table, const std::string& shape);

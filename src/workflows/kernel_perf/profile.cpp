@@ -150,7 +150,7 @@ std::pair<std::string, std::string> compiler_diagnosis(const YAML::Node& variant
 StageResult understand(StageContext& ctx) {
   StageResult result;
   const KernelPerfInput in = parse_kernel_perf_input(ctx.input);
-  const OpSpec spec = load_op_spec(skills_dir() / "search_spaces.yaml", in.op);
+  const OpSpec spec = load_op_spec_for_tree(skills_dir() / "search_spaces.yaml", in.op, ctx.tree_root);
   auto runner = current_runner();
 
   // Pre-flight: the op's pieces exist in the tree.

@@ -146,6 +146,30 @@ void set_runner_for_testing(std::shared_ptr<Runner> runner) {
 
 // ---------------------------------------------------------------- op data
 
+// An op the checkout's library has (kernels/ops.yaml) but the catalogue does not, typically one
+// kernel-dev generated, is not a typo: say what kernel-perf can and cannot do with it.
+OpSpec load_op_spec_for_tree(const std::filesystem::path& path, const std::string& op, const std::filesystem::path& tree) {
+  try {
+    return load_op_spec(path, op);
+  } catch (const Error& e) {
+    const std::filesystem::path library = tree / "kernels/ops.yaml";
+    bool in_library = false;
+    try {
+      if (std::filesystem::is_regular_file(library))
+        for (const auto& o : YAML::LoadFile(library.string())["ops"])
+          if (o["name"] && o["name"].as<std::string>() == op) in_library = true;
+    } catch (const YAML::Exception&) {
+    }
+    if (!in_library) throw;
+    throw Error(ErrorKind::Usage,
+                "kernel-perf: '" + op + "' is an op of this checkout's library (kernels/ops.yaml) but has no search space in " +
+                    path.string() + ", so kernel-perf cannot tune it yet",
+                "kernel-perf tunes the ops its catalogue describes (where the launch table and tests live, which tunables "
+                "liger-bench takes); an op kernel-dev generated keeps its launch defaults in kernels/src/" + op +
+                    "/tuning.h: edit them there, or add an entry for it to the catalogue");
+  }
+}
+
 OpSpec load_op_spec(const std::filesystem::path& path, const std::string& op) {
   YAML::Node doc;
   try {
