@@ -405,8 +405,10 @@ RunOutcome Engine::drive(const fs::path& given_run_dir) {
             throw Error(ErrorKind::Failure,
                         "the profile Understand produced is " + util::format_size(profile_text.size()) +
                             ", more than the " + util::format_size(util::kMaxProfileBytes) +
-                            " a profile may be: the input is too large once its formulas are written out",
-                        "start a new run with a smaller input (fewer terms, or intermediate values used fewer times)");
+                            " a profile may be: the input is too large once written out as a profile (kernel-dev writes every "
+                            "formula and derivative in full)",
+                        "start a new run with a smaller input (for an expression: fewer terms, or intermediate values "
+                        "used fewer times)");
           }
           util::write_file_atomic(profile_path, profile_text);
           // What edits are compared with: read-only fields must keep these values.

@@ -271,7 +271,7 @@ TEST(Engine, ProfileOverTheDocumentLimitIsRefusedBeforeItIsWritten) {
     engine.start(f.request());
     FAIL() << "a 1.1 MiB profile was accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("too large once its formulas are written out"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("too large once written out as a profile"), std::string::npos) << e.what();
   }
   for (const auto& run : fs::directory_iterator(f.runs)) EXPECT_FALSE(fs::exists(run.path() / "profile.yaml"));
 }
