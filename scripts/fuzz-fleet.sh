@@ -49,6 +49,7 @@ case "${1:-}" in
     export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     export ASAN_OPTIONS="${ASAN_OPTIONS:-malloc_context_size=0}"
     scratch="$(mktemp -d /tmp/fuzz-fleet.XXXXXX)"
+    trap 'rm -rf "$scratch"' EXIT  # also when a step fails or the call is cut short
     log "$(nproc) cores; plan: $plan; ${seconds}s"
     pids=()
     for entry in $plan; do
