@@ -14,7 +14,9 @@ log="$out/$KPERF_NAME.log"
 summary="$out/$KPERF_NAME-summary.md"
 build="$repo/build"
 agent="$build/src/liger-agent"
-work="$repo/build-kperf-work"          # the shared work tree (gitignored: /build*/)
+# The shared work tree (gitignored: /build*/); one per GPU when lanes run side by side
+# (scripts/gpu/lanes.sh sets KPERF_WORK_DIR), since a run edits and rebuilds it.
+work="${KPERF_WORK_DIR:-$repo/build-kperf-work}"
 runs_list="$(mktemp /tmp/kperf-runs.XXXXXX)"
 scratch="$(mktemp -d /tmp/kperf-scratch.XXXXXX)"
 limit="${KPERF_STEP_LIMIT_S:-540}"
@@ -140,7 +142,8 @@ report_run() {
   grep -E '^\| v[0-9]' "$od/comparison.md" >>"$summary" 2>/dev/null
   grep -E '^Winner|^Stopped' "$od/comparison.md" >>"$summary" 2>/dev/null
   grep -E 'rounds A/B interleaved|^not run' "$od/final/report.md" >>"$summary" 2>/dev/null
-  grep -E 'class:|evidence:' "$run/profile.yaml" 2>/dev/null | head -2 | sed 's/^/    /' >>"$summary"
+  # The profile's verdict (its bottleneck block), not the first case's class.
+  sed -n '/^bottleneck:/,/^  evidence:/p' "$run/profile.yaml" 2>/dev/null | sed 's/^/    /' >>"$summary"
   if [ -f "$od/timings.md" ]; then
     printf '\nWhere the time went:\n\n' >>"$summary"
     grep -E '^\||^Totals' "$od/timings.md" >>"$summary"
