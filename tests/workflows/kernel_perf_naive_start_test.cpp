@@ -320,7 +320,7 @@ TEST(KernelPerfNaiveStart, FromTunedDefaultsASearchThatBeatsNoRowBuildsNothing) 
   EXPECT_EQ(gpu->builds, builds_before + 1) << "only the work tree's return to v0 (a no-op build)";
   EXPECT_FALSE(fs::exists(od / "v1/bench.json"));
   const std::string nb = liger::util::read_file(od / "v1/notebook.md");
-  EXPECT_NE(nb.find("kept (nothing beat its launch shape outside the spread)"), std::string::npos) << nb;
+  EXPECT_NE(nb.find("kept (nothing beat the current best's launch shape outside the spread)"), std::string::npos) << nb;
   EXPECT_TRUE(staging.files().empty());
   set_runner_for_testing(nullptr);
 }

@@ -353,11 +353,13 @@ StageResult act(StageContext& ctx) {
   };
   std::vector<std::string> search_account;
 
+  // The winners applied to the current best (not the start table): an accepted code variant's
+  // knobs and the accepted rows stay; a row whose winner is the incumbent keeps the best's row.
   auto tuning_from_winners = [&](std::string* change, std::string* why_not) -> std::string {
-    TuningFile f = TuningFile::parse(original_tuning);
+    TuningFile f = TuningFile::parse(best_tuning);
     for (const auto& [row, text] : search.class_winner) {
       if (text == kIncumbent) {
-        *change += "row " + std::to_string(row) + " kept (nothing beat its launch shape outside the spread); ";
+        *change += "row " + std::to_string(row) + " kept (nothing beat the current best's launch shape outside the spread); ";
         continue;
       }
       const auto c = parse_candidate(text);
@@ -484,15 +486,29 @@ StageResult act(StageContext& ctx) {
             if (c.count(d.name)) values.insert(c.at(d.name));
         d.coarse.assign(values.begin(), values.end());
       }
-      const auto more = neighbours(finer);
+      auto more = neighbours(finer);
       if (more.empty()) continue;
       std::size_t count = 0;
       for (const auto& [row, list] : more) count += list.size();
+      // When the search's winners are the current best (an accepted earlier variant), a row the
+      // finer search cannot improve keeps that winner, never the start table's row: the winners
+      // are re-measured in the same process as their neighbours and the incumbent, so each row
+      // is judged within one process.
+      const auto accepted = search.class_winner;
+      std::string unused_change, unused_why;
+      const bool winners_are_best = tuning_from_winners(&unused_change, &unused_why) == best_tuning;
+      if (winners_are_best)
+        for (const auto& [row, text] : accepted)
+          if (text != kIncumbent && more.count(row))
+            if (const auto c = parse_candidate(text)) more[row].push_back(*c);
       nb.hypothesis = "A finer step around the current best launch shapes (" + std::to_string(count) +
                       " untried neighbours) finds a small further gain.";
       write(od / rec.name / "notebook.md", render_notebook(templates_dir(), nb));
       search_account.push_back(measure_candidates(more, rec.name + " neighbour search", true));
       pick_class_winners();
+      if (winners_are_best)
+        for (const auto& [row, text] : accepted)
+          if (text != kIncumbent && search.class_winner[row] == kIncumbent) search.class_winner[row] = text;
       tuning_text = tuning_from_winners(&rec.change, &why_not);
       if (tuning_text == best_tuning) {
         rec.change += "(same table as the current best)";

@@ -379,7 +379,10 @@ TEST(CrossEntropyChecks, OptionsInitAndDefaultTunables) {
   liger_tunables t{};
   ASSERT_EQ(liger_cross_entropy_default_tunables(90, 8192, 128256, LIGER_DTYPE_BFLOAT16, &t), LIGER_STATUS_SUCCESS);
   EXPECT_GE(t.threads_per_block, 32);
-  EXPECT_EQ(t.vector_bytes, 16);
+  // Any launch shape the kernel accepts: kernel-perf rewrites this table and runs these tests as
+  // its smoke test, so they check validity, not the tuned values.
+  EXPECT_TRUE(t.vector_bytes == 4 || t.vector_bytes == 8 || t.vector_bytes == 16) << t.vector_bytes;
+  EXPECT_EQ(t.threads_per_block % 32, 0);
   EXPECT_EQ(liger_cross_entropy_default_tunables(90, 1, 0, LIGER_DTYPE_BFLOAT16, &t), LIGER_STATUS_INVALID_ARGUMENT);
 }
 
