@@ -41,14 +41,7 @@ const kd::RenderedFile& file(const std::vector<kd::RenderedFile>& files, const s
   throw std::runtime_error("no rendered file ending in " + suffix);
 }
 
-using liger::testing::build_reference;
-using liger::testing::check_host_code;
-using liger::testing::compile_kernel;
-using liger::testing::cuda_include_dir;
-using liger::testing::find_tool;
-using liger::testing::py_compile;
-using liger::testing::run;
-using liger::testing::write_tree;
+using namespace liger::testing::rendered;  // write_tree, find_tool, run and the compile steps
 
 // Tier 2: the softmax profile of the recorded LLM exchange (answers/3.md) and variants of it:
 // "softmax_wrong" with the gradient the model first gave (no row-sum term), "rms_scale" (an RMS

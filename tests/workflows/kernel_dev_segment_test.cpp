@@ -26,14 +26,7 @@
 
 namespace kd = liger::kernel_dev;
 namespace fs = std::filesystem;
-using liger::testing::build_reference;
-using liger::testing::check_host_code;
-using liger::testing::compile_kernel;
-using liger::testing::cuda_include_dir;
-using liger::testing::find_tool;
-using liger::testing::py_compile;
-using liger::testing::run;
-using liger::testing::write_tree;
+using namespace liger::testing::rendered;  // write_tree, find_tool, run and the compile steps
 
 namespace {
 

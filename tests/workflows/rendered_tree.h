@@ -15,7 +15,7 @@
 
 #include "workflows/kernel_dev/render.h"
 
-namespace liger::testing {
+namespace liger::testing::rendered {
 
 // The rendered files (not the list inserts) under a fresh <tmp>/liger_kdev_<pid>_<name>.
 inline std::filesystem::path write_tree(const std::vector<kernel_dev::RenderedFile>& files, const std::string& name) {
@@ -104,4 +104,4 @@ inline std::string compile_kernel(const std::string& nvcc, const std::filesystem
              root / "nvcc.log");
 }
 
-}  // namespace liger::testing
+}  // namespace liger::testing::rendered
