@@ -17,6 +17,7 @@
 #include "workflows/kernel_dev/render.h"
 
 #include "committed_tree.h"
+#include "rendered_tree.h"
 
 namespace kd = liger::kernel_dev;
 namespace fs = std::filesystem;
@@ -40,40 +41,7 @@ const kd::RenderedFile& file(const std::vector<kd::RenderedFile>& files, const s
   throw std::runtime_error("no rendered file ending in " + suffix);
 }
 
-fs::path write_tree(const std::vector<kd::RenderedFile>& files, const std::string& name) {
-  fs::path root = fs::temp_directory_path() / ("liger_kdev_render_" + std::to_string(::getpid()) + "_" + name);
-  fs::remove_all(root);
-  for (const auto& f : files) {
-    if (f.insert) continue;
-    fs::path path = root / f.path;
-    fs::create_directories(path.parent_path());
-    std::ofstream(path) << f.content;
-  }
-  return root;
-}
-
-std::string find_tool(const std::vector<std::string>& candidates) {
-  for (const auto& c : candidates) {
-    if (c.find('/') != std::string::npos) {
-      if (fs::exists(c)) return c;
-    } else if (std::system(("command -v " + c + " >/dev/null 2>&1").c_str()) == 0) {
-      return c;
-    }
-  }
-  return "";
-}
-
-// Runs `command`, returns "" on success or the exit status and the tail of its output.
-std::string run(const std::string& command, const fs::path& log) {
-  int status = std::system((command + " >" + log.string() + " 2>&1").c_str());
-  if (status == 0) return "";
-  std::ifstream in(log);
-  std::stringstream text;
-  text << in.rdbuf();
-  std::string out = text.str();
-  if (out.size() > 6000) out = "..." + out.substr(out.size() - 6000);
-  return "command failed (" + std::to_string(status) + "): " + command + "\n" + out;
-}
+using namespace liger::testing::rendered;  // write_tree, find_tool, run and the compile steps
 
 // Tier 2: the softmax profile of the recorded LLM exchange (answers/3.md) and variants of it:
 // "softmax_wrong" with the gradient the model first gave (no row-sum term), "rms_scale" (an RMS
@@ -232,14 +200,9 @@ TEST(KernelDevRender, GeneratedReferenceBuildsAndPassesItsFiniteDifferenceTest) 
     auto files = render(request);
     std::string op = kd::analyse({request, kd::InputKind::Auto, ""}, kb()).op_name;
     fs::path root = write_tree(files, op + "_ref");
-    fs::path binary = root / "ref_test";
-    std::string error = run(gxx + " -std=c++17 -O1 -Wall -Wextra -Werror -I" + (root / "kernels/reference").string() + " " +
-                                (root / ("kernels/reference/" + op + "_ref.cpp")).string() + " " +
-                                (root / ("tests/kernels/reference/test_" + op + "_ref.cpp")).string() +
-                                " -lgtest -lgtest_main -pthread -o " + binary.string(),
-                            root / "build.log");
+    std::string error = build_reference(gxx, root, op);
     ASSERT_TRUE(error.empty()) << error;
-    error = run(binary.string(), root / "run.log");
+    error = run((root / "ref_test").string(), root / "run.log");
     EXPECT_TRUE(error.empty()) << error;
     fs::remove_all(root);
   }
@@ -248,9 +211,7 @@ TEST(KernelDevRender, GeneratedReferenceBuildsAndPassesItsFiniteDifferenceTest) 
 TEST(KernelDevRender, GeneratedHostCodeAndPythonCompile) {
   std::string gxx = find_tool({"g++", "c++"});
   if (gxx.empty()) GTEST_SKIP() << "no C++ compiler (g++) on PATH: the rendered tests and benchmark were not compiled";
-  std::string cuda_include;
-  for (const char* candidate : {"/usr/local/cuda/include", "/usr/include"})
-    if (fs::exists(fs::path(candidate) / "cuda_runtime.h")) cuda_include = candidate;
+  const std::string cuda_include = cuda_include_dir();
   if (cuda_include.empty()) GTEST_SKIP() << "no CUDA headers (cuda_runtime.h): the rendered GPU test and benchmark need them";
   std::string python = find_tool({"python3"});
   for (const auto& request : kOps) {
@@ -258,19 +219,12 @@ TEST(KernelDevRender, GeneratedHostCodeAndPythonCompile) {
     auto files = render(request);
     std::string op = kd::analyse({request, kd::InputKind::Auto, ""}, kb()).op_name;
     fs::path root = write_tree(files, op + "_host");
-    std::string includes = " -I" + cuda_include + " -I" + (root / "kernels/include").string() + " -I" +
-                           (kSource / "kernels/include").string() + " -I" + (root / "kernels/reference").string() + " -I" +
-                           (kSource / "tests/kernels").string() + " -I" + (kSource / "benchmarks").string();
-    for (const std::string& source : {"tests/kernels/gpu/test_" + op + ".cpp", "benchmarks/bench_" + op + ".cpp"}) {
-      std::string error = run(gxx + " -std=c++17 -fsyntax-only -Wall -Wextra -Werror" + includes + " " + (root / source).string(),
-                              root / "build.log");
-      EXPECT_TRUE(error.empty()) << error;
-    }
+    const std::string error = check_host_code(gxx, cuda_include, root, op);
+    EXPECT_TRUE(error.empty()) << error;
     if (!python.empty()) {
       // The binding and the compile backend's entry.
       for (const std::string& module : {"ops/" + op + ".py", "compile/generated/" + op + ".py"}) {
-        std::string error = run(python + " -m py_compile " + (root / ("kernels/python/liger_kernels/" + module)).string(),
-                                root / "py.log");
+        std::string error = py_compile(python, root, module);
         EXPECT_TRUE(error.empty()) << module << ": " << error;
       }
     }
@@ -287,11 +241,7 @@ TEST(KernelDevRender, GeneratedCudaCompilesWithNvcc) {
     auto files = render(request);
     std::string op = kd::analyse({request, kd::InputKind::Auto, ""}, kb()).op_name;
     fs::path root = write_tree(files, op + "_cuda");
-    std::string error = run(nvcc + " -std=c++17 -c --expt-relaxed-constexpr -arch=sm_90 -Werror all-warnings -I" +
-                                (root / "kernels/include").string() + " -I" + (root / "kernels/src").string() + " -I" +
-                                (kSource / "kernels/include").string() + " -I" + (kSource / "kernels/src").string() + " " +
-                                (root / ("kernels/src/" + op + "/" + op + ".cu")).string() + " -o " + (root / "kernel.o").string(),
-                            root / "nvcc.log");
+    std::string error = compile_kernel(nvcc, root, op);
     EXPECT_TRUE(error.empty()) << error;
     fs::remove_all(root);
   }
@@ -449,14 +399,9 @@ TEST(KernelDevRender, Tier2ReferenceChecksTheGradientAgainstFiniteDifferences) {
   for (const std::string op : {"softmax", "rms_scale", "softmax_wrong"}) {
     SCOPED_TRACE(op);
     fs::path root = write_tree(kd::render(tier2_profile(op), kSource / "templates/kernel_dev"), op + "_ref");
-    fs::path binary = root / "ref_test";
-    std::string error = run(gxx + " -std=c++17 -O1 -Wall -Wextra -Werror -I" + (root / "kernels/reference").string() + " " +
-                                (root / ("kernels/reference/" + op + "_ref.cpp")).string() + " " +
-                                (root / ("tests/kernels/reference/test_" + op + "_ref.cpp")).string() +
-                                " -lgtest -lgtest_main -pthread -o " + binary.string(),
-                            root / "build.log");
+    std::string error = build_reference(gxx, root, op);
     ASSERT_TRUE(error.empty()) << error;
-    error = run(binary.string(), root / "run.log");
+    error = run((root / "ref_test").string(), root / "run.log");
     if (op == "softmax_wrong") {
       EXPECT_NE(error.find("gradient check failed (seed 1): dx[row "), std::string::npos) << error;
       EXPECT_NE(error.find("by central differences of the forward (L = sum(dy * y))"), std::string::npos) << error;
@@ -472,31 +417,14 @@ TEST(KernelDevRender, Tier2HostCodePythonAndCudaCompile) {
   std::string gxx = find_tool({"g++", "c++"});
   std::string nvcc = find_tool({"nvcc", "/usr/local/cuda/bin/nvcc"});
   std::string python = find_tool({"python3"});
-  std::string cuda_include;
-  for (const char* candidate : {"/usr/local/cuda/include", "/usr/include"})
-    if (fs::exists(fs::path(candidate) / "cuda_runtime.h")) cuda_include = candidate;
+  const std::string cuda_include = cuda_include_dir();
   std::vector<std::string> skipped;
   for (const auto& op : kTier2) {
     SCOPED_TRACE(op);
     fs::path root = write_tree(kd::render(tier2_profile(op), kSource / "templates/kernel_dev"), op + "_t2");
-    if (!gxx.empty() && !cuda_include.empty()) {
-      std::string includes = " -I" + cuda_include + " -I" + (root / "kernels/include").string() + " -I" +
-                             (kSource / "kernels/include").string() + " -I" + (root / "kernels/reference").string() +
-                             " -I" + (kSource / "tests/kernels").string() + " -I" + (kSource / "benchmarks").string();
-      for (const std::string& source : {"tests/kernels/gpu/test_" + op + ".cpp", "benchmarks/bench_" + op + ".cpp"})
-        EXPECT_EQ(run(gxx + " -std=c++17 -fsyntax-only -Wall -Wextra -Werror" + includes + " " + (root / source).string(),
-                      root / "build.log"),
-                  "");
-    }
-    if (!python.empty())
-      EXPECT_EQ(run(python + " -m py_compile " + (root / ("kernels/python/liger_kernels/ops/" + op + ".py")).string(), root / "py.log"), "");
-    if (!nvcc.empty())
-      EXPECT_EQ(run(nvcc + " -std=c++17 -c --expt-relaxed-constexpr -arch=sm_90 -Werror all-warnings -I" +
-                        (root / "kernels/include").string() + " -I" + (root / "kernels/src").string() + " -I" +
-                        (kSource / "kernels/include").string() + " -I" + (kSource / "kernels/src").string() + " " +
-                        (root / ("kernels/src/" + op + "/" + op + ".cu")).string() + " -o " + (root / "kernel.o").string(),
-                    root / "nvcc.log"),
-                "");
+    if (!gxx.empty() && !cuda_include.empty()) EXPECT_EQ(check_host_code(gxx, cuda_include, root, op), "");
+    if (!python.empty()) EXPECT_EQ(py_compile(python, root, "ops/" + op + ".py"), "");
+    if (!nvcc.empty()) EXPECT_EQ(compile_kernel(nvcc, root, op), "");
     fs::remove_all(root);
   }
   if (gxx.empty() || cuda_include.empty()) skipped.push_back("g++ or the CUDA headers (GPU test and benchmark)");
