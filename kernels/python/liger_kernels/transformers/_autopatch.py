@@ -298,6 +298,16 @@ def _vocab_size(config) -> int:
     return v if v is not None else config.get_text_config().vocab_size
 
 
+def _logit_softcap(config, attr: str):
+    # Multimodal heads read the soft-cap from their text config (Gemma4ForConditionalGeneration:
+    # `self.config.get_text_config().final_logit_softcapping`); the top-level config has no such
+    # field, so reading only it would silently skip the cap. A text model's get_text_config() is
+    # itself.
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    value = getattr(text, attr, None)
+    return value if value is not None else getattr(config, attr, None)
+
+
 def make_lce_forward(spec: Dict[str, Any]):
     """The causal-LM forward with the fused linear cross-entropy, for the head SPEC["causal_lm"].
 
@@ -348,7 +358,7 @@ def make_lce_forward(spec: Dict[str, Any]):
         hidden_states = outputs.last_hidden_state if hasattr(outputs, "last_hidden_state") else outputs[0]
         slice_indices = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
         kept = hidden_states[:, slice_indices, :]
-        softcap = getattr(self.config, softcap_attr, None) if softcap_attr else None
+        softcap = _logit_softcap(self.config, softcap_attr) if softcap_attr else None
 
         shift_labels = kwargs.get("shift_labels", None)
         has_labels = labels is not None or shift_labels is not None
