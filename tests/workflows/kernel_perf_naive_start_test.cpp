@@ -211,24 +211,36 @@ struct Tree {
   ~Tree() { fs::remove_all(dir); }
 };
 
+// One kernel-perf run on `tree` through the scripted GPU: the run folder, its staging and the
+// stage context the workflow's stages take. The scripted runner is installed for the run's life.
+struct ScriptedRun {
+  fs::path run;
+  liger::engine::Staging staging;
+  liger::engine::StageContext ctx;
+  ScriptedRun(const fs::path& tree, const std::shared_ptr<ScriptedGpu>& gpu, nlohmann::json input, const char* logger)
+      : run(tree / "run"), staging((fs::create_directories(tree / "run" / "input"), tree / "run" / "staging")) {
+    gpu->tree = tree;
+    set_runner_for_testing(gpu);
+    ctx.run_dir = run;
+    ctx.input_dir = run / "input";
+    ctx.tree_root = tree;
+    ctx.input = std::move(input);
+    ctx.staging = &staging;
+    ctx.log = std::make_shared<spdlog::logger>(logger);
+    ctx.quiet = true;
+  }
+  ~ScriptedRun() { set_runner_for_testing(nullptr); }
+};
+
 }  // namespace
 
 TEST(KernelPerfNaiveStart, CodeVariantsRecoverARegisterBoundBackward) {
   Tree tree;
   auto gpu = std::make_shared<ScriptedGpu>();
-  gpu->tree = tree.dir;
-  set_runner_for_testing(gpu);
-  const fs::path run = tree.dir / "run";
-  fs::create_directories(run / "input");
-  liger::engine::Staging staging(run / "staging");
-  liger::engine::StageContext ctx;
-  ctx.run_dir = run;
-  ctx.input_dir = run / "input";
-  ctx.tree_root = tree.dir;
-  ctx.input = {{"op", "rms_norm"}, {"goal", "speed"}, {"mode", "backward"}, {"max_variants", 3}, {"dtype", "bf16"}};
-  ctx.staging = &staging;
-  ctx.log = std::make_shared<spdlog::logger>("kperf-naive");
-  ctx.quiet = true;
+  ScriptedRun scripted(tree.dir, gpu, {{"op", "rms_norm"}, {"goal", "speed"}, {"mode", "backward"}, {"max_variants", 3}, {"dtype", "bf16"}}, "kperf-naive");
+  const fs::path& run = scripted.run;
+  auto& staging = scripted.staging;
+  auto& ctx = scripted.ctx;
   const auto wf = make_workflow();
 
   // Profile: register-bound, with the compiler's numbers as evidence.
@@ -300,7 +312,6 @@ TEST(KernelPerfNaiveStart, CodeVariantsRecoverARegisterBoundBackward) {
   EXPECT_NE(liger::util::read_file(od / winner / "notebook.md").find("time: build"), std::string::npos);
   // The A/B re-measured the target pass only.
   EXPECT_NE(liger::util::read_file(od / "final/abab/A0.json.log").find("--mode backward"), std::string::npos);
-  set_runner_for_testing(nullptr);
 }
 
 TEST(KernelPerfNaiveStart, FromTunedDefaultsASearchThatBeatsNoRowBuildsNothing) {
@@ -308,19 +319,10 @@ TEST(KernelPerfNaiveStart, FromTunedDefaultsASearchThatBeatsNoRowBuildsNothing) 
   // change (nothing is faster outside the spread), so v1 is NO CHANGE without a build or benchmark.
   Tree tree(false);
   auto gpu = std::make_shared<ScriptedGpu>();
-  gpu->tree = tree.dir;
-  set_runner_for_testing(gpu);
-  const fs::path run = tree.dir / "run";
-  fs::create_directories(run / "input");
-  liger::engine::Staging staging(run / "staging");
-  liger::engine::StageContext ctx;
-  ctx.run_dir = run;
-  ctx.input_dir = run / "input";
-  ctx.tree_root = tree.dir;
-  ctx.input = {{"op", "rms_norm"}, {"goal", "speed"}, {"max_variants", 1}, {"dtype", "bf16"}};
-  ctx.staging = &staging;
-  ctx.log = std::make_shared<spdlog::logger>("kperf-tuned");
-  ctx.quiet = true;
+  ScriptedRun scripted(tree.dir, gpu, {{"op", "rms_norm"}, {"goal", "speed"}, {"max_variants", 1}, {"dtype", "bf16"}}, "kperf-tuned");
+  const fs::path& run = scripted.run;
+  auto& staging = scripted.staging;
+  auto& ctx = scripted.ctx;
   const auto wf = make_workflow();
   ASSERT_TRUE(wf.understand(ctx).ok());
   const int builds_before = gpu->builds;
@@ -334,26 +336,16 @@ TEST(KernelPerfNaiveStart, FromTunedDefaultsASearchThatBeatsNoRowBuildsNothing) 
   const std::string nb = liger::util::read_file(od / "v1/notebook.md");
   EXPECT_NE(nb.find("kept (nothing beat the current best's launch shape outside the spread)"), std::string::npos) << nb;
   EXPECT_TRUE(staging.files().empty());
-  set_runner_for_testing(nullptr);
 }
 
 TEST(KernelPerfNaiveStart, WithoutUsableSnapshotsTheOriginalIsRebuiltAndTheRoundsSaySo) {
   Tree tree;
   auto gpu = std::make_shared<ScriptedGpu>();
-  gpu->tree = tree.dir;
   gpu->old_rpath = true;
-  set_runner_for_testing(gpu);
-  const fs::path run = tree.dir / "run";
-  fs::create_directories(run / "input");
-  liger::engine::Staging staging(run / "staging");
-  liger::engine::StageContext ctx;
-  ctx.run_dir = run;
-  ctx.input_dir = run / "input";
-  ctx.tree_root = tree.dir;
-  ctx.input = {{"op", "rms_norm"}, {"goal", "speed"}, {"mode", "backward"}, {"max_variants", 2}, {"dtype", "bf16"}};
-  ctx.staging = &staging;
-  ctx.log = std::make_shared<spdlog::logger>("kperf-naive-rpath");
-  ctx.quiet = true;
+  ScriptedRun scripted(tree.dir, gpu, {{"op", "rms_norm"}, {"goal", "speed"}, {"mode", "backward"}, {"max_variants", 2}, {"dtype", "bf16"}}, "kperf-naive-rpath");
+  const fs::path& run = scripted.run;
+  auto& staging = scripted.staging;
+  auto& ctx = scripted.ctx;
   const auto wf = make_workflow();
   ASSERT_TRUE(wf.understand(ctx).ok());
   ASSERT_TRUE(wf.act(ctx).ok());
@@ -368,7 +360,6 @@ TEST(KernelPerfNaiveStart, WithoutUsableSnapshotsTheOriginalIsRebuiltAndTheRound
   EXPECT_NE(report.find("does not load its own kernel library"), std::string::npos);
   // The work tree ends with what was applied, not the rebuilt original.
   EXPECT_EQ(read_knobs(rms().code, liger::util::read_file(run / "optimization/work" / rms().tuning))->at("cache_fp32"), 0);
-  set_runner_for_testing(nullptr);
 }
 
 TEST(KernelPerfNaiveStart, TheNeighbourSearchRefinesTheAcceptedRowsNotTheStartTable) {
@@ -382,20 +373,13 @@ TEST(KernelPerfNaiveStart, TheNeighbourSearchRefinesTheAcceptedRowsNotTheStartTa
   text.replace(text.find(kTunedRow), std::string(kTunedRow).size(), kDetunedRow);
   liger::util::write_file_atomic(tuning, text);
   auto gpu = std::make_shared<ScriptedGpu>();
-  gpu->tree = tree.dir;
   gpu->noisy_after_v1 = true;
-  set_runner_for_testing(gpu);
-  const fs::path run = tree.dir / "run";
-  fs::create_directories(run / "input");
-  liger::engine::Staging staging(run / "staging");
-  liger::engine::StageContext ctx;
-  ctx.run_dir = run;
-  ctx.input_dir = run / "input";
-  ctx.tree_root = tree.dir;
-  ctx.input = {{"op", "rms_norm"}, {"goal", "speed"}, {"mode", "backward"}, {"max_variants", 2}, {"dtype", "bf16"}};
-  ctx.staging = &staging;
-  ctx.log = std::make_shared<spdlog::logger>("kperf-neighbour");
-  ctx.quiet = true;
+  ScriptedRun scripted(tree.dir, gpu,
+                       {{"op", "rms_norm"}, {"goal", "speed"}, {"mode", "backward"}, {"max_variants", 2}, {"dtype", "bf16"}},
+                       "kperf-neighbour");
+  const fs::path& run = scripted.run;
+  auto& staging = scripted.staging;
+  auto& ctx = scripted.ctx;
   const auto wf = make_workflow();
   ASSERT_TRUE(wf.understand(ctx).ok());
   ASSERT_TRUE(wf.act(ctx).ok());
@@ -409,5 +393,4 @@ TEST(KernelPerfNaiveStart, TheNeighbourSearchRefinesTheAcceptedRowsNotTheStartTa
   ASSERT_EQ(staging.files(), std::vector<std::string>{rms().tuning});
   EXPECT_EQ(liger::util::read_file(staging.path_of(rms().tuning)).find(kDetunedRow), std::string::npos)
       << "the staged table still holds the de-tuned row";
-  set_runner_for_testing(nullptr);
 }
