@@ -237,7 +237,9 @@ struct ScriptedRun {
 TEST(KernelPerfNaiveStart, CodeVariantsRecoverARegisterBoundBackward) {
   Tree tree;
   auto gpu = std::make_shared<ScriptedGpu>();
-  ScriptedRun scripted(tree.dir, gpu, {{"op", "rms_norm"}, {"goal", "speed"}, {"mode", "backward"}, {"max_variants", 3}, {"dtype", "bf16"}}, "kperf-naive");
+  ScriptedRun scripted(tree.dir, gpu,
+                       {{"op", "rms_norm"}, {"goal", "speed"}, {"mode", "backward"}, {"max_variants", 3}, {"dtype", "bf16"}},
+                       "kperf-naive");
   const fs::path& run = scripted.run;
   auto& staging = scripted.staging;
   auto& ctx = scripted.ctx;
@@ -319,7 +321,9 @@ TEST(KernelPerfNaiveStart, FromTunedDefaultsASearchThatBeatsNoRowBuildsNothing) 
   // change (nothing is faster outside the spread), so v1 is NO CHANGE without a build or benchmark.
   Tree tree(false);
   auto gpu = std::make_shared<ScriptedGpu>();
-  ScriptedRun scripted(tree.dir, gpu, {{"op", "rms_norm"}, {"goal", "speed"}, {"max_variants", 1}, {"dtype", "bf16"}}, "kperf-tuned");
+  ScriptedRun scripted(tree.dir, gpu,
+                       {{"op", "rms_norm"}, {"goal", "speed"}, {"max_variants", 1}, {"dtype", "bf16"}},
+                       "kperf-tuned");
   const fs::path& run = scripted.run;
   auto& staging = scripted.staging;
   auto& ctx = scripted.ctx;
@@ -342,7 +346,9 @@ TEST(KernelPerfNaiveStart, WithoutUsableSnapshotsTheOriginalIsRebuiltAndTheRound
   Tree tree;
   auto gpu = std::make_shared<ScriptedGpu>();
   gpu->old_rpath = true;
-  ScriptedRun scripted(tree.dir, gpu, {{"op", "rms_norm"}, {"goal", "speed"}, {"mode", "backward"}, {"max_variants", 2}, {"dtype", "bf16"}}, "kperf-naive-rpath");
+  ScriptedRun scripted(tree.dir, gpu,
+                       {{"op", "rms_norm"}, {"goal", "speed"}, {"mode", "backward"}, {"max_variants", 2}, {"dtype", "bf16"}},
+                       "kperf-naive-rpath");
   const fs::path& run = scripted.run;
   auto& staging = scripted.staging;
   auto& ctx = scripted.ctx;
