@@ -2,6 +2,8 @@
 // the activation catalogue, natural-language resolution and PyTorch translation.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <random>
 
@@ -300,6 +302,31 @@ TEST(KernelDevCatalogue, ResolvesNaturalLanguage) {
   }
   auto r = catalogue().resolve("ReLU squared activation function");
   EXPECT_EQ(kd::to_string(r.activation->expression), "relu(x)^2");
+
+  // Words outside the match that name operations refuse the match instead of being dropped.
+  auto zloss = catalogue().resolve("z-loss: the square of the log of the sum of exponentials of each row of logits");
+  EXPECT_FALSE(zloss.ok()) << "matched " << (zloss.activation ? zloss.activation->name : "");
+  for (const char* w : {"log", "sum", "exponentials"})
+    EXPECT_NE(std::find(zloss.unexplained.begin(), zloss.unexplained.end(), w), zloss.unexplained.end()) << w;
+  EXPECT_NE(zloss.undecided.find("names more than catalogue entry 'square'"), std::string::npos) << zloss.undecided;
+  EXPECT_FALSE(catalogue().resolve("tanh of x times 2").ok());
+  // Parameter words and words the tool does not know stay harmless.
+  for (const char* text : {"leaky ReLU with negative slope 0.2", "ReLU squared activation used in Primer transformers",
+                           "SwiGLU as in the LLaMA MLP", "softplus with beta 2 and threshold 20"})
+    EXPECT_TRUE(catalogue().resolve(text).ok()) << text << ": " << catalogue().resolve(text).undecided;
+  // A gate word and an activation compose the gated form, never the one-input activation.
+  auto gated = catalogue().resolve("squared ReLU gated linear unit");
+  ASSERT_TRUE(gated.ok()) << gated.undecided;
+  EXPECT_EQ(gated.activation->name, "relu_squared_glu");
+  EXPECT_EQ(gated.activation->inputs, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(kd::to_string(gated.activation->expression), "relu(a)^2 * b");
+  EXPECT_EQ(gated.activation->torch, "(torch.relu(a).square()) * b");
+  auto exact = catalogue().resolve("exact GELU (erf) gated linear unit");
+  ASSERT_TRUE(exact.ok()) << exact.undecided;
+  EXPECT_EQ(exact.activation->name, "geglu_erf") << "an entry that is the gated form keeps its name";
+  auto mish_glu = catalogue().resolve("Mish GLU");
+  ASSERT_TRUE(mish_glu.ok()) << mish_glu.undecided;
+  EXPECT_EQ(mish_glu.activation->inputs.size(), 2u);
 
   auto gibberish = catalogue().resolve("florp zaxx quibble");
   EXPECT_FALSE(gibberish.ok());

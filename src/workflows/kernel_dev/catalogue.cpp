@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -163,6 +164,14 @@ Catalogue Catalogue::parse(const std::string& yaml_text, const std::string& orig
     if (a.inputs.empty()) throw std::runtime_error(origin + ": entry '" + a.name + "' has no input");
     catalogue.entries_.push_back(std::move(a));
   }
+  // Entry names (not aliases or phrases, which carry descriptive words such as "linear unit"),
+  // primitive functions and the listed English operation words.
+  for (const auto& e : catalogue.entries_)
+    for (const auto& w : split_words(normalise_description(e.name))) catalogue.operation_words_.insert(w);
+  for (const auto& f : primitive_functions())
+    for (const auto& w : split_words(normalise_description(f.name))) catalogue.operation_words_.insert(w);
+  for (const auto& w : string_list(root["operation_words"]))
+    for (const auto& part : split_words(normalise_description(w))) catalogue.operation_words_.insert(part);
   return catalogue;
 }
 
@@ -190,18 +199,19 @@ Resolution Catalogue::resolve(const std::string& text) const {
     const Activation* activation;
     std::string key;
     std::size_t score;
+    std::size_t begin = 0, end = 0;  // the words the key covers
   };
   std::vector<Match> matches;
   for (const auto& a : entries_) {
     std::vector<std::string> keys = {a.name, a.display};
     keys.insert(keys.end(), a.aliases.begin(), a.aliases.end());
     keys.insert(keys.end(), a.phrases.begin(), a.phrases.end());
-    std::size_t best = 0;
+    std::size_t best = 0, best_begin = 0, best_end = 0;
     std::string best_key;
     for (const auto& key : keys) {
       std::string k = compact(key);
       if (k.empty()) continue;
-      std::size_t score = 0;
+      std::size_t score = 0, begin = 0, end = words.size();
       if (k == whole) {
         score = 100000 + k.size();
       } else {
@@ -209,15 +219,19 @@ Resolution Catalogue::resolve(const std::string& text) const {
           for (std::size_t j = i + 1; j <= words.size(); ++j)
             if (join(words, i, j, "") == k) {
               score = k.size();
+              begin = i;
+              end = j;
               break;
             }
       }
       if (score > best) {
         best = score;
         best_key = key;
+        best_begin = begin;
+        best_end = end;
       }
     }
-    if (best > 0) matches.push_back({&a, best_key, best});
+    if (best > 0) matches.push_back({&a, best_key, best, best_begin, best_end});
   }
   if (matches.empty()) {
     r.undecided = "no catalogue activation matches '" + r.normalised +
@@ -233,10 +247,88 @@ Resolution Catalogue::resolve(const std::string& text) const {
                   " ('" + matches[1].key + "')";
     return r;
   }
-  // Words the match did not explain are reported (not fatal): "leaky relu with slope 0.2".
-  r.activation = matches[0].activation;
+  // Words outside the match: parameter words ("leaky relu with slope 0.2") and words the tool
+  // does not know are fine; a word naming another operation means the entry computes less than
+  // was asked, and the match is refused (never a complete-looking profile of the wrong function).
+  const Activation& a = *matches[0].activation;
+  std::set<std::string> own;
+  auto take = [&](const std::string& text) {
+    for (const auto& w : split_words(normalise_description(text))) own.insert(w);
+  };
+  take(a.name);
+  take(a.display);
+  for (const auto& t : a.aliases) take(t);
+  for (const auto& t : a.phrases) take(t);
+  for (const auto& h : a.hyperparameters) take(h.name);
+  for (const auto& l : a.learnable) take(l.name);
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    if (i >= matches[0].begin && i < matches[0].end) continue;
+    const std::string& w = words[i];
+    const std::string singular = w.size() > 3 && w.back() == 's' ? w.substr(0, w.size() - 1) : w;
+    if (own.count(w) || own.count(singular)) continue;
+    if (operation_words_.count(w) || operation_words_.count(singular)) r.unexplained.push_back(w);
+  }
+  if (!r.unexplained.empty())
+    if (auto gated = compose_gated(words)) {
+      r.unexplained.clear();
+      r.composed = gated;
+      r.activation = gated.get();
+      r.matched = gated->display;
+      return r;
+    }
+  if (!r.unexplained.empty()) {
+    std::string listed;
+    for (const auto& w : r.unexplained) listed += (listed.empty() ? "'" : ", '") + w + "'";
+    r.undecided = "the description names more than catalogue entry '" + a.name + "' (matched '" + matches[0].key +
+                  "') computes: " + listed + (r.unexplained.size() == 1 ? " is" : " are") +
+                  " not part of it; write the formula as an expression (e.g. \"y = relu(a)^2 * b\") or as PyTorch "
+                  "code, or describe only the catalogue entry";
+    return r;
+  }
+  r.activation = &a;
   r.matched = matches[0].key;
   return r;
+}
+
+std::shared_ptr<const Activation> Catalogue::compose_gated(const std::vector<std::string>& words) const {
+  // "<activation> gated linear unit", "gated <activation>", "<activation> GLU": the activation of
+  // the gate input times the other input, c = act(a) * b. Only for a plain one-input activation
+  // (parameters would need their own names in the gated form).
+  static const std::set<std::string> gate_markers = {"gated", "gate", "glu"};
+  static const std::set<std::string> gate_words = {"gated", "gate", "glu", "linear", "unit", "units"};
+  if (std::none_of(words.begin(), words.end(), [](const std::string& w) { return gate_markers.count(w) > 0; }))
+    return nullptr;
+  std::vector<std::string> rest;
+  for (const auto& w : words)
+    if (!gate_words.count(w)) rest.push_back(w);
+  if (rest.empty()) return nullptr;
+  const Resolution inner = resolve(join(rest, 0, rest.size(), " "));
+  if (!inner.ok() || inner.composed || inner.activation->inputs.size() != 1 || !inner.activation->hyperparameters.empty() ||
+      !inner.activation->learnable.empty())
+    return nullptr;
+  const Activation& act = *inner.activation;
+  auto gated = std::make_shared<Activation>();
+  gated->expression_text = "c = " + act.name + "(a) * b";
+  try {
+    const Program program = parse_program(gated->expression_text, resolver());
+    gated->output = program.output;
+    gated->expression = program.expression;
+  } catch (const ParseError&) {
+    return nullptr;
+  }
+  // An entry that already is this gated form keeps its name, display and baseline (geglu_erf).
+  for (const auto& e : entries_)
+    if (e.inputs == std::vector<std::string>{"a", "b"} && e.hyperparameters.empty() && e.learnable.empty() &&
+        equal(e.expression, gated->expression))
+      return std::shared_ptr<const Activation>(std::shared_ptr<const Activation>{}, &e);
+  gated->name = act.name + "_glu";
+  gated->display = act.display + " GLU";
+  gated->inputs = {"a", "b"};
+  if (!act.torch.empty())
+    gated->torch = "(" + std::regex_replace(act.torch, std::regex("\\bx\\b"), "a") + ") * b";
+  gated->gradient_note = act.gradient_note;
+  gated->phrases = {join(words, 0, words.size(), " ")};
+  return gated;
 }
 
 FunctionResolver Catalogue::resolver() const {

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <filesystem>
+#include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -49,6 +51,13 @@ struct Resolution {
   std::string normalised;              // the text after normalisation
   std::string undecided;               // why nothing was chosen ("" when resolved)
   std::vector<std::string> candidates; // the entries in a tie, or near misses
+  // Words outside the matched span that name operations (another activation, a primitive
+  // function, a reduction): the description asks for more than the entry computes, so the match
+  // is refused rather than silently dropping them ("squared ReLU gated linear unit" is not reglu).
+  std::vector<std::string> unexplained;
+  // A gated form composed from the description ("squared ReLU gated linear unit": c = relu_squared(a) * b)
+  // when no entry names it; `activation` points here.
+  std::shared_ptr<const Activation> composed;
   bool ok() const { return activation != nullptr; }
 };
 
@@ -59,6 +68,12 @@ class Catalogue {
   static Catalogue parse(const std::string& yaml_text, const std::string& origin);
 
   const std::vector<Activation>& entries() const { return entries_; }
+  // Words that name an operation in a description: every entry's name and alias parts, the
+  // expression language's primitive functions and the catalogue's `operation_words`.
+  const std::set<std::string>& operation_words() const { return operation_words_; }
+  // The gated form "act(a) * b" a description names with a gate word and a catalogue activation
+  // (an existing entry when one computes exactly that); nullptr when the words are not one.
+  std::shared_ptr<const Activation> compose_gated(const std::vector<std::string>& words) const;
   // By canonical name or alias, normalised ("Leaky-ReLU" finds leaky_relu).
   const Activation* find(const std::string& name) const;
   // Natural-language resolution.
@@ -69,6 +84,7 @@ class Catalogue {
 
  private:
   std::vector<Activation> entries_;
+  std::set<std::string> operation_words_;
 };
 
 // Lower case, '²'/'^2'/'**2' -> "squared", punctuation to spaces, filler words ("activation",

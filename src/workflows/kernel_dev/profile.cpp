@@ -111,18 +111,28 @@ const Activation* catalogue_match(const Program& program, const Catalogue& catal
   return nullptr;
 }
 
-bool contains_words(const std::string& normalised, const std::string& phrase) {
-  std::string key(1, ' ');
-  key += normalise_description(phrase);
-  key += ' ';
-  std::string haystack(1, ' ');
-  haystack += normalised;
-  haystack += ' ';
-  return haystack.find(key) != std::string::npos;
+// Lower case, every run of non-alphanumerics one space; no words dropped ("linear layer" must not
+// shrink to "linear", which every "gated linear unit" contains).
+std::string keyword_text(const std::string& text) {
+  std::string out(1, ' ');
+  for (char c : text) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (std::isalnum(u)) {
+      out += static_cast<char>(std::tolower(u));
+    } else if (out.back() != ' ') {
+      out += ' ';
+    }
+  }
+  if (out.back() != ' ') out += ' ';
+  return out;
+}
+
+bool contains_words(const std::string& text, const std::string& phrase) {
+  return keyword_text(text).find(keyword_text(phrase)) != std::string::npos;
 }
 
 const TierRequest* match_request(const std::string& text, const TierKnowledge& tiers) {
-  std::string normalised = normalise_description(text);
+  const std::string& normalised = text;
   // Specific requests first (longest keyword wins); generic ones ("reduction", "matmul") only
   // when nothing specific matches.
   for (bool generic : {false, true}) {
@@ -498,6 +508,7 @@ KernelProfile analyse(const AnalysisRequest& request, const KnowledgeBase& knowl
       }
       return finish_tier1(program, r.activation->name, r.activation->display);
     }
+    if (!r.unexplained.empty()) p.notes.push_back("description: " + r.undecided);
     if (const TierRequest* req = match_request(request.text, knowledge.tiers)) {
       set_identity(p, request.name.empty() ? req->name : snake_case(request.name), req->name);
       p.resolved_from = "tier knowledge '" + req->name + "' (skills/kernel_dev/tiers.yaml)";

@@ -1,7 +1,10 @@
 """The shared autopatch runtime's config reading (no GPU needed; runs wherever torch imports)."""
 from types import SimpleNamespace
 
-from liger_kernels.transformers._autopatch import _logit_softcap
+import pytest
+
+pytest.importorskip("torch", reason="the autopatch runtime imports torch")
+from liger_kernels.transformers._autopatch import _logit_softcap  # noqa: E402
 
 
 class _MultimodalConfig(SimpleNamespace):
