@@ -232,7 +232,7 @@ std::vector<std::string> profile_problems(const nlohmann::json& document) {
     if (p.tier == 2 && !p.row_program && !p.segment && !p.undecided.count("row_program") && p.complete())
       problems.push_back("row_program: a complete Tier-2 profile needs its row program (the reductions, the output and "
                          "the input gradient in the expression language), or {undecided: \"<why>\"}");
-    if (problems.empty() && p.complete() && (p.tier == 1 || p.tier == 2)) render(p, data_dir() / "templates/kernel_dev");
+    if (problems.empty() && p.complete() && (p.tier == 1 || p.tier == 2 || p.fused_linear)) render(p, data_dir() / "templates/kernel_dev");
   } catch (const std::exception& e) {
     problems.push_back(e.what());
   }
@@ -488,7 +488,7 @@ StageResult act(StageContext& ctx) {
   }
 
   std::vector<RenderedFile> files;
-  if (p.tier == 3)
+  if (p.tier == 3 && !p.fused_linear)  // tier3.h generates fused linear + loss ops
     return result.fail(fmt::format("'{}' is a Tier-3 (fused/complex) op: kernel-dev's templates generate Tier-1 "
                                    "(element-wise) and Tier-2 (row reduction) kernels; follow the closest kernel ({}) by hand",
                                    p.op_name, p.closest_kernel));
@@ -904,7 +904,7 @@ StageResult verify(StageContext& ctx) {
         double f = mine[mode].value("copy_fraction", 0.0);
         line += fmt::format("{}{} {} of copy", line.empty() ? "" : ", ", mode, pct(f));
         if (closest.contains(mode)) line += fmt::format(" ({} {})", p.closest_kernel, pct(closest[mode].value("copy_fraction", 0.0)));
-        if (std::string(mode) != "full" && f < 0.85)
+        if (std::string(mode) != "full" && f < 0.85 && !p.fused_linear)  // a fused linear is GEMM-bound
           result.warn(fmt::format("{} {} reaches {} of copy bandwidth (bar: 85%)", p.op_name, mode, pct(f)));
       }
       checks.push_back({"benchmark (liger-bench, bf16)", mine.empty() ? "failed" : "measured", line});
