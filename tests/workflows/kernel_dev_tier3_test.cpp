@@ -182,6 +182,11 @@ TEST(KernelDevTier3, ProfileValidatesRoundTripsAndEditsDriveTheOutput) {
   const std::string tuning = file(p, "/tuning.h");
   EXPECT_NE(tuning.find("kChunkRows = 512;"), std::string::npos);
   EXPECT_NE(tuning.find("kThreads = 512;"), std::string::npos);
+  p.tiling->vector_bytes = 8;
+  EXPECT_NE(file(p, "/tuning.h").find("kVectorBytes = 8;"), std::string::npos);
+  p.tiling->vector_bytes = 3;
+  EXPECT_THROW(kd::render(p, kSource / "templates/kernel_dev"), std::invalid_argument);
+  p.tiling->vector_bytes = 16;
   const std::string ref = file(p, "_ref.cpp");
   EXPECT_NE(ref.find("kZLoss = 0.0002;"), std::string::npos);
   EXPECT_NE(ref.find("kReduction = 1;"), std::string::npos);

@@ -127,6 +127,10 @@ mu::data context(const KernelProfile& p) {
     throw std::invalid_argument("render: tiling.threads_per_block = " + std::to_string(threads) +
                                 " is not a block the row kernel launches (32..1024, a multiple of 32)");
   d.set("threads", std::to_string(threads));
+  const int vector = p.tiling ? p.tiling->vector_bytes : 16;
+  if (vector != 2 && vector != 4 && vector != 8 && vector != 16)
+    throw std::invalid_argument("render: tiling.vector_bytes = " + std::to_string(vector) + " (want 16, 8, 4 or 2)");
+  d.set("vector_bytes", std::to_string(vector));
   // The shared list templates (docs table row, exports).
   d.set("output", "loss");
   d.set("expression", free_text(p.forward ? p.forward->expression : s.loss));
