@@ -153,7 +153,9 @@ std::optional<KernelProfile> analyse_fused_linear(const AnalysisRequest& request
   b.metrics = "median time vs the GEMMs alone; peak memory vs unfused";
   p.benchmark = b;
   p.tolerances = std::vector<ToleranceSpec>{
-      {"fp32", "outputs and input gradients", 1e-5, 1e-4, 1e-5, "fp32 GEMMs and rows; summation order differs from the reference"},
+      {"fp32", "outputs and input gradients", 1e-5, 1e-3, 1e-4,
+       "fp32 GEMMs whose grad_x sums run over the whole vocabulary (tens of thousands of terms) and fast exp/log "
+       "intrinsics (a few ulp): ten times the library's fp32 row, as its own fused linear cross-entropy tests"},
       {"fp16", "outputs and input gradients", 2e-3, 2e-2, 5e-3, "logits stored in fp16 (2^-11 relative) before the row kernel"},
       {"bf16", "outputs and input gradients", 1.6e-2, 6e-2, 2e-2,
        "logits and dlogits stored in bf16 (2^-8 relative); grad_weight rounded once per chunk"}};

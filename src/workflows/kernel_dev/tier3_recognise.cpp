@@ -32,7 +32,7 @@ const char* kNumber = R"(([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?))";
 
 // The number after a phrase ("z-loss 1e-4", "z_loss=1e-4", "softcap of 30"), if any.
 std::optional<double> number_after(const std::string& text, const std::string& phrase_regex) {
-  const std::regex re(phrase_regex + R"([\s:=]*(?:of|=|:|coefficient|weight|factor|to)?\s*)" + kNumber);
+  const std::regex re(phrase_regex + R"([\s:=]*(?:of|=|:|coefficient|weight|factor|to|at|by|with)?\s*)" + kNumber);
   std::smatch m;
   if (std::regex_search(text, m, re)) {
     try {
@@ -187,6 +187,12 @@ FusedLinearRecognition recognise_fused_linear(const std::string& text) {
     }
     r.matched = true;
     s.loss = jsd_words ? "jsd" : kl_words ? "kl_div" : ce_words ? "cross_entropy" : "kl_div";
+    if (s.loss == "kl_div" && std::regex_search(low, std::regex(R"(reverse[\s_-]?kl|kl\s*\(\s*student|mode[\s-]seeking)"))) {
+      // KL(student || teacher) is the generalised JSD's beta = 0 end.
+      s.loss = "jsd";
+      s.beta = 0.0;
+      r.notes.push_back("reverse KL, KL(student || teacher), generated as the generalised JSD with beta = 0");
+    }
     if (!jsd_words && !kl_words && !ce_words && distill_words)
       r.notes.push_back("'distillation' without a named divergence: KL(teacher || student) taken (say JSD for the Jensen-Shannon form)");
     s.source_form = code ? "code (loss named in words)" : "words";
@@ -226,7 +232,7 @@ FusedLinearRecognition recognise_fused_linear(const std::string& text) {
         s.z_loss = 1e-4;
         r.notes.push_back("z-loss without a coefficient: 1e-4 taken (PaLM's); edit fused_linear.z_loss");
       }
-      if (auto v = number_after(low, R"((?:logit[\s_-]?)?soft[\s_-]?capp?(?:ing)?)")) s.softcap = *v;
+      if (auto v = number_after(low, R"((?:logit[\s_-]?)?soft[\s_-]?capp?(?:ed|ing)?)")) s.softcap = *v;
       else if (has(low, "softcap") || has(low, "soft-cap") || has(low, "soft cap")) {
         s.softcap = 30.0;
         r.notes.push_back("softcapping without a cap: 30 taken (Gemma 2's final logits); edit fused_linear.softcap");

@@ -118,7 +118,7 @@ mu::data context(const KernelProfile& p) {
                                  : "in the weight's dtype, cuBLAS beta = 1 after the first chunk");
   d.set("chunk_rows", std::to_string(s.chunk_rows));
   d.set("chunk_text", s.chunk_rows > 0 ? "the profile's " + std::to_string(s.chunk_rows)
-                                       : std::string("by default about rows * hidden logits per chunk, a power of two in 16..4096"));
+                                       : std::string("by default about 4 * rows * hidden logits per chunk, a power of two in 16..4096"));
   d.set("bench_tokens", std::to_string(s.bench_tokens));
   d.set("bench_hidden", std::to_string(s.bench_hidden));
   d.set("bench_vocab", std::to_string(s.bench_vocab));

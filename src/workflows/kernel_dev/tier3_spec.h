@@ -25,8 +25,8 @@ struct FusedLinearSpec {
   std::string reduction = "mean";
   double beta = 0.5;         // jsd only
   double temperature = 1.0;  // kl_div/jsd: both logits divided by it
-  // Rows per chunk; 0 = the rule: about rows * hidden logits per chunk (a power of two, 16..4096),
-  // so the chunk buffer is no larger than the input.
+  // Rows per chunk; 0 = the rule: about 4 * rows * hidden logits per chunk (a power of two, 16..4096),
+  // so the chunk buffer is at most four times the input and grad_weight is accumulated in few passes.
   long long chunk_rows = 0;
   // How grad_weight accumulates over chunks: "input" (the weight's dtype, cuBLAS beta = 1 per
   // chunk; no extra memory) or "fp32" (an fp32 [vocab, hidden] accumulator in the workspace,
