@@ -195,6 +195,8 @@ TEST(KernelDevTier3, ProfileValidatesRoundTripsAndEditsDriveTheOutput) {
   const std::string py = file(p, ".py");
   EXPECT_NE(py.find("\"z_loss\": 0.0002"), std::string::npos);
   EXPECT_NE(py.find("ignore_index=-1"), std::string::npos);
+  EXPECT_NE(py.find("z = 15.0 * torch.tanh(z / 15.0)"), std::string::npos);
+  EXPECT_NE(py.find("loss = loss + 0.0002 * (torch.logsumexp(z, dim=-1)[keep] ** 2).sum()"), std::string::npos);
   kd::KernelProfile jsd = analyse(kRecognised[1].text);
   jsd.fused_linear->beta = 0.1;
   jsd.fused_linear->temperature = 2;

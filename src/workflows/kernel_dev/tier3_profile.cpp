@@ -30,7 +30,7 @@ std::string fmt_number(double v) {
 std::string loss_formula(const FusedLinearSpec& s) {
   if (s.loss == "cross_entropy") {
     std::string z = s.softcap > 0 ? "z = " + fmt_number(s.softcap) + " * tanh(logits / " + fmt_number(s.softcap) + ")" : "z = logits";
-    std::string row = "loss_r = lse - " + std::string(s.label_smoothing > 0 ? "(1 - eps) * z[target] - eps * mean_j z[j]" : "z[target]");
+    std::string row = "loss_r = lse - " + std::string(s.label_smoothing > 0 ? "(1 - eps) * z[target] - eps * mean_j z[j] (eps = " + fmt_number(s.label_smoothing) + ")" : "z[target]");
     if (s.z_loss > 0) row += " + " + fmt_number(s.z_loss) + " * lse^2";
     return z + ", lse = logsumexp(z); " + row + " (0 for target == " + std::to_string(s.ignore_index) + "); " +
            (s.reduction == "mean" ? "mean over the counted rows" : "sum over the rows");
@@ -40,7 +40,7 @@ std::string loss_formula(const FusedLinearSpec& s) {
   if (s.loss == "kl_div") base += "loss_r = sum_j q_j (log q_j - log p_j)";
   else
     base += "m = " + fmt_number(s.beta) + " * p + " + fmt_number(1 - s.beta) + " * q; loss_r = " + fmt_number(s.beta) +
-            " * KL(q || m) + " + fmt_number(1 - s.beta) + " * KL(p || m)";
+            " * KL(q, m) + " + fmt_number(1 - s.beta) + " * KL(p, m), KL(a, b) = sum_j a_j log(a_j / b_j)";
   return base + "; " + (s.reduction == "sum" ? "sum over the rows" : s.reduction == "batchmean" ? "sum / rows" : "sum / (rows * vocab)");
 }
 

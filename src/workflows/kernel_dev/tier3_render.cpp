@@ -96,6 +96,7 @@ mu::data context(const KernelProfile& p) {
   d.set("z_loss_d", shortest(s.z_loss));
   d.set("z_loss_py", shortest(s.z_loss));
   d.set("has_zloss", mu::data(s.z_loss > 0));
+  d.set("has_softcap", mu::data(s.softcap > 0));
   d.set("softcap_f", c_float(s.softcap));
   d.set("softcap_d", shortest(s.softcap));
   d.set("inv_softcap_f", c_float(s.softcap > 0 ? 1.0 / s.softcap : 0.0));
