@@ -159,6 +159,9 @@ def main():
     except Exception as e:  # noqa: BLE001
         print(f"cannot import the generated binding liger_kernels.ops.{a.op}: {e}")
         return 1
+    if hasattr(mod, "FUSED_LINEAR"):  # a fused linear + loss: its own shapes, the GEMMs-alone baseline, memory
+        import fused_linear_compare
+        return fused_linear_compare.run(a, torch, mod)
     if hasattr(mod, "SEGMENT"):  # a segment reduction: jagged inputs and its own PyTorch versions
         import segment_compare
         return segment_compare.run(a, torch, mod)

@@ -46,6 +46,10 @@ YAML::Node base(const std::string& name) {
     const std::size_t begin = s.find("```yaml\n") + 8;
     return YAML::Load(s.substr(begin, s.find("```", begin) - begin));
   }
+  if (name == "fused_ce")  // Tier 3: the fused_linear section of a cross-entropy (tier3_profile.cpp)
+    return kd::profile_to_yaml(kd::analyse({"fused linear cross entropy with z-loss 1e-4 and softcap 30", kd::InputKind::Auto, ""}, kb()));
+  if (name == "fused_jsd")  // Tier 3: the fused_linear section of a distillation loss
+    return kd::profile_to_yaml(kd::analyse({"fused linear JSD distillation beta 0.5 temperature 2", kd::InputKind::Auto, ""}, kb()));
   if (name == "segment")  // a segment reduction: the segment section (segment.cpp)
     return kd::profile_to_yaml(kd::analyse({"max pooling over jagged rows given offsets", kd::InputKind::Auto, ""}, kb()));
   const std::string request = name == "dyt" ? "dynamic tanh" : "leaky ReLU with negative slope 0.2";
@@ -161,6 +165,21 @@ const std::vector<FieldCase> kCases = {
     {"segment.benchmark.segments", "segment", "segment.benchmark.segments", "4096"},
     {"segment.benchmark.min_rows", "segment", "segment.benchmark.min_rows", "0"},
     {"segment.benchmark.max_rows", "segment", "segment.benchmark.max_rows", "128"},
+    {"fused_linear.loss", "fused_ce", "fused_linear.loss", "kl_div"},
+    {"fused_linear.ignore_index", "fused_ce", "fused_linear.ignore_index", "-1"},
+    {"fused_linear.label_smoothing", "fused_ce", "fused_linear.label_smoothing", "0.1"},
+    {"fused_linear.z_loss", "fused_ce", "fused_linear.z_loss", "0.001"},
+    {"fused_linear.softcap", "fused_ce", "fused_linear.softcap", "10"},
+    {"fused_linear.temperature", "fused_jsd", "fused_linear.temperature", "4"},
+    {"fused_linear.beta", "fused_jsd", "fused_linear.beta", "0.2"},
+    {"fused_linear.reduction", "fused_ce", "fused_linear.reduction", "sum"},
+    {"fused_linear.chunk_rows", "fused_ce", "fused_linear.chunk_rows", "256"},
+    {"fused_linear.grad_weight_accumulator", "fused_ce", "fused_linear.grad_weight_accumulator", "fp32"},
+    {"fused_linear.dtypes", "fused_ce", "fused_linear.dtypes", "[bf16]"},
+    {"fused_linear.source_form", "fused_ce", "fused_linear.source_form", "F.cross_entropy"},
+    {"fused_linear.benchmark.tokens", "fused_ce", "fused_linear.benchmark.tokens", "4096"},
+    {"fused_linear.benchmark.hidden", "fused_ce", "fused_linear.benchmark.hidden", "2048"},
+    {"fused_linear.benchmark.vocab", "fused_ce", "fused_linear.benchmark.vocab", "32000"},
     {"notes", "dyt", "notes", "[edited]"},
 };
 

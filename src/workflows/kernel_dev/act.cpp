@@ -139,7 +139,7 @@ StageResult act(StageContext& ctx) {
   }
 
   std::vector<RenderedFile> files;
-  if (p.tier == 3)
+  if (p.tier == 3 && !p.fused_linear)  // tier3_render generates fused linear + loss ops
     return result.fail(fmt::format("'{}' is a Tier-3 (fused/complex) op: kernel-dev's templates generate Tier-1 "
                                    "(element-wise) and Tier-2 (row reduction) kernels; follow the closest kernel ({}) by hand",
                                    p.op_name, p.closest_kernel));

@@ -11,6 +11,7 @@
 
 #include "workflows/kernel_dev/pytorch.h"
 #include "workflows/kernel_dev/segment.h"
+#include "workflows/kernel_dev/tier3.h"
 #include "workflows/kernel_dev/tier2_derive.h"
 
 namespace liger::kernel_dev {
@@ -453,6 +454,7 @@ void derive_tier1(KernelProfile& p, const Program& program, const KnowledgeBase&
 }
 
 KernelProfile analyse(const AnalysisRequest& request, const KnowledgeBase& knowledge) {
+  if (auto fused = analyse_fused_linear(request, knowledge)) return *fused;  // tier3_profile.cpp: fused linear + loss
   if (auto segment = analyse_segment(request, knowledge)) return *segment;  // segment.cpp: jagged-row pooling
   KernelProfile p;
   p.source_text = request.text;
@@ -846,6 +848,7 @@ YAML::Node profile_to_yaml(const KernelProfile& p) {
     root["row_program"] = n;
   }
   if (p.segment) root["segment"] = segment_to_yaml(p);  // segment.cpp
+  if (p.fused_linear) root["fused_linear"] = fused_linear_to_yaml(p);  // tier3_profile.cpp
   root["notes"] = YAML::Node(YAML::NodeType::Sequence);
   for (const auto& n : p.notes) root["notes"].push_back(n);
   return root;
@@ -950,6 +953,7 @@ KernelProfile profile_from_yaml(const YAML::Node& root) {
       p.row_program = spec;
     }
     read_segment(root, p);  // segment.cpp
+    read_fused_linear(root, p);  // tier3_profile.cpp
     p.notes = strings_from(root["notes"]);
   } catch (const YAML::Exception& error) {
     throw std::runtime_error("kernel profile: " + std::string(error.what()));
@@ -973,6 +977,7 @@ std::string op_name_for(const std::string& name) { return snake_case(name); }
 std::optional<InputProblem> input_problem(const AnalysisRequest& request, const KnowledgeBase& knowledge,
                                           bool llm_available) {
   if (request.kind != InputKind::Expression && recognise_segment(request.text).matched) return std::nullopt;
+  if (request.kind != InputKind::Expression && recognise_fused_linear(request.text).matched) return std::nullopt;
   const InputKind kind =
       request.kind == InputKind::Auto ? detect_input_kind(request.text, knowledge.catalogue) : request.kind;
   if (kind == InputKind::Expression) {

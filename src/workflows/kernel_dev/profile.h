@@ -17,6 +17,7 @@
 #include "workflows/kernel_dev/codegen.h"
 #include "workflows/kernel_dev/expr.h"
 #include "workflows/kernel_dev/segment_spec.h"
+#include "workflows/kernel_dev/tier3_spec.h"
 
 namespace liger::kernel_dev {
 
@@ -148,6 +149,7 @@ struct KernelProfile {
   std::optional<std::vector<ToleranceSpec>> tolerances;
   std::optional<RowProgramSpec> row_program;  // Tier 2 only (absent from Tier-1/3 documents)
   std::optional<SegmentSpec> segment;         // a segment reduction (Tier 2, instead of a row program; segment.h)
+  std::optional<FusedLinearSpec> fused_linear;  // a fused linear + row loss (Tier 3; tier3.h)
   std::map<std::string, std::string> undecided;  // field -> reason
   std::vector<std::string> notes;
 

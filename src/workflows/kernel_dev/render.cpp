@@ -13,6 +13,7 @@
 #include "workflows/kernel_dev/compile_entry.h"
 #include "workflows/kernel_dev/row_program.h"
 #include "workflows/kernel_dev/segment.h"
+#include "workflows/kernel_dev/tier3.h"
 
 namespace liger::kernel_dev {
 
@@ -399,6 +400,7 @@ mu::data tier2_context(const KernelProfile& p, const std::filesystem::path& temp
 
 std::vector<RenderedFile> render(const KernelProfile& profile, const std::filesystem::path& templates_dir) {
   if (profile.segment) return render_segment(profile, templates_dir);  // segment_render.cpp
+  if (profile.fused_linear) return render_fused_linear(profile, templates_dir);  // tier3_render.cpp
   if (profile.tier != 1 && profile.tier != 2)
     throw std::invalid_argument("render: profile '" + profile.op_name + "' is Tier " + std::to_string(profile.tier) +
                                 ": the templates generate Tier-1 (element-wise) and Tier-2 (row reduction) kernels");

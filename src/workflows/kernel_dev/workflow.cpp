@@ -196,7 +196,8 @@ std::vector<std::string> profile_problems(const nlohmann::json& document) {
     if (p.tier == 2 && !p.row_program && !p.segment && !p.undecided.count("row_program") && p.complete())
       problems.push_back("row_program: a complete Tier-2 profile needs its row program (the reductions, the output and "
                          "the input gradient in the expression language), or {undecided: \"<why>\"}");
-    if (problems.empty() && p.complete() && (p.tier == 1 || p.tier == 2)) render(p, data_dir() / "templates/kernel_dev");
+    if (problems.empty() && p.complete() && (p.tier == 1 || p.tier == 2 || p.fused_linear))
+      render(p, data_dir() / "templates/kernel_dev");
   } catch (const std::exception& e) {
     problems.push_back(e.what());
   }

@@ -1,0 +1,211 @@
+// Act for a fused linear + loss (Tier 3): every file of the op from templates/kernel_dev/fused_linear/
+// (kernel, tuning, C header, fp64 reference and its tests, GPU tests, benchmark, binding, docs
+// page) and the shared list templates of templates/kernel_dev/ (docs table row, Python exports).
+#include <mustache.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "liger/text_escape.h"
+#include "workflows/kernel_dev/tier3.h"
+
+namespace liger::kernel_dev {
+
+namespace mu = kainjow::mustache;
+
+namespace {
+
+std::string upper(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// One line that cannot close a comment, docstring or Markdown cell.
+std::string free_text(const std::string& text) {
+  std::string out = util::escape_code_text(text);
+  for (char& c : out) {
+    if (c == '|') c = '/';
+    else if (c == '`') c = '\'';
+    else if (c == '"') c = '\'';
+  }
+  return out;
+}
+
+// The shortest decimal that reads back as v.
+std::string shortest(double v) {
+  char buffer[64];
+  if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e15) {  // 30.0, not 3e+01
+    std::snprintf(buffer, sizeof(buffer), "%.1f", v);
+    return buffer;
+  }
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buffer, sizeof(buffer), "%.*g", digits, v);
+    if (std::strtod(buffer, nullptr) == v) break;
+  }
+  std::string s = buffer;
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";  // a floating literal in C++ and Python
+  return s;
+}
+
+// The profile's decimal as a float literal (the compiler rounds it once, as the profile reads it).
+std::string c_float(double v) { return shortest(v) + "f"; }
+
+std::string c_string(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string read_template(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("kernel-dev template not found: " + path.string());
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+mu::data context(const KernelProfile& p) {
+  const FusedLinearSpec& s = *p.fused_linear;
+  const bool ce = s.loss == "cross_entropy";
+  mu::data d;
+  d.set("tier", "3");
+  d.set("op", p.op_name);
+  d.set("OP", upper(p.op_name));
+  d.set("Camel", camel_case(p.op_name));
+  d.set("display", free_text(p.display_name));
+  d.set("closest_kernel", p.closest_kernel);
+  d.set("python_module", p.python_module);
+  d.set("formula", free_text(p.forward ? p.forward->expression : s.loss));
+  d.set("gradient", free_text(p.gradients && !p.gradients->empty() ? p.gradients->front().expression : ""));
+  d.set("loss", s.loss);
+  d.set("is_ce", mu::data(ce));
+  d.set("distill", mu::data(!ce));
+  d.set("is_kl", mu::data(s.loss == "kl_div"));
+  d.set("is_jsd", mu::data(s.loss == "jsd"));
+  d.set("ignore_index", std::to_string(s.ignore_index) + (s.ignore_index < -2147483647LL ? "LL" : ""));
+  d.set("label_smoothing_f", c_float(s.label_smoothing));
+  d.set("label_smoothing_d", shortest(s.label_smoothing));
+  d.set("label_smoothing_py", shortest(s.label_smoothing));
+  d.set("z_loss_f", c_float(s.z_loss));
+  d.set("z_loss_d", shortest(s.z_loss));
+  d.set("z_loss_py", shortest(s.z_loss));
+  d.set("has_zloss", mu::data(s.z_loss > 0));
+  d.set("has_softcap", mu::data(s.softcap > 0));
+  d.set("softcap_f", c_float(s.softcap));
+  d.set("softcap_d", shortest(s.softcap));
+  d.set("inv_softcap_f", c_float(s.softcap > 0 ? 1.0 / s.softcap : 0.0));
+  d.set("softcap_py", shortest(s.softcap));
+  d.set("inv_temperature_f", c_float(1.0 / s.temperature));
+  d.set("temperature_d", shortest(s.temperature));
+  d.set("temperature_py", shortest(s.temperature));
+  d.set("beta_f", c_float(s.beta));
+  d.set("beta_d", shortest(s.beta));
+  d.set("beta_py", shortest(s.beta));
+  d.set("reduction", s.reduction);
+  const int code = ce ? (s.reduction == "sum" ? 1 : 0) : (s.reduction == "sum" ? 1 : s.reduction == "batchmean" ? 2 : 3);
+  d.set("reduction_code", std::to_string(code));
+  d.set("reduction_mean", mu::data(s.reduction == "mean"));
+  d.set("reduction_sum", mu::data(s.reduction == "sum"));
+  d.set("reduction_batchmean", mu::data(s.reduction == "batchmean"));
+  const bool fp32 = s.grad_weight_accumulator == "fp32";
+  d.set("fp32_accumulator", mu::data(fp32));
+  d.set("accumulator_text", fp32 ? "in an fp32 accumulator in the workspace, converted once at the end"
+                                 : "in the weight's dtype, cuBLAS beta = 1 after the first chunk");
+  d.set("chunk_rows", std::to_string(s.chunk_rows));
+  d.set("chunk_text", s.chunk_rows > 0 ? "the profile's " + std::to_string(s.chunk_rows)
+                                       : std::string("by default about 4 * rows * hidden logits per chunk, a power of two in 16..4096"));
+  d.set("bench_tokens", std::to_string(s.bench_tokens));
+  d.set("bench_hidden", std::to_string(s.bench_hidden));
+  d.set("bench_vocab", std::to_string(s.bench_vocab));
+  const int threads = p.tiling ? p.tiling->threads_per_block : 1024;
+  if (threads < 32 || threads > 1024 || threads % 32 != 0)
+    throw std::invalid_argument("render: tiling.threads_per_block = " + std::to_string(threads) +
+                                " is not a block the row kernel launches (32..1024, a multiple of 32)");
+  d.set("threads", std::to_string(threads));
+  const int vector = p.tiling ? p.tiling->vector_bytes : 16;
+  if (vector != 2 && vector != 4 && vector != 8 && vector != 16)
+    throw std::invalid_argument("render: tiling.vector_bytes = " + std::to_string(vector) + " (want 16, 8, 4 or 2)");
+  d.set("vector_bytes", std::to_string(vector));
+  // The shared list templates (docs table row, exports).
+  d.set("output", "loss");
+  d.set("expression", free_text(p.forward ? p.forward->expression : s.loss));
+  mu::list inputs;
+  for (const auto& t : p.inputs) inputs.push_back(mu::object{{"name", t.name}});
+  d.set("inputs", inputs);
+  d.set("learnable", mu::list{});
+  d.set("hyperparameters", mu::list{});
+
+  mu::list tolerances;
+  for (const auto& t : *p.tolerances) {
+    if (t.dtype != "fp32" && t.dtype != "fp16" && t.dtype != "bf16")
+      throw std::invalid_argument("render: profile tolerance for unknown dtype '" + t.dtype + "'");
+    char brace[256];
+    std::snprintf(brace, sizeof(brace), "{%.9g, %.9g, %.9g, ", t.atol, t.rtol, t.max_relative_l2);
+    tolerances.push_back(mu::object{
+        {"dtype", t.dtype},
+        {"dtype_enum", t.dtype == "fp32" ? "LIGER_DTYPE_FLOAT32" : t.dtype == "fp16" ? "LIGER_DTYPE_FLOAT16" : "LIGER_DTYPE_BFLOAT16"},
+        {"brace_init", std::string(brace) + c_string(free_text(t.reason)) + "}"}});
+  }
+  d.set("tolerances", tolerances);
+  return d;
+}
+
+}  // namespace
+
+std::vector<RenderedFile> render_fused_linear(const KernelProfile& p, const std::filesystem::path& templates_dir) {
+  if (!p.fused_linear) throw std::invalid_argument("render: profile '" + p.op_name + "' has no fused_linear section");
+  if (!p.complete()) {
+    std::string fields;
+    for (const auto& [field, reason] : p.undecided) fields += (fields.empty() ? "" : "; ") + field + ": " + reason;
+    throw std::invalid_argument("render: profile '" + p.op_name + "' has undecided fields: " + fields);
+  }
+  if (const auto problems = fused_linear_problems(p); !problems.empty()) {
+    std::string all;
+    for (const auto& problem : problems) all += (all.empty() ? "" : "; ") + problem;
+    throw std::invalid_argument("render: " + all);
+  }
+  if (!p.tolerances) throw std::invalid_argument("render: profile '" + p.op_name + "' lacks tolerances");
+  mu::data data = context(p);
+  const std::string& op = p.op_name;
+  struct Target {
+    std::string template_name;
+    std::string path;
+    bool insert;
+    std::string prefix = {};
+  };
+  const std::vector<Target> targets = {
+      {"fused_linear/header.h.mustache", "kernels/include/liger_kernels/" + op + ".h", false},
+      {"fused_linear/kernel.cu.mustache", "kernels/src/" + op + "/" + op + ".cu", false},
+      {"fused_linear/tuning.h.mustache", "kernels/src/" + op + "/tuning.h", false},
+      {"fused_linear/reference.h.mustache", "kernels/reference/" + op + "_ref.h", false},
+      {"fused_linear/reference.cpp.mustache", "kernels/reference/" + op + "_ref.cpp", false},
+      {"fused_linear/test_reference.cpp.mustache", "tests/kernels/reference/test_" + op + "_ref.cpp", false},
+      {"fused_linear/test_gpu.cpp.mustache", "tests/kernels/gpu/test_" + op + ".cpp", false},
+      {"fused_linear/bench.cpp.mustache", "benchmarks/bench_" + op + ".cpp", false},
+      {"fused_linear/python_op.py.mustache", "kernels/python/liger_kernels/ops/" + op + ".py", false},
+      {"fused_linear/doc.md.mustache", "docs/kernels/" + op + ".md", false},
+      {"docs_row.md.mustache", "docs/kernels/README.md", true, "| `"},
+      {"exports_import.py.mustache", "kernels/python/liger_kernels/functional.py", true, "from .ops."},
+      {"exports_alias.py.mustache", "kernels/python/liger_kernels/functional.py", true, "liger_"},
+      {"exports_all.py.mustache", "kernels/python/liger_kernels/functional.py", true, "    \""},
+  };
+  std::vector<RenderedFile> files;
+  for (const auto& target : targets) {
+    const std::filesystem::path path = templates_dir / target.template_name;
+    mu::mustache tmpl{read_template(path)};
+    if (!tmpl.is_valid()) throw std::runtime_error(path.string() + ": " + tmpl.error_message());
+    tmpl.set_custom_escape([](const std::string& s) { return s; });  // code, not HTML
+    std::string content = tmpl.render(data);
+    if (!tmpl.is_valid()) throw std::runtime_error(path.string() + ": " + tmpl.error_message());
+    files.push_back({target.path, content, target.template_name, target.insert, target.prefix});
+  }
+  return files;
+}
+
+}  // namespace liger::kernel_dev

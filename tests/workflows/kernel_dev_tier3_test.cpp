@@ -1,0 +1,446 @@
+// kernel-dev Tier 3, fused linear + a row loss (issue 18 item 4): recognising the loss over
+// logits = x @ w.T in words and in PyTorch (x @ w.T, F.linear, matmul; F.cross_entropy,
+// nn.CrossEntropyLoss, nll_loss(log_softmax), F.kl_div of log-softmaxes; options as keyword
+// arguments or written out), naming what is not supported; the profile's `fused_linear` section
+// (schema, problems, YAML round trip, edits driving the rendered files); the rendered files (nvcc
+// -c for sm_90, g++ -fsyntax-only of the GPU test and benchmark, py_compile of the binding, the
+// fp64 reference built and its finite-difference tests run for every loss and option, a wrong
+// gradient caught); and the workflow through Verify with the toolchain faked.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "liger/config.h"
+#include "liger/engine.h"
+#include "liger/profile.h"
+#include "liger/util.h"
+#include "workflows/kernel_dev/render.h"
+#include "workflows/kernel_dev/tier3.h"
+#include "workflows/kernel_dev/workflow.h"
+
+#include "committed_tree.h"
+
+namespace kd = liger::kernel_dev;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kSource = LIGER_SOURCE_DIR;
+
+const kd::KnowledgeBase& kb() {
+  static const kd::KnowledgeBase k = kd::KnowledgeBase::load(kSource);
+  return k;
+}
+
+kd::KernelProfile analyse(const std::string& text, const std::string& name = "") {
+  return kd::analyse({text, kd::InputKind::Auto, name}, kb());
+}
+
+struct Expected {
+  std::string text;
+  std::string loss;
+  double z_loss = 0, softcap = 0, smoothing = 0, temperature = 1, beta = 0.5;
+  long long ignore_index = -100;
+  std::string reduction;
+};
+
+const std::vector<Expected> kRecognised = {
+    {"fused linear cross entropy with z-loss 1e-4 and softcap 30", "cross_entropy", 1e-4, 30, 0, 1, 0.5, -100, "mean"},
+    {"fused linear JSD distillation beta 0.5", "jsd", 0, 0, 0, 1, 0.5, -100, "batchmean"},
+    {"LM head + cross-entropy loss with label smoothing 0.1 and ignore index -1, sum reduction", "cross_entropy", 0, 0, 0.1, 1, 0.5, -1, "sum"},
+    {"fused linear KL divergence distillation with temperature 2", "kl_div", 0, 0, 0, 2, 0.5, -100, "batchmean"},
+    {"generalized JSD over a linear projection, beta 0.25, temperature 4", "jsd", 0, 0, 0, 4, 0.25, -100, "batchmean"},
+    {"Gemma-style LM head loss: cross entropy over final logits soft-capped at 50", "cross_entropy", 0, 50, 0, 1, 0.5, -100, "mean"},
+    {"distill a student LM head from a teacher with reverse KL at temperature 2", "jsd", 0, 0, 0, 2, 0.0, -100, "batchmean"},
+    {"def f(x, w, target): return F.cross_entropy(x @ w.T, target)", "cross_entropy", 0, 0, 0, 1, 0.5, -100, "mean"},
+    {"def loss_fn(h, lm_head, labels):\n    logits = F.linear(h, lm_head)\n"
+     "    return torch.nn.functional.cross_entropy(logits.float(), labels, ignore_index=-1, label_smoothing=0.05, reduction='sum')\n",
+     "cross_entropy", 0, 0, 0.05, 1, 0.5, -1, "sum"},
+    {"def f(x, w, y):\n    logits = torch.matmul(x, w.t())\n    logits = 30.0 * torch.tanh(logits / 30.0)\n"
+     "    return F.cross_entropy(logits, y) + 1e-4 * torch.logsumexp(logits, dim=-1).pow(2).mean()\n",
+     "cross_entropy", 1e-4, 30, 0, 1, 0.5, -100, "mean"},
+    {"class LmLoss(nn.Module):\n    def forward(self, x, w, t):\n        return nn.CrossEntropyLoss(ignore_index=0)(x @ w.t(), t)\n",
+     "cross_entropy", 0, 0, 0, 1, 0.5, 0, "mean"},
+    {"def f(x, w, t): return F.nll_loss(F.log_softmax(x @ w.T, dim=-1), t)", "cross_entropy", 0, 0, 0, 1, 0.5, -100, "mean"},
+    {"def f(x, w, t, wt): return F.kl_div(F.log_softmax(x @ w.T, -1), F.log_softmax(t @ wt.T, -1), log_target=True, reduction=\"batchmean\")",
+     "kl_div", 0, 0, 0, 1, 0.5, -100, "batchmean"},
+    {"def distill(s, ws, t, wt):\n    return F.kl_div(F.log_softmax(s @ ws.T / 2.0, dim=-1), F.softmax(t @ wt.T / 2.0, dim=-1), reduction='batchmean')\n",
+     "kl_div", 0, 0, 0, 2, 0.5, -100, "batchmean"},
+    {"def f(x, w, t, wt, temperature=3.0):\n    p = F.log_softmax(x @ w.T / temperature, -1)\n"
+     "    q = F.log_softmax(t @ wt.T / temperature, -1)\n    return F.kl_div(p, q, log_target=True, reduction='sum')\n",
+     "kl_div", 0, 0, 0, 3, 0.5, -100, "sum"},
+};
+
+}  // namespace
+
+TEST(KernelDevTier3, RecognisesSpellingsOfFusedLinearLosses) {
+  for (const auto& e : kRecognised) {
+    SCOPED_TRACE(e.text);
+    const kd::FusedLinearRecognition r = kd::recognise_fused_linear(e.text);
+    ASSERT_TRUE(r.matched);
+    EXPECT_EQ(r.rejection, "");
+    EXPECT_EQ(r.spec.loss, e.loss);
+    EXPECT_DOUBLE_EQ(r.spec.z_loss, e.z_loss);
+    EXPECT_DOUBLE_EQ(r.spec.softcap, e.softcap);
+    EXPECT_DOUBLE_EQ(r.spec.label_smoothing, e.smoothing);
+    EXPECT_DOUBLE_EQ(r.spec.temperature, e.temperature);
+    EXPECT_DOUBLE_EQ(r.spec.beta, e.beta);
+    EXPECT_EQ(r.spec.ignore_index, e.ignore_index);
+    EXPECT_EQ(r.spec.reduction, e.reduction);
+    const kd::KernelProfile p = analyse(e.text);
+    EXPECT_EQ(p.tier, 3);
+    ASSERT_TRUE(p.fused_linear.has_value());
+    EXPECT_TRUE(p.complete()) << (p.undecided.empty() ? "" : p.undecided.begin()->second);
+  }
+  // Names: the loss and the options that change the formulas; a descriptive function name is kept.
+  EXPECT_EQ(analyse(kRecognised[0].text).op_name, "fused_linear_ce_zloss_softcap");
+  EXPECT_EQ(analyse(kRecognised[1].text).op_name, "fused_linear_jsd");
+  EXPECT_EQ(analyse(kRecognised[7].text).op_name, "fused_linear_ce");
+  EXPECT_EQ(analyse(kRecognised[10].text).op_name, "lm_loss");
+  EXPECT_EQ(analyse(kRecognised[7].text, "my_head_loss").op_name, "my_head_loss");
+  EXPECT_NE(analyse(kRecognised[7].text).op_name, "fused_linear_cross_entropy");  // the library's own op
+}
+
+TEST(KernelDevTier3, LeavesOtherOpsAlone) {
+  for (const char* text : {"softmax", "ReLU squared activation function", "layer norm", "cross entropy",
+                           "def f(x, t): return F.cross_entropy(x, t)", "exact GELU (erf) gated linear unit",
+                           "def f(x): return torch.softmax(x, dim=-1)", "mean pooling over variable-length segments given offsets",
+                           "def f(x, w): return x @ w.T", "linear layer"}) {
+    SCOPED_TRACE(text);
+    EXPECT_FALSE(kd::recognise_fused_linear(text).matched);
+    EXPECT_FALSE(analyse(text).fused_linear.has_value());
+  }
+}
+
+// A loss the generator does not have is named with what is supported; the profile stops there.
+TEST(KernelDevTier3, NamesWhatItCannotGenerate) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"def f(x, w, y): return F.mse_loss(x @ w.T, y)", "supported: cross-entropy"},
+      {"fused linear focal loss", "supported: cross-entropy"},
+      {"def f(x, w, b, y): return F.cross_entropy(F.linear(x, w, b), y)", "has a bias"},
+      {"def f(x, w, y): return F.cross_entropy(x @ w, y)", "x @ w.T"},
+      {"def f(x, w, y): return F.cross_entropy(x @ w.T, y, reduction='none')", "reduction 'none'"},
+      {"def f(x, w, t): return F.kl_div(F.log_softmax(x @ w.T, -1), t, reduction='batchmean')", "teacher's logits"},
+  };
+  for (const auto& [text, why] : cases) {
+    SCOPED_TRACE(text);
+    const auto r = kd::recognise_fused_linear(text);
+    ASSERT_TRUE(r.matched);
+    EXPECT_NE(r.rejection.find(why), std::string::npos) << r.rejection;
+    const kd::KernelProfile p = analyse(text);
+    ASSERT_TRUE(p.undecided.count("fused_linear"));
+    EXPECT_THROW(kd::render(p, kSource / "templates/kernel_dev"), std::invalid_argument);
+  }
+}
+
+TEST(KernelDevTier3, ProfileValidatesRoundTripsAndEditsDriveTheOutput) {
+  const auto schema = liger::profile::Schema::load_file(kSource / "skills/kernel_dev/profile.schema.yaml");
+  for (const auto& e : kRecognised) {
+    SCOPED_TRACE(e.text);
+    const kd::KernelProfile p = analyse(e.text);
+    const std::string text = kd::profile_to_text(p);
+    const auto report = schema.validate(YAML::Load(text));
+    EXPECT_TRUE(report.errors.empty()) << (report.errors.empty() ? "" : report.errors.front().format("profile.yaml"));
+    const kd::KernelProfile back = kd::profile_from_yaml(YAML::Load(text));
+    ASSERT_TRUE(back.fused_linear.has_value());
+    EXPECT_EQ(kd::profile_to_text(back), text);
+  }
+  // The schema rejects an unknown loss; fused_linear_problems what the schema cannot see.
+  YAML::Node bad = YAML::Load(kd::profile_to_text(analyse(kRecognised[0].text)));
+  bad["fused_linear"]["loss"] = "hinge";
+  EXPECT_FALSE(schema.validate(bad).errors.empty());
+  kd::KernelProfile wrong = analyse(kRecognised[0].text);
+  wrong.fused_linear->reduction = "batchmean";
+  ASSERT_EQ(kd::fused_linear_problems(wrong).size(), 1u);
+  EXPECT_THROW(kd::render(wrong, kSource / "templates/kernel_dev"), std::invalid_argument);
+
+  // Every editable field reaches the generated code.
+  auto file = [](const kd::KernelProfile& p, const std::string& suffix) {
+    for (const auto& f : kd::render(p, kSource / "templates/kernel_dev"))
+      if (!f.insert && f.path.size() >= suffix.size() && f.path.compare(f.path.size() - suffix.size(), suffix.size(), suffix) == 0)
+        return f.content;
+    return std::string();
+  };
+  kd::KernelProfile p = analyse(kRecognised[0].text);
+  const std::string before = file(p, ".cu");
+  EXPECT_NE(before.find("constexpr float kZLoss = 0.0001f;"), std::string::npos);
+  EXPECT_NE(before.find("constexpr float kSoftcap = 30.0f;"), std::string::npos);
+  p.fused_linear->z_loss = 2e-4;
+  p.fused_linear->softcap = 15;
+  p.fused_linear->label_smoothing = 0.2;
+  p.fused_linear->ignore_index = -1;
+  p.fused_linear->reduction = "sum";
+  p.fused_linear->grad_weight_accumulator = "fp32";
+  p.fused_linear->chunk_rows = 512;
+  p.tiling->threads_per_block = 512;
+  const std::string cu = file(p, ".cu");
+  for (const char* want : {"kZLoss = 0.0002f;", "kSoftcap = 15.0f;", "kLabelSmoothing = 0.2f;", "kIgnoreIndex = -1;",
+                           "kReduction = 1;", "kFp32Accumulator = true;"})
+    EXPECT_NE(cu.find(want), std::string::npos) << want;
+  const std::string tuning = file(p, "/tuning.h");
+  EXPECT_NE(tuning.find("kChunkRows = 512;"), std::string::npos);
+  EXPECT_NE(tuning.find("kThreads = 512;"), std::string::npos);
+  p.tiling->vector_bytes = 8;
+  EXPECT_NE(file(p, "/tuning.h").find("kVectorBytes = 8;"), std::string::npos);
+  p.tiling->vector_bytes = 3;
+  EXPECT_THROW(kd::render(p, kSource / "templates/kernel_dev"), std::invalid_argument);
+  p.tiling->vector_bytes = 16;
+  const std::string ref = file(p, "_ref.cpp");
+  EXPECT_NE(ref.find("kZLoss = 0.0002;"), std::string::npos);
+  EXPECT_NE(ref.find("kReduction = 1;"), std::string::npos);
+  const std::string py = file(p, ".py");
+  EXPECT_NE(py.find("\"z_loss\": 0.0002"), std::string::npos);
+  EXPECT_NE(py.find("ignore_index=-1"), std::string::npos);
+  EXPECT_NE(py.find("z = 15.0 * torch.tanh(z / 15.0)"), std::string::npos);
+  EXPECT_NE(py.find("loss = loss + 0.0002 * (torch.logsumexp(z, dim=-1)[keep] ** 2).sum()"), std::string::npos);
+  kd::KernelProfile jsd = analyse(kRecognised[1].text);
+  jsd.fused_linear->beta = 0.1;
+  jsd.fused_linear->temperature = 2;
+  jsd.fused_linear->reduction = "sum";
+  const std::string jcu = file(jsd, ".cu");
+  EXPECT_NE(jcu.find("kBeta = 0.1f;"), std::string::npos);
+  EXPECT_NE(jcu.find("kInvTemperature = 0.5f;"), std::string::npos);
+  EXPECT_NE(jcu.find("kReduction = 1;"), std::string::npos);
+  jsd.fused_linear->loss = "kl_div";
+  EXPECT_NE(file(jsd, ".cu").find("constexpr bool kJsd = false;"), std::string::npos);
+  EXPECT_NE(file(jsd, "/bench_fused_linear_jsd.cpp").find("make_case(8192, 4096, 128256"), std::string::npos);
+}
+
+TEST(KernelDevTier3, RendersTheOpsFiles) {
+  const auto files = kd::render(analyse(kRecognised[7].text), kSource / "templates/kernel_dev");
+  std::vector<std::string> paths;
+  for (const auto& f : files)
+    if (!f.insert) paths.push_back(f.path);
+  const std::vector<std::string> expected = {
+      "kernels/include/liger_kernels/fused_linear_ce.h", "kernels/src/fused_linear_ce/fused_linear_ce.cu",
+      "kernels/src/fused_linear_ce/tuning.h",            "kernels/reference/fused_linear_ce_ref.h",
+      "kernels/reference/fused_linear_ce_ref.cpp",       "tests/kernels/reference/test_fused_linear_ce_ref.cpp",
+      "tests/kernels/gpu/test_fused_linear_ce.cpp",      "benchmarks/bench_fused_linear_ce.cpp",
+      "kernels/python/liger_kernels/ops/fused_linear_ce.py", "docs/kernels/fused_linear_ce.md"};
+  EXPECT_EQ(paths, expected);
+  for (const auto& f : files) {
+    EXPECT_EQ(f.content.find("{{"), std::string::npos) << f.path;
+    if (f.path.find(".cu") != std::string::npos) {
+      EXPECT_NE(f.content.find("cublasGemmEx"), std::string::npos);
+      EXPECT_NE(f.content.find("CUBLAS_COMPUTE_32F"), std::string::npos);
+    }
+  }
+}
+
+namespace {
+
+fs::path write_tree(const std::vector<kd::RenderedFile>& files, const std::string& name) {
+  fs::path root = fs::temp_directory_path() / ("liger_kdev_tier3_" + std::to_string(::getpid()) + "_" + name);
+  fs::remove_all(root);
+  for (const auto& f : files) {
+    if (f.insert) continue;
+    fs::path path = root / f.path;
+    fs::create_directories(path.parent_path());
+    std::ofstream(path) << f.content;
+  }
+  return root;
+}
+
+std::string find_tool(const std::vector<std::string>& candidates) {
+  for (const auto& c : candidates) {
+    if (c.find('/') != std::string::npos) {
+      if (fs::exists(c)) return c;
+    } else if (std::system(("command -v " + c + " >/dev/null 2>&1").c_str()) == 0) {
+      return c;
+    }
+  }
+  return "";
+}
+
+std::string run(const std::string& command, const fs::path& log) {
+  const int status = std::system((command + " >" + log.string() + " 2>&1").c_str());
+  if (status == 0) return "";
+  std::ifstream in(log);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string out = text.str();
+  if (out.size() > 6000) out = "..." + out.substr(out.size() - 6000);
+  return "command failed (" + std::to_string(status) + "): " + command + "\n" + out;
+}
+
+// One op per loss and option that changes the code paths.
+const std::vector<std::pair<std::string, std::string>> kVariants = {
+    {"t3_ce", "def f(x, w, target): return F.cross_entropy(x @ w.T, target)"},
+    {"t3_ce_all", "fused linear cross entropy with z-loss 1e-3, softcap 3, label smoothing 0.1 and ignore index -1"},
+    {"t3_ce_sum", "LM head cross-entropy, sum reduction"},
+    {"t3_kl", "def f(x, w, t, wt): return F.kl_div(F.log_softmax(x @ w.T / 2.0, -1), F.log_softmax(t @ wt.T / 2.0, -1), log_target=True, reduction=\"batchmean\")"},
+    {"t3_kl_mean", "def f(x, w, t, wt): return F.kl_div(F.log_softmax(x @ w.T, -1), F.softmax(t @ wt.T, -1))"},
+    {"t3_jsd", "fused linear JSD distillation beta 0.3 temperature 1.5"},
+    {"t3_jsd0", "fused linear JSD distillation beta 0"},
+    {"t3_jsd1", "fused linear JSD distillation beta 1, sum"},
+};
+
+}  // namespace
+
+// The generated kernel compiles with nvcc for sm_90; the GPU test and the benchmark with g++ against
+// the CUDA headers; the binding with python3.
+TEST(KernelDevTier3, HostCodePythonAndCudaCompile) {
+  const std::string gxx = find_tool({"g++", "c++"});
+  const std::string nvcc = find_tool({"nvcc", "/usr/local/cuda/bin/nvcc"});
+  const std::string python = find_tool({"python3"});
+  std::string cuda_include;
+  for (const char* candidate : {"/usr/local/cuda/include", "/usr/include"})
+    if (fs::exists(fs::path(candidate) / "cuda_runtime.h")) cuda_include = candidate;
+  for (const auto& [op, text] : kVariants) {
+    SCOPED_TRACE(op);
+    const fs::path root = write_tree(kd::render(analyse(text, op), kSource / "templates/kernel_dev"), op);
+    if (!gxx.empty() && !cuda_include.empty()) {
+      const std::string includes = " -I" + cuda_include + " -I" + (root / "kernels/include").string() + " -I" +
+                                   (kSource / "kernels/include").string() + " -I" + (root / "kernels/reference").string() +
+                                   " -I" + (kSource / "tests/kernels").string() + " -I" + (kSource / "benchmarks").string();
+      for (const std::string& source : {"tests/kernels/gpu/test_" + op + ".cpp", "benchmarks/bench_" + op + ".cpp"})
+        EXPECT_EQ(run(gxx + " -std=c++17 -fsyntax-only -Wall -Wextra -Werror" + includes + " " + (root / source).string(),
+                      root / "build.log"),
+                  "");
+    }
+    if (!python.empty())
+      EXPECT_EQ(run(python + " -m py_compile " + (root / ("kernels/python/liger_kernels/ops/" + op + ".py")).string(),
+                    root / "py.log"),
+                "");
+    if (!nvcc.empty())
+      EXPECT_EQ(run(nvcc + " -std=c++17 -c --expt-relaxed-constexpr -gencode=arch=compute_90,code=sm_90 -Werror all-warnings -I" +
+                        (root / "kernels/include").string() + " -I" + (root / "kernels/src").string() + " -I" +
+                        (kSource / "kernels/include").string() + " -I" + (kSource / "kernels/src").string() + " " +
+                        (root / ("kernels/src/" + op + "/" + op + ".cu")).string() + " -o " + (root / "kernel.o").string(),
+                    root / "nvcc.log"),
+                "");
+    fs::remove_all(root);
+  }
+  std::string missing;
+  if (gxx.empty() || cuda_include.empty()) missing += "g++ or the CUDA headers (GPU test and benchmark); ";
+  if (python.empty()) missing += "python3 (binding); ";
+  if (nvcc.empty()) missing += "nvcc (kernel); ";
+  if (!missing.empty()) GTEST_SKIP() << "not compiled, tool missing: " << missing;
+}
+
+// The rendered fp64 reference builds and passes its own tests (finite differences of every
+// gradient element, a known value) for every loss and option.
+TEST(KernelDevTier3, ReferenceBuildsAndPassesItsFiniteDifferenceTests) {
+  const std::string gxx = find_tool({"g++", "c++"});
+  if (gxx.empty()) GTEST_SKIP() << "no C++ compiler (g++) on PATH: the rendered reference was not compiled";
+  for (const auto& [op, text] : kVariants) {
+    SCOPED_TRACE(op);
+    const fs::path root = write_tree(kd::render(analyse(text, op), kSource / "templates/kernel_dev"), op + "_ref");
+    const fs::path binary = root / "ref_test";
+    std::string error = run(gxx + " -std=c++17 -O1 -Wall -Wextra -Werror -I" + (root / "kernels/reference").string() + " " +
+                                (root / ("kernels/reference/" + op + "_ref.cpp")).string() + " " +
+                                (root / ("tests/kernels/reference/test_" + op + "_ref.cpp")).string() +
+                                " -lgtest -lgtest_main -pthread -o " + binary.string(),
+                            root / "build.log");
+    ASSERT_TRUE(error.empty()) << error;
+    error = run(binary.string(), root / "run.log");
+    EXPECT_TRUE(error.empty()) << error;
+    const std::string log = liger::util::read_file(root / "run.log");
+    EXPECT_NE(log.find("[  PASSED  ] 2 tests."), std::string::npos) << log;
+    fs::remove_all(root);
+  }
+}
+
+// A wrong gradient rule in the reference is caught by its finite-difference test (the test can fail).
+TEST(KernelDevTier3, ReferenceTestCatchesAWrongGradient) {
+  const std::string gxx = find_tool({"g++", "c++"});
+  if (gxx.empty()) GTEST_SKIP() << "no C++ compiler (g++) on PATH";
+  for (const auto& [text, rule, wrong] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"fused linear cross entropy with z-loss 1e-2", "2.0 * kZLoss * lse * p", "kZLoss * lse * p"},
+           {"fused linear JSD distillation beta 0.3", "(g[j] - pg)", "(g[j])"}}) {
+    SCOPED_TRACE(text);
+    auto files = kd::render(analyse(text, "t3_wrong"), kSource / "templates/kernel_dev");
+    for (auto& f : files)
+      if (f.path == "kernels/reference/t3_wrong_ref.cpp") {
+        ASSERT_NE(f.content.find(rule), std::string::npos);
+        f.content.replace(f.content.find(rule), rule.size(), wrong);
+      }
+    const fs::path root = write_tree(files, "t3_wrong");
+    const fs::path binary = root / "ref_test";
+    std::string error = run(gxx + " -std=c++17 -O1 -I" + (root / "kernels/reference").string() + " " +
+                                (root / "kernels/reference/t3_wrong_ref.cpp").string() + " " +
+                                (root / "tests/kernels/reference/test_t3_wrong_ref.cpp").string() +
+                                " -lgtest -lgtest_main -pthread -o " + binary.string(),
+                            root / "build.log");
+    ASSERT_TRUE(error.empty()) << error;
+    error = run(binary.string(), root / "run.log");
+    EXPECT_NE(error.find("[  FAILED  ] T3WrongReference.GradientsMatchFiniteDifferences"), std::string::npos) << error;
+    fs::remove_all(root);
+  }
+}
+
+namespace {
+
+struct FakeRunner : kd::ToolRunner {
+  std::vector<std::vector<std::string>> calls;
+  liger::toolchain::ProcessResult run(const std::vector<std::string>& argv, const fs::path&, std::chrono::seconds,
+                                      const std::map<std::string, std::string>&) override {
+    calls.push_back(argv);
+    liger::toolchain::ProcessResult r;
+    r.exit_code = 0;
+    const std::string exe = fs::path(argv.front()).filename().string();
+    if (exe == "reference_tests") r.output = "[==========] 2 tests ran.\n[  PASSED  ] 2 tests.\n";
+    else if (exe == "python3") {
+      r.exit_code = 3;
+      r.output = "not run: torch not importable\n";
+    } else {
+      r.output = "ninja: no work to do.\n";
+    }
+    return r;
+  }
+  bool has_tool(const std::string&) override { return true; }
+  bool has_gpu() override { return false; }
+};
+
+}  // namespace
+
+// The issue's PyTorch spelling with --yes: Understand decides everything, Act writes the op's files
+// and list entries, Verify builds and runs <Camel>Reference.* (toolchain faked).
+TEST(KernelDevTier3, CrossEntropySpellingReachesVerifyWithYes) {
+  std::string pattern = (fs::temp_directory_path() / "kernel-dev-t3-XXXXXX").string();
+  const fs::path root = ::mkdtemp(pattern.data());
+  const fs::path tree = root / "repo", build = root / "build";
+  liger::testing::copy_committed(kSource,
+                                 {"kernels/ops.yaml", "kernels/python/liger_kernels/functional.py",
+                                  "docs/kernels/README.md", "kernels/include/liger_kernels"},
+                                 tree);
+  fs::create_directories(build);
+  std::ofstream(build / "build.ninja") << "# fake\n";
+  std::ofstream(build / "CMakeCache.txt") << "LIGER_BUILD_KERNELS:BOOL=OFF\n";
+  auto runner = std::make_shared<FakeRunner>();
+  kd::set_tool_runner_for_testing(runner);
+  liger::engine::WorkflowRegistry registry;
+  registry.add(kd::make_workflow());
+  liger::Config config = liger::Config::defaults();
+  liger::engine::EngineOptions o;
+  o.run_root = root / "runs";
+  o.checkpoints = liger::engine::CheckpointPolicy::AutoApprove;
+  o.config = &config;
+  o.quiet = true;
+  liger::engine::RunRequest r;
+  r.workflow = "kernel-dev";
+  r.label = "tier3";
+  r.tree_root = tree;
+  r.input_text = kRecognised[7].text;
+  r.arguments = {{"input", r.input_text}, {"build_dir", build.string()}};
+  liger::engine::Engine engine(registry, o);
+  const auto out = engine.start(r);
+  kd::set_tool_runner_for_testing(nullptr);
+  ASSERT_EQ(out.status, "completed") << out.message;
+  for (const char* f : {"kernels/src/fused_linear_ce/fused_linear_ce.cu", "kernels/python/liger_kernels/ops/fused_linear_ce.py",
+                        "tests/kernels/reference/test_fused_linear_ce_ref.cpp", "benchmarks/bench_fused_linear_ce.cpp"})
+    EXPECT_TRUE(fs::exists(tree / f)) << f;
+  EXPECT_NE(liger::util::read_file(tree / "kernels/ops.yaml").find("  - name: fused_linear_ce\n    tier: 3\n"), std::string::npos);
+  const std::string verify = liger::util::read_file(out.run_dir / "kernel-dev/verify.md");
+  EXPECT_NE(verify.find("| reference tests | passed"), std::string::npos) << verify;
+  bool filtered = false;
+  for (const auto& c : runner->calls)
+    if (fs::path(c.front()).filename() == "reference_tests") filtered = c.at(1) == "--gtest_filter=FusedLinearCeReference.*";
+  EXPECT_TRUE(filtered);
+  std::error_code ec;
+  fs::remove_all(root, ec);
+}
