@@ -132,12 +132,21 @@ void derive_tier2(KernelProfile& p, const Program& program, const KnowledgeBase&
   p.precision = precision;
 
   SavedSpec saved;
-  saved.saved = {x};
-  saved.recomputed = d.recomputed;
-  if (saved.recomputed.empty()) saved.recomputed.push_back("(nothing: the backward needs only the input)");
-  saved.reason = "the input is saved (autograd holds it anyway) and the forward row statistics the backward names are "
-                 "recomputed from it, one pass each: the row is re-read from L2, and nothing extra is written in the "
-                 "forward or held until the backward";
+  if (d.from_output) {
+    saved.saved = {program.output};
+    saved.recomputed = {"(nothing: the backward is written from the saved output and the upstream gradient)"};
+    saved.reason = "the gradient depends on the input only through the output (checked in fp64 when derived), so the "
+                   "output is saved (autograd usually holds it anyway) and the backward reads it and the upstream "
+                   "gradient once each, with no forward reduction recomputed";
+  } else {
+    saved.saved = {x};
+    saved.recomputed = d.recomputed;
+    if (saved.recomputed.empty()) saved.recomputed.push_back("(nothing: the backward needs only the input)");
+    saved.reason = "the gradient needs the input (or the forward statistics, which are functions of it): the input is "
+                   "saved (autograd holds it anyway) and the row statistics the backward names are recomputed from "
+                   "it while the row is in registers, so nothing extra is written in the forward or read in the "
+                   "backward";
+  }
   p.saved_for_backward = saved;
 
   GradientSpec g;
