@@ -309,6 +309,18 @@ std::string math_policy(const std::filesystem::path& templates_dir) {
   return text.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
 }
 
+// `statements` (indented for the fp64 reference's loops) indented by `more` spaces, for the row
+// kernel's deeper chunk loops.
+std::string indented(const std::string& statements, std::size_t more) {
+  const std::string pad(more, ' ');
+  std::string out = pad;
+  for (char c : statements) {
+    out += c;
+    if (c == '\n') out += pad;
+  }
+  return out;
+}
+
 mu::data tier2_context(const KernelProfile& p, const std::filesystem::path& templates_dir) {
   require_complete(p);
   if (!p.row_program)
@@ -345,6 +357,7 @@ mu::data tier2_context(const KernelProfile& p, const std::filesystem::path& temp
                                {"op", r.op},
                                {"expression", free_text(r.expression)},
                                {"cuda", r.cuda},
+                               {"cuda_inner", indented(r.cuda, 4)},
                                {"reference", r.reference},
                                {"python", r.python},
                                {"reduce", sum ? "kSum" : r.op == "max" ? "kMax" : "kMin"},
@@ -361,10 +374,12 @@ mu::data tier2_context(const KernelProfile& p, const std::filesystem::path& temp
   d.set("backward_reductions", passes(code.backward_reductions));
   d.set("output_expression", free_text(code.forward_output.expression));
   d.set("output_cuda", code.forward_output.cuda);
+  d.set("output_cuda_inner", indented(code.forward_output.cuda, 2));
   d.set("output_reference", code.forward_output.reference);
   d.set("output_python", code.forward_output.python);
   d.set("grad_expression", free_text(code.grad_input.expression));
   d.set("grad_cuda", code.grad_input.cuda);
+  d.set("grad_cuda_inner", indented(code.grad_input.cuda, 2));
   d.set("grad_reference", code.grad_input.reference);
 
   // One line for the lists and comments that describe an op by its forward.
