@@ -4,9 +4,10 @@
 // Every reduction is one pass over the row's columns: the expression is emitted per column (fp32
 // CUDA with the kernel's math policy M::, fp64 C++), accumulated per thread and combined across
 // the block (sum, mean = sum / n, max, min). The output and the input gradient are element-wise
-// passes that may use the reductions. The backward recomputes the forward reductions it names
-// from the saved input rather than saving them (one more pass each: rows are re-read from L2, and
-// nothing extra is written or held between forward and backward).
+// passes that may use the reductions. The kernel holds the row in registers, so a pass costs no
+// memory traffic. A backward that names forward reductions recomputes them from the saved input
+// (one more pass over the registers each; nothing extra is written or held between forward and
+// backward); a backward written from the saved output recomputes nothing.
 #pragma once
 
 #include <string>

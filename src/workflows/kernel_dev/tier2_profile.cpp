@@ -110,7 +110,8 @@ void derive_tier2(KernelProfile& p, const Program& program, const KnowledgeBase&
 
   ForwardSpec f;
   f.expression = joined(d.forward_text, "; ");
-  f.cuda = "// generated from row_program: one pass per reduction (fp32 block reduction), then the output pass\n";
+  f.cuda = "// generated from row_program: the row loaded once into registers, one pass over them per reduction (fp32 "
+           "block reduction), then the output pass\n";
   f.reference = "// generated from row_program, in fp64\n";
   p.forward = f;
   BackwardSpec b;
@@ -156,15 +157,16 @@ void derive_tier2(KernelProfile& p, const Program& program, const KnowledgeBase&
   p.gradients = std::vector<GradientSpec>{g};
 
   TilingSpec t;
-  t.strategy = "one row per block, threads striding over the columns; one pass per reduction with an fp32 warp-shuffle "
-               "+ shared-memory block reduction, then the element-wise pass";
+  t.strategy = "one row per block, the row held in registers (chunks of 16 bytes per thread, loaded once); one pass "
+               "over the registers per reduction with an fp32 warp-shuffle + shared-memory block reduction, then the "
+               "element-wise pass; rows too long for the registers take a strided multi-pass fallback";
   t.threads_per_block = 256;
   t.vector_bytes = 16;
   t.rows_per_block = 1;
   t.grid = "x: rows (blocks stride over rows)";
   t.parameter_gradients = "none (no learnable parameters)";
-  t.reason = "a row is reduced inside one block, so no inter-block synchronisation; the passes after the first read "
-             "the row from L1/L2";
+  t.reason = "a row is reduced inside one block, so no inter-block synchronisation; with the row in registers each "
+             "tensor crosses DRAM once however many reductions the row program has";
   p.tiling = t;
 
   BenchmarkSpec bench;
