@@ -232,6 +232,31 @@ TEST(KernelDevTier2Rows, RenderedRowKernelHoldsTheRowInRegisters) {
   EXPECT_EQ(count(l2_backward, "load_chunk<"), 0u);
 }
 
+TEST(KernelDevTier2Rows, IndependentReductionsShareAPass) {
+  // PolyNorm-style: three means of different powers, independent of each other -> one pass and one
+  // block combine of three values; the backward's recomputed means and its three adjoint sums ->
+  // two passes.
+  const auto poly = analyse(
+      "def rn(v, eps):\n    return v * torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + eps)\n\n"
+      "def poly_norm(x, eps=1e-6):\n    return 0.5 * rn(x ** 3, eps) + 0.3 * rn(x ** 2, eps) + 0.2 * rn(x, eps)");
+  ASSERT_TRUE(poly.complete());
+  const auto code = kd::generate_tier2(poly);
+  ASSERT_EQ(code.forward_groups.size(), 1u);
+  EXPECT_EQ(code.forward_groups[0].size(), 3u);
+  EXPECT_EQ(code.recomputed_groups.size(), 1u);
+  ASSERT_EQ(code.backward_groups.size(), 1u);
+  EXPECT_EQ(code.backward_groups[0].size(), 3u);
+  const std::string cu = file(kd::render(poly, kSource / "templates/kernel_dev"), "poly_norm/poly_norm.cu").content;
+  const std::string forward = kernel_text(cu, "poly_norm_forward_kernel");
+  EXPECT_EQ(count(forward, "block_all_reduce<"), 1u) << forward;
+  EXPECT_NE(forward.find("block_all_reduce<Reduce::kSum, Reduce::kSum, Reduce::kSum>(all_, shared_);"), std::string::npos);
+  EXPECT_EQ(count(kernel_text(cu, "poly_norm_backward_kernel"), "block_all_reduce<"), 2u);
+  // Layer norm's variance needs the mean first: two passes; softmax's sum needs the max first.
+  const auto ln = kd::generate_tier2(analyse("def f(x): return F.layer_norm(x, (x.shape[-1],))"));
+  EXPECT_EQ(ln.forward_groups.size(), 2u);
+  EXPECT_EQ(kd::generate_tier2(analyse("def f(x): return torch.softmax(x, dim=-1)")).forward_groups.size(), 2u);
+}
+
 TEST(KernelDevTier2Rows, BenchmarkCountsEachTensorOnce) {
   const auto softmax = kd::render(analyse("def f(x): return torch.softmax(x, dim=-1)"), kSource / "templates/kernel_dev");
   const std::string bench = file(softmax, "benchmarks/bench_softmax.cpp").content;

@@ -368,6 +368,31 @@ mu::data tier2_context(const KernelProfile& p, const std::filesystem::path& temp
     }
     return out;
   };
+  // The kernel's passes: each a group of independent reductions combined together.
+  auto groups = [&](const std::vector<std::vector<RowPassCode>>& list) {
+    mu::list out;
+    for (const auto& group : list) {
+      mu::list members;
+      for (std::size_t i = 0; i < group.size(); ++i) {
+        const auto& r = group[i];
+        const bool sum = r.op == "sum" || r.op == "mean";
+        members.push_back(mu::object{{"name", r.name},
+                                     {"op", r.op},
+                                     {"expression", free_text(r.expression)},
+                                     {"cuda_member", indented(r.cuda, 6)},
+                                     {"reduce", sum ? "kSum" : r.op == "max" ? "kMax" : "kMin"},
+                                     {"is_mean", mu::data(r.op == "mean")},
+                                     {"index", std::to_string(i)},
+                                     {"last", mu::data(i + 1 == group.size())}});
+      }
+      out.push_back(mu::object{{"members", members}, {"size", std::to_string(group.size())}});
+    }
+    return out;
+  };
+  d.set("forward_groups", groups(code.forward_groups));
+  d.set("recomputed_groups", groups(code.recomputed_groups));
+  d.set("backward_groups", groups(code.backward_groups));
+  d.set("max_group", std::to_string(kMaxPassGroup));
   d.set("forward_reductions", passes(code.forward_reductions));
   d.set("recomputed", passes(code.recomputed));
   d.set("has_recomputed", mu::data(!code.recomputed.empty()));

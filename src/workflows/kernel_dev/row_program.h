@@ -26,6 +26,10 @@ struct RowPassCode {
   std::string python;     // a PyTorch expression of the per-column value
 };
 
+// Consecutive reductions none of which uses another's result share one pass over the row and one
+// block combine of up to this many values (the kernel's shared memory holds 32 warps x this).
+inline constexpr std::size_t kMaxPassGroup = 8;
+
 struct Tier2Code {
   std::string input, output;  // tensor names (x, y); the upstream gradient is d<output>
   std::vector<RowPassCode> forward_reductions;
@@ -34,6 +38,8 @@ struct Tier2Code {
   std::vector<RowPassCode> backward_reductions;
   RowPassCode grad_input;
   bool saves_input = false, saves_output = false;
+  // The same reductions cut into passes (kMaxPassGroup): PolyNorm's three means are one pass.
+  std::vector<std::vector<RowPassCode>> forward_groups, recomputed_groups, backward_groups;
 };
 
 // Throws std::invalid_argument listing every problem (row_program_problems) when the profile's
