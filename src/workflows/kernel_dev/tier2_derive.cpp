@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -281,6 +282,13 @@ RowDerivation derive_row_program(const Program& program) {
       structure = *from_y;
       prefix = 0;
       d.from_output = true;
+      std::function<bool(const Expr&)> exp_of_y = [&](const Expr& e) {
+        if (e->kind == Kind::Call && e->name == "exp" && free_symbols(e).count(y)) return true;
+        return std::any_of(e->args.begin(), e->args.end(), exp_of_y);
+      };
+      d.exp_of_output = exp_of_y(structure.grad) ||
+                        std::any_of(structure.backward.begin(), structure.backward.end(),
+                                    [&](const RowStructure::Reduction& r) { return exp_of_y(r.argument); });
       d.notes.push_back("the backward reads the saved output " + y + " (and " + dy +
                         "): written from it, the gradient needs none of the forward reductions, so none is recomputed");
     }

@@ -58,6 +58,7 @@ struct RowDerivation {
   std::vector<std::string> backward_text; // "gs = sum(...)", ..., "dx = ..."
   std::vector<std::string> recomputed;    // forward reductions the backward recomputes
   bool from_output = false;               // the backward reads the saved output, not the input
+  bool exp_of_output = false;             // ... and takes exp of it (log-softmax): see tier2_profile.cpp
   std::vector<std::string> functions;     // element-wise functions used (exp, log, rsqrt, ...)
   std::vector<std::string> notes;         // choices a reviewer should know (ties at a max/min)
 };

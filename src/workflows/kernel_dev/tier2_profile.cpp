@@ -188,6 +188,16 @@ void derive_tier2(KernelProfile& p, const Program& program, const KnowledgeBase&
        "fp16 inputs and outputs, fp32 statistics: one rounding of 2^-11 at the store, plus the rounded dy"},
       {"bf16", "outputs and input gradients", 1.6e-2, 1.6e-2, 8e-3,
        "bf16 inputs and outputs, fp32 statistics: one rounding of 2^-8 at the store, plus the rounded dy"}};
+  if (d.exp_of_output) {
+    // exp(y) of the saved, rounded y: its absolute rounding |y| 2^-p becomes a relative error of
+    // exp(y) (as in PyTorch's own log-softmax backward), times a row sum that grows as sqrt(cols).
+    for (auto& t : *p.tolerances)
+      if (t.dtype != "fp32") {
+        t.atol *= 2;
+        t.reason += "; atol doubled: the backward takes exp of the saved " + program.output +
+                    ", whose rounding (|" + program.output + "| 2^-p absolute) exp turns into a relative error";
+      }
+  }
 
   for (const char* field : {"forward", "precision", "saved_for_backward", "gradients", "backward", "tiling", "benchmark",
                             "tolerances", "row_program"})
