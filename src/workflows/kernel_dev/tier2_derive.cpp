@@ -282,7 +282,9 @@ RowDerivation derive_row_program(const Program& program) {
       structure = *from_y;
       prefix = 0;
       d.from_output = true;
+      std::set<const Node*> seen;  // the expressions are DAGs: each distinct node once
       std::function<bool(const Expr&)> exp_of_y = [&](const Expr& e) {
+        if (!seen.insert(e.get()).second) return false;
         if (e->kind == Kind::Call && e->name == "exp" && free_symbols(e).count(y)) return true;
         return std::any_of(e->args.begin(), e->args.end(), exp_of_y);
       };

@@ -30,6 +30,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <unordered_map>
 
 #include "workflows/kernel_dev/tier2_derive.h"
 
@@ -64,7 +65,25 @@ int occurrences(const Expr& e, const std::string& name, int cap = 2) {
   return n;
 }
 
-bool contains(const Expr& e, const std::string& name) { return free_symbols(e).count(name) > 0; }
+// Whether a subtree holds `name`, memoised per node: the expressions are DAGs whose expanded
+// size may be far larger than their distinct nodes (a derivative repeats its operands).
+class Contains {
+ public:
+  explicit Contains(std::string name) : name_(std::move(name)) {}
+  bool operator()(const Expr& e) {
+    if (e->kind == Kind::Symbol) return e->name == name_;
+    auto it = memo_.find(e.get());
+    if (it != memo_.end()) return it->second;
+    bool found = false;
+    for (const auto& a : e->args) found = found || (*this)(a);
+    memo_.emplace(e.get(), found);
+    return found;
+  }
+
+ private:
+  std::string name_;
+  std::unordered_map<const Node*, bool> memo_;
+};
 
 // The form of `node`'s child at `index` (the one holding x) given `form`, the node's own form in
 // y; nullptr when the node is not invertible in that child.
@@ -96,13 +115,14 @@ Expr invert_child(const Expr& node, std::size_t index, const Expr& form) {
 std::vector<std::pair<Expr, Expr>> spine_forms(const Expr& output, const std::string& x, const std::string& y) {
   std::vector<std::pair<Expr, Expr>> spine;
   if (occurrences(output, x) != 1) return spine;
+  Contains has_x(x);
   Expr node = output, form = sym(y);
   while (true) {
     spine.push_back({node, form});
     if (node->kind == Kind::Symbol) break;
     std::size_t index = node->args.size();
     for (std::size_t i = 0; i < node->args.size(); ++i)
-      if (contains(node->args[i], x)) index = i;
+      if (has_x(node->args[i])) index = i;
     if (index == node->args.size()) break;
     Expr child_form = invert_child(node, index, form);
     if (!child_form) break;
@@ -112,36 +132,52 @@ std::vector<std::pair<Expr, Expr>> spine_forms(const Expr& output, const std::st
   return spine;
 }
 
-Expr replace_spine(const Expr& e, const std::vector<std::pair<Expr, Expr>>& spine) {
+// Each subexpression equal to a spine node replaced by its form (largest first), memoised per node.
+Expr replace_spine(const Expr& e, const std::vector<std::pair<Expr, Expr>>& spine,
+                   std::unordered_map<const Node*, Expr>& memo) {
+  auto it = memo.find(e.get());
+  if (it != memo.end()) return it->second;
+  Expr result;
   for (const auto& [node, form] : spine)
-    if (equal(e, node)) return form;
-  if (e->args.empty()) return e;
-  std::vector<Expr> args;
-  for (const auto& a : e->args) args.push_back(replace_spine(a, spine));
-  return rebuilt(e, std::move(args));
+    if (node->kind == e->kind && equal(e, node)) {
+      result = form;
+      break;
+    }
+  if (!result) {
+    if (e->args.empty()) {
+      result = e;
+    } else {
+      std::vector<Expr> args;
+      for (const auto& a : e->args) args.push_back(replace_spine(a, spine, memo));
+      result = rebuilt(e, std::move(args));
+    }
+  }
+  memo.emplace(e.get(), result);
+  return result;
 }
 
 // Whether y appears only where storage rounding of y stays as small in the result as in y.
-bool well_conditioned(const Expr& e, const std::string& y) {
+bool well_conditioned(const Expr& e, Contains& has_y, std::set<const Node*>& checked) {
+  if (!checked.insert(e.get()).second) return true;  // a shared node already passed
   const auto& a = e->args;
   switch (e->kind) {
     case Kind::Div:
-      if (contains(a[1], y)) return false;
+      if (has_y(a[1])) return false;
       break;
     case Kind::Pow:
-      if (contains(a[0], y) && !(is_number(a[1]) && a[1]->value >= 0 && a[1]->value == std::floor(a[1]->value)))
+      if (has_y(a[0]) && !(is_number(a[1]) && a[1]->value >= 0 && a[1]->value == std::floor(a[1]->value)))
         return false;
-      if (contains(a[1], y)) return false;
+      if (has_y(a[1])) return false;
       break;
     case Kind::Call: {
       static const std::set<std::string> singular = {"log", "log1p", "sqrt", "rsqrt"};
-      if (singular.count(e->name) && contains(e, y)) return false;
+      if (singular.count(e->name) && has_y(e)) return false;
       break;
     }
     default: break;
   }
   for (const auto& arg : a)
-    if (!well_conditioned(arg, y)) return false;
+    if (!well_conditioned(arg, has_y, checked)) return false;
   return true;
 }
 
@@ -260,18 +296,21 @@ std::optional<RowStructure> backward_from_output(const RowStructure& s) {
   if (spine.empty()) return std::nullopt;
   std::map<std::string, Expr> fixed;
   for (const auto& r : s.forward) fixed[r.name] = num(r.op == "sum" || r.op == "mean" ? 1.0 : 0.0);
-  auto rewrite = [&](const Expr& e) { return simplify(substitute(replace_spine(e, spine), fixed)); };
+  std::unordered_map<const Node*, Expr> memo;
+  auto rewrite = [&](const Expr& e) { return simplify(substitute(replace_spine(e, spine, memo), fixed)); };
   RowStructure out = s;
   for (auto& r : out.backward) r.argument = rewrite(r.argument);
   out.grad = rewrite(s.grad);
   std::vector<Expr> all = {out.grad};
   for (const auto& r : out.backward) all.push_back(r.argument);
+  Contains has_y(s.y);
+  std::set<const Node*> checked;
   for (const auto& e : all) {
     const auto names = free_symbols(e);
     if (names.count(s.x)) return std::nullopt;
     for (const auto& r : s.forward)
       if (names.count(r.name)) return std::nullopt;  // (substituted: cannot happen; kept as a guard)
-    if (!well_conditioned(e, s.y)) return std::nullopt;
+    if (!well_conditioned(e, has_y, checked)) return std::nullopt;
   }
   if (!agrees(s, out)) return std::nullopt;
   return out;
