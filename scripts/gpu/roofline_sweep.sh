@@ -24,6 +24,9 @@
 #
 # Environment:
 #   OPS=mish,dyt       only these ops (names of the list below)
+#   RF_OPS_LIST        another list in the same "name|input" lines, e.g. the Tier-2 row ops:
+#                      RF_OPS_LIST=$'softmax|def f(x): return torch.softmax(x, dim=-1)\nlog_softmax|def f(x): return F.log_softmax(x, dim=-1)'
+#                      (the table's title still says Tier 1)
 #   RF_BUDGET_S=420    wall-clock budget of the kernel-dev runs (after the build); an op that would
 #                      start with less than 60 s left is reported "not run: time budget", a running
 #                      one is stopped at it. OPS=... runs the rest in a second call.
@@ -57,6 +60,7 @@ gelu_tanh|gelu_tanh
 silu|SiLU
 softplus|softplus
 relu_squared|ReLU squared activation function'
+ops_list="${RF_OPS_LIST:-$ops_list}"
 
 if ! nvidia-smi -L >/dev/null 2>&1; then log "no GPU visible (nvidia-smi -L failed): this sweep needs one"; exit 1; fi
 nvcc_path="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"

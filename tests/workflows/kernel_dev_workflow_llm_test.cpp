@@ -237,7 +237,7 @@ TEST(KernelDevLlm, Tier2SoftmaxWrongGradientRejectedByVerifyThenRepaired) {
   EXPECT_NE(ref.find("dx = (y * (dy - g));"), std::string::npos) << ref;
   EXPECT_EQ(ref.find("dx = (y * dy);"), std::string::npos);
   const std::string cu = util::read_file(c.tree / "kernels/src/softmax/softmax.cu");
-  EXPECT_NE(cu.find("block_all_reduce<Reduce::kSum>(acc_, shared_)"), std::string::npos);
+  EXPECT_NE(cu.find("block_all_reduce<Reduce::kSum>(all_, shared_)"), std::string::npos);
   EXPECT_NE(util::read_file(c.tree / "kernels/include/liger_kernels/softmax.h").find("const void* y, int64_t y_row_stride"),
             std::string::npos);
   EXPECT_NE(util::read_file(c.tree / "kernels/ops.yaml").find("  - name: softmax\n    tier: 2\n"), std::string::npos);

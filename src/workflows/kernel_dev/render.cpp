@@ -310,6 +310,18 @@ std::string math_policy(const std::filesystem::path& templates_dir) {
   return text.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
 }
 
+// `statements` (indented for the fp64 reference's loops) indented by `more` spaces, for the row
+// kernel's deeper chunk loops.
+std::string indented(const std::string& statements, std::size_t more) {
+  const std::string pad(more, ' ');
+  std::string out = pad;
+  for (char c : statements) {
+    out += c;
+    if (c == '\n') out += pad;
+  }
+  return out;
+}
+
 mu::data tier2_context(const KernelProfile& p, const std::filesystem::path& templates_dir) {
   require_complete(p);
   if (!p.row_program)
@@ -346,6 +358,7 @@ mu::data tier2_context(const KernelProfile& p, const std::filesystem::path& temp
                                {"op", r.op},
                                {"expression", free_text(r.expression)},
                                {"cuda", r.cuda},
+                               {"cuda_inner", indented(r.cuda, 4)},
                                {"reference", r.reference},
                                {"python", r.python},
                                {"reduce", sum ? "kSum" : r.op == "max" ? "kMax" : "kMin"},
@@ -356,16 +369,43 @@ mu::data tier2_context(const KernelProfile& p, const std::filesystem::path& temp
     }
     return out;
   };
+  // The kernel's passes: each a group of independent reductions combined together.
+  auto groups = [&](const std::vector<std::vector<RowPassCode>>& list) {
+    mu::list out;
+    for (const auto& group : list) {
+      mu::list members;
+      for (std::size_t i = 0; i < group.size(); ++i) {
+        const auto& r = group[i];
+        const bool sum = r.op == "sum" || r.op == "mean";
+        members.push_back(mu::object{{"name", r.name},
+                                     {"op", r.op},
+                                     {"expression", free_text(r.expression)},
+                                     {"cuda_member", indented(r.cuda, 6)},
+                                     {"reduce", sum ? "kSum" : r.op == "max" ? "kMax" : "kMin"},
+                                     {"is_mean", mu::data(r.op == "mean")},
+                                     {"index", std::to_string(i)},
+                                     {"last", mu::data(i + 1 == group.size())}});
+      }
+      out.push_back(mu::object{{"members", members}, {"size", std::to_string(group.size())}});
+    }
+    return out;
+  };
+  d.set("forward_groups", groups(code.forward_groups));
+  d.set("recomputed_groups", groups(code.recomputed_groups));
+  d.set("backward_groups", groups(code.backward_groups));
+  d.set("max_group", std::to_string(kMaxPassGroup));
   d.set("forward_reductions", passes(code.forward_reductions));
   d.set("recomputed", passes(code.recomputed));
   d.set("has_recomputed", mu::data(!code.recomputed.empty()));
   d.set("backward_reductions", passes(code.backward_reductions));
   d.set("output_expression", free_text(code.forward_output.expression));
   d.set("output_cuda", code.forward_output.cuda);
+  d.set("output_cuda_inner", indented(code.forward_output.cuda, 2));
   d.set("output_reference", code.forward_output.reference);
   d.set("output_python", code.forward_output.python);
   d.set("grad_expression", free_text(code.grad_input.expression));
   d.set("grad_cuda", code.grad_input.cuda);
+  d.set("grad_cuda_inner", indented(code.grad_input.cuda, 2));
   d.set("grad_reference", code.grad_input.reference);
 
   // One line for the lists and comments that describe an op by its forward.

@@ -211,6 +211,25 @@ RowPassCode pass(const std::string& name, const std::string& op, const Expr& par
   return code;
 }
 
+// Consecutive reductions in passes: a reduction joins the current pass unless it uses a result
+// of that pass (it needs the block combine first) or the pass is full.
+std::vector<std::vector<RowPassCode>> passes_of(const std::vector<RowPassCode>& reductions,
+                                                const std::vector<std::pair<std::string, Expr>>& parsed) {
+  std::vector<std::vector<RowPassCode>> groups;
+  std::set<std::string> in_group;
+  for (std::size_t i = 0; i < reductions.size(); ++i) {
+    const auto uses = free_symbols(parsed[i].second);
+    const bool depends = std::any_of(in_group.begin(), in_group.end(), [&](const std::string& n) { return uses.count(n) > 0; });
+    if (groups.empty() || depends || groups.back().size() == kMaxPassGroup) {
+      groups.emplace_back();
+      in_group.clear();
+    }
+    groups.back().push_back(reductions[i]);
+    in_group.insert(reductions[i].name);
+  }
+  return groups;
+}
+
 }  // namespace
 
 std::vector<std::string> row_program_problems(const KernelProfile& profile) { return check(profile).problems; }
@@ -236,6 +255,9 @@ Tier2Code generate_tier2(const KernelProfile& p) {
   for (std::size_t i = 0; i < c.backward.size(); ++i)
     code.backward_reductions.push_back(pass(c.backward[i].first, r.backward_reductions[i].op, c.backward[i].second, "v_"));
   code.grad_input = pass("d" + code.input, "", c.grad, "d" + code.input);
+  code.forward_groups = passes_of(code.forward_reductions, c.forward);
+  code.recomputed_groups = passes_of(code.recomputed, c.forward);
+  code.backward_groups = passes_of(code.backward_reductions, c.backward);
   return code;
 }
 

@@ -4,9 +4,10 @@
 // Every reduction is one pass over the row's columns: the expression is emitted per column (fp32
 // CUDA with the kernel's math policy M::, fp64 C++), accumulated per thread and combined across
 // the block (sum, mean = sum / n, max, min). The output and the input gradient are element-wise
-// passes that may use the reductions. The backward recomputes the forward reductions it names
-// from the saved input rather than saving them (one more pass each: rows are re-read from L2, and
-// nothing extra is written or held between forward and backward).
+// passes that may use the reductions. The kernel holds the row in registers, so a pass costs no
+// memory traffic. A backward that names forward reductions recomputes them from the saved input
+// (one more pass over the registers each; nothing extra is written or held between forward and
+// backward); a backward written from the saved output recomputes nothing.
 #pragma once
 
 #include <string>
@@ -25,6 +26,10 @@ struct RowPassCode {
   std::string python;     // a PyTorch expression of the per-column value
 };
 
+// Consecutive reductions none of which uses another's result share one pass over the row and one
+// block combine of up to this many values (the kernel's shared memory holds 32 warps x this).
+inline constexpr std::size_t kMaxPassGroup = 8;
+
 struct Tier2Code {
   std::string input, output;  // tensor names (x, y); the upstream gradient is d<output>
   std::vector<RowPassCode> forward_reductions;
@@ -33,6 +38,8 @@ struct Tier2Code {
   std::vector<RowPassCode> backward_reductions;
   RowPassCode grad_input;
   bool saves_input = false, saves_output = false;
+  // The same reductions cut into passes (kMaxPassGroup): PolyNorm's three means are one pass.
+  std::vector<std::vector<RowPassCode>> forward_groups, recomputed_groups, backward_groups;
 };
 
 // Throws std::invalid_argument listing every problem (row_program_problems) when the profile's

@@ -17,7 +17,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <stdexcept>
 
@@ -205,12 +207,35 @@ RowDerivation derive_row_program(const Program& program) {
   collect_functions(output, functions);
 
   // Reverse mode, last reduction first.
+  RowStructure structure;
+  structure.x = x;
+  structure.y = y;
+  structure.dy = dy;
+  structure.output = output;
+  for (const auto& p : program.params) structure.parameters[p.name] = p.init;
+  for (const auto& r : h.reductions) structure.forward.push_back({r.name, r.op, simplify(r.argument)});
   const std::size_t k = h.reductions.size();
+  // A max or min the output does not depend on (a shift the user wrote out) has a zero adjoint,
+  // as the lowered softmax family's row_shift: no pass, no tie rule.
+  std::vector<bool> gradient_free(k);
+  for (std::size_t i = 0; i < k; ++i) {
+    const auto& op = h.reductions[i].op;
+    gradient_free[i] = op == "shift";
+    if (op == "max" || op == "min") {
+      try {
+        gradient_free[i] = output_invariant_to(structure, i);
+      } catch (const std::exception&) {
+        gradient_free[i] = false;  // not evaluable here: differentiate it
+      }
+      if (gradient_free[i])
+        d.notes.push_back(h.reductions[i].name + " = " + op + "(...) only shifts values whose shift cancels in the "
+                          "output (checked in fp64): it gets no gradient");
+    }
+  }
   std::vector<std::string> adjoint(k);  // "" where the adjoint is zero
-  std::vector<RowReduction> backward;   // in evaluation order
   for (std::size_t i = k; i-- > 0;) {
     const auto& r = h.reductions[i];
-    if (r.op == "shift") continue;
+    if (gradient_free[i]) continue;
     Expr term = mul(sym(dy), differentiate(output, r.name));
     for (std::size_t l = i + 1; l < k; ++l) {
       if (adjoint[l].empty()) continue;
@@ -226,9 +251,7 @@ RowDerivation derive_row_program(const Program& program) {
     if (r.op == "max" || r.op == "min")
       d.notes.push_back(r.name + " = " + r.op + "(...): its gradient goes to every column equal to the " + r.op +
                         " (ties each get the full gradient; PyTorch's amax splits it between ties)");
-    backward.push_back({name, "sum", to_string(term)});
-    d.backward_text.push_back(name + " = sum(" + to_string(term) + ")");
-    collect_functions(term, functions);
+    structure.backward.push_back({name, "sum", term});
   }
   Expr grad = mul(sym(dy), differentiate(output, x));
   for (std::size_t l = 0; l < k; ++l) {
@@ -236,21 +259,51 @@ RowDerivation derive_row_program(const Program& program) {
     grad = add(grad, mul(mul(sym(adjoint[l]), reduction_weight(h.reductions[l])),
                          differentiate(h.reductions[l].argument, x)));
   }
-  grad = simplify(grad);
-  collect_functions(grad, functions);
-  spec.backward_reductions = backward;
-  spec.grad_input = to_string(grad);
-  spec.backward_uses = {x};
-  d.backward_text.push_back(dx + " = " + spec.grad_input);
+  structure.grad = simplify(grad);
 
-  // The backward recomputes the forward reductions it names (a prefix, row_program.h).
+  // The backward reads x and recomputes the forward reductions it names (a prefix, row_program.h),
+  // unless it can be written from the saved output alone (tier2_saved_output.cpp): then it reads
+  // y and recomputes nothing.
   std::set<std::string> used;
-  for (const auto& b : backward)
-    for (const auto& s : free_symbols(parse_expression(b.expression))) used.insert(s);
-  for (const auto& s : free_symbols(grad)) used.insert(s);
+  for (const auto& b : structure.backward)
+    for (const auto& s : free_symbols(b.argument)) used.insert(s);
+  for (const auto& s : free_symbols(structure.grad)) used.insert(s);
   std::size_t prefix = 0;
   for (std::size_t i = 0; i < k; ++i)
     if (used.count(h.reductions[i].name)) prefix = i + 1;
+  if (prefix > 0) {
+    std::optional<RowStructure> from_y;
+    try {
+      from_y = backward_from_output(structure);
+    } catch (const std::exception&) {
+      from_y.reset();  // an evaluation the rewrite could not make: keep the backward on x
+    }
+    if (from_y) {
+      structure = *from_y;
+      prefix = 0;
+      d.from_output = true;
+      std::set<const Node*> seen;  // the expressions are DAGs: each distinct node once
+      std::function<bool(const Expr&)> exp_of_y = [&](const Expr& e) {
+        if (!seen.insert(e.get()).second) return false;
+        if (e->kind == Kind::Call && e->name == "exp" && free_symbols(e).count(y)) return true;
+        return std::any_of(e->args.begin(), e->args.end(), exp_of_y);
+      };
+      d.exp_of_output = exp_of_y(structure.grad) ||
+                        std::any_of(structure.backward.begin(), structure.backward.end(),
+                                    [&](const RowStructure::Reduction& r) { return exp_of_y(r.argument); });
+      d.notes.push_back("the backward reads the saved output " + y + " (and " + dy +
+                        "): written from it, the gradient needs none of the forward reductions, so none is recomputed");
+    }
+  }
+  for (const auto& b : structure.backward) {
+    spec.backward_reductions.push_back({b.name, b.op, to_string(b.argument)});
+    d.backward_text.push_back(b.name + " = sum(" + to_string(b.argument) + ")");
+    collect_functions(b.argument, functions);
+  }
+  collect_functions(structure.grad, functions);
+  spec.grad_input = to_string(structure.grad);
+  spec.backward_uses = {d.from_output ? y : x};
+  d.backward_text.push_back(dx + " = " + spec.grad_input);
   for (std::size_t i = 0; i < prefix; ++i) d.recomputed.push_back(h.reductions[i].name);
   functions.erase("where");
   d.functions.assign(functions.begin(), functions.end());

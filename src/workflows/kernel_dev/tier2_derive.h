@@ -57,9 +57,37 @@ struct RowDerivation {
   std::vector<std::string> forward_text;  // "m = max(x)", ..., "y = ..."
   std::vector<std::string> backward_text; // "gs = sum(...)", ..., "dx = ..."
   std::vector<std::string> recomputed;    // forward reductions the backward recomputes
+  bool from_output = false;               // the backward reads the saved output, not the input
+  bool exp_of_output = false;             // ... and takes exp of it (log-softmax): see tier2_profile.cpp
   std::vector<std::string> functions;     // element-wise functions used (exp, log, rsqrt, ...)
   std::vector<std::string> notes;         // choices a reviewer should know (ties at a max/min)
 };
+
+// The passes of a derived row program as expressions (tier2_derive.cpp builds it; the
+// saved-output rewrite works on it). Forward reductions may be ops sum | mean | max | min | shift;
+// backward reductions are sums of per-column adjoint terms.
+struct RowStructure {
+  struct Reduction {
+    std::string name, op;
+    Expr argument;  // per column
+  };
+  std::string x, y, dy;
+  std::vector<Reduction> forward;
+  Expr output;                       // over x and the forward reductions
+  std::vector<Reduction> backward;   // over dy, x or y, forward and earlier backward reductions
+  Expr grad;                         // dx
+  Environment parameters;            // module parameters at their defaults
+};
+
+// Whether the output is unchanged (fp64, random rows) when forward reduction `index` is moved by
+// a constant, the later reductions following: the reduction is then a stabilising shift written
+// out by hand (softmax as exp(x - amax(x)) / sum(...)), and its adjoint is zero.
+bool output_invariant_to(const RowStructure& structure, std::size_t index);
+
+// The backward rewritten to read the saved output y (and dy) with no forward reduction, when that
+// is exact and well conditioned (tier2_saved_output.cpp describes and checks the rule); nullopt
+// when the backward needs x or the forward statistics.
+std::optional<RowStructure> backward_from_output(const RowStructure& structure);
 
 // `program.expression` holds row reductions. Declines (with the reason) an op outside the Tier-2
 // row-program form: more than one input tensor, learnable parameters (their gradients need a
