@@ -1,0 +1,125 @@
+// kernel-dev's Understand on inputs written the ways people write them, none taken from the
+// project's own op list: PyTorch in several styles, expressions and descriptions. Each case says
+// what a correct profile is: the tier, the input names, and for element-wise ops the forward
+// function (compared numerically with an independent spelling), or the reason a refusal must name.
+// A silently wrong profile (a dropped gate, a dropped reduction, a collapsed input) fails here.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "workflows/kernel_dev/profile.h"
+
+namespace kd = liger::kernel_dev;
+
+namespace {
+
+const kd::KnowledgeBase& kb() {
+  static const kd::KnowledgeBase k = kd::KnowledgeBase::load(LIGER_SOURCE_DIR);
+  return k;
+}
+
+struct Case {
+  const char* label;
+  const char* input;
+  int tier;                         // 0: the profile must stay undecided
+  std::vector<std::string> inputs;  // decided cases: the input tensors, in order
+  const char* same_as;              // Tier 1: the forward, spelt independently ("" to skip)
+  const char* refusal;              // undecided cases: a fragment the reasons must contain
+};
+
+std::vector<std::string> input_names(const kd::KernelProfile& p) {
+  std::vector<std::string> names;
+  for (const auto& t : p.inputs) names.push_back(t.name);
+  return names;
+}
+
+std::string all_reasons(const kd::KernelProfile& p) {
+  std::string text = p.tier_reason + "\n";
+  for (const auto& [field, why] : p.undecided) text += field + ": " + why + "\n";
+  for (const auto& n : p.notes) text += n + "\n";
+  return text;
+}
+
+// The profile's forward and `expected` agree at random points (module parameters at their
+// defaults, learnable ones at their initial values).
+void expect_same_forward(const kd::KernelProfile& p, const std::string& expected, const std::string& label) {
+  ASSERT_TRUE(p.forward.has_value()) << label;
+  const kd::Expr got = kd::parse_program("y = " + p.forward->expression, kb().catalogue.resolver()).expression;
+  const kd::Expr want = kd::parse_program("y = " + expected, kb().catalogue.resolver()).expression;
+  kd::Environment env;
+  for (const auto& param : p.module_parameters) env[param.name] = param.value;
+  for (const auto& param : p.learnable_parameters) env[param.name] = param.value;
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> dist(-3.0, 3.0);
+  for (int i = 0; i < 40; ++i) {
+    for (const auto& t : p.inputs) env[t.name] = dist(rng);
+    EXPECT_NEAR(kd::eval_f64(got, env), kd::eval_f64(want, env), 1e-9)
+        << label << ": profile forward '" << p.forward->expression << "' vs '" << expected << "'";
+  }
+}
+
+const std::vector<Case>& cases() {
+  static const std::vector<Case> list = {
+      // PyTorch, element-wise.
+      {"softplus beta keyword", "def f(x): return F.softplus(x, beta=2.0)", 1, {"x"}, "log(1 + exp(2 * x)) / 2", ""},
+      {"lambda with clamp keywords", "lambda x: torch.clamp(x, min=-1.0, max=1.0) * x", 1, {"x"},
+       "min(max(x, -1), 1) * x", ""},
+      {"multi-line gate", "def gate(a, b):\n    return a * torch.sigmoid(b)", 1, {"a", "b"}, "a / (1 + exp(-b))", ""},
+      {"module forward", "class M(nn.Module):\n    def forward(self, x):\n        return x * torch.tanh(F.softplus(x))", 1,
+       {"x"}, "x * tanh(log(1 + exp(x)))", ""},
+      {"where leaky", "def f(x): return torch.where(x > 0, x, 0.1 * x)", 1, {"x"}, "max(x, 0) + 0.1 * min(x, 0)", ""},
+      {"bool mask product", "def f(x): return x * (x > 0)", 1, {"x"}, "max(x, 0)", ""},
+      {"erf GELU written out", "def f(x): return torch.erf(x / 1.4142135) * 0.5 * x + 0.5 * x", 1, {"x"},
+       "0.5 * x * (1 + erf(x / 1.4142135))", ""},
+      {"casts around silu", "def f(x):\n    y = x.float()\n    return (y * torch.sigmoid(y)).to(x.dtype)", 1, {"x"},
+       "x / (1 + exp(-x))", ""},
+      {"tensor methods", "def f(x): return x.clamp_min(0).square()", 1, {"x"}, "max(x, 0)^2", ""},
+      {"two inputs named freely", "def f(x, y): return torch.maximum(x, y) * 0.5", 1, {"x", "y"}, "0.5 * max(x, y)", ""},
+      {"default keyword argument", "def f(x, cap=30.0): return cap * torch.tanh(x / cap)", 1, {"x"}, "30 * tanh(x / 30)", ""},
+      // Expressions.
+      {"softsign", "y = x / (1 + abs(x))", 1, {"x"}, "x / (1 + abs(x))", ""},
+      {"stable softplus", "y = log(1 + exp(-abs(x))) + max(x, 0)", 1, {"x"}, "log(1 + exp(x))", ""},
+      // Descriptions.
+      {"gated by words", "squared ReLU gated linear unit", 1, {"a", "b"}, "max(a, 0)^2 * b", ""},
+      {"erf gate by words", "exact GELU (erf) gated linear unit", 1, {"a", "b"}, "0.5 * a * (1 + erf(a / sqrt(2))) * b", ""},
+      {"activation GLU", "Mish GLU", 1, {"a", "b"}, "a * tanh(log(1 + exp(a))) * b", ""},
+      {"parameter in words", "leaky ReLU with negative slope 0.2", 1, {"x"}, "max(x, 0) + 0.2 * min(x, 0)", ""},
+      {"words the tool does not know", "SwiGLU as in the LLaMA MLP", 1, {"a", "b"}, "a / (1 + exp(-a)) * b", ""},
+      // Row reductions.
+      {"softmax method", "def f(x): return x.softmax(-1)", 2, {"x"}, "", ""},
+      {"softmax written out", "def f(x):\n    m = x.max(dim=-1, keepdim=True).values\n    e = torch.exp(x - m)\n    return e / e.sum(dim=-1, keepdim=True)",
+       2, {"x"}, "", ""},
+      {"log-softmax with temperature", "def f(x): return torch.nn.functional.log_softmax(x / 2.0, dim=-1)", 2, {"x"}, "", ""},
+      {"normalize", "def f(x): return F.normalize(x, dim=-1)", 2, {"x"}, "", ""},
+      {"L1 normalise", "def f(x): return x / (x.abs().sum(-1, keepdim=True) + 1e-6)", 2, {"x"}, "", ""},
+      {"layer norm without affine", "def f(x): return (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, keepdim=True, unbiased=False) + 1e-5)",
+       2, {"x"}, "", ""},
+      // Refused, with the reason named (never a complete-looking wrong profile).
+      {"z-loss in words", "z-loss: the square of the log of the sum of exponentials of each row of logits", 0, {}, "",
+       "names more than catalogue entry 'square'"},
+      {"scaled tanh in words", "tanh of x times 2", 0, {}, "", "'times'"},
+      {"a scan", "def f(x): return torch.cumsum(x, -1)", 0, {}, "", "scan"},
+      {"not the last dimension", "def f(x): return torch.softmax(x, dim=1)", 0, {}, "", "dim must be -1"},
+  };
+  return list;
+}
+
+}  // namespace
+
+TEST(KernelDevBattery, UnderstandsOrRefusesWithTheReason) {
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.label);
+    const kd::KernelProfile p = kd::analyse({c.input, kd::InputKind::Auto, ""}, kb());
+    if (c.tier == 0) {
+      EXPECT_FALSE(p.complete()) << c.label << ": decided as tier " << p.tier << " from '" << c.input << "'";
+      EXPECT_NE(all_reasons(p).find(c.refusal), std::string::npos) << c.label << ":\n" << all_reasons(p);
+      continue;
+    }
+    EXPECT_EQ(p.tier, c.tier) << c.label << ":\n" << all_reasons(p);
+    EXPECT_TRUE(p.complete()) << c.label << ":\n" << all_reasons(p);
+    EXPECT_EQ(input_names(p), c.inputs) << c.label;
+    if (c.tier == 1 && *c.same_as) expect_same_forward(p, c.same_as, c.label);
+  }
+}
