@@ -101,6 +101,11 @@ const std::vector<Case>& cases() {
        "names more than catalogue entry 'square'"},
       {"scaled tanh in words", "tanh of x times 2", 0, {}, "", "'times'"},
       {"a scan", "def f(x): return torch.cumsum(x, -1)", 0, {}, "", "scan"},
+      {"numbers no parameter took", "hard tanh clipped to [-2, 2]", 0, {}, "", "gives -2, 2, which no parameter"},
+      {"a number for an entry without parameters", "SwiGLU with beta 1.5", 0, {}, "", "gives 1.5"},
+      {"a parameter the entry lacks", "parametric ReLU with a learnable slope per channel", 0, {}, "", "'parametric'"},
+      {"a number that is part of the name", "Swish-1", 1, {"x"}, "x / (1 + exp(-x))", ""},
+      {"a named parameter value", "ELU with alpha 0.5", 1, {"x"}, "max(x, 0) + 0.5 * (exp(min(x, 0)) - 1)", ""},
       {"not the last dimension", "def f(x): return torch.softmax(x, dim=1)", 0, {}, "", "dim must be -1"},
   };
   return list;

@@ -172,6 +172,8 @@ Catalogue Catalogue::parse(const std::string& yaml_text, const std::string& orig
     for (const auto& w : split_words(normalise_description(f.name))) catalogue.operation_words_.insert(w);
   for (const auto& w : string_list(root["operation_words"]))
     for (const auto& part : split_words(normalise_description(w))) catalogue.operation_words_.insert(part);
+  for (const auto& w : string_list(root["parameter_words"]))
+    for (const auto& part : split_words(normalise_description(w))) catalogue.parameter_words_.insert(part);
   return catalogue;
 }
 
@@ -266,7 +268,11 @@ Resolution Catalogue::resolve(const std::string& text) const {
     const std::string& w = words[i];
     const std::string singular = w.size() > 3 && w.back() == 's' ? w.substr(0, w.size() - 1) : w;
     if (own.count(w) || own.count(singular)) continue;
-    if (operation_words_.count(w) || operation_words_.count(singular)) r.unexplained.push_back(w);
+    if (operation_words_.count(w) || operation_words_.count(singular)) {
+      r.unexplained.push_back(w);
+    } else if (parameter_words_.count(w) && a.hyperparameters.empty() && a.learnable.empty()) {
+      r.unexplained.push_back(w);  // "parametric ReLU with a learnable slope" is not relu
+    }
   }
   if (!r.unexplained.empty())
     if (auto gated = compose_gated(words)) {

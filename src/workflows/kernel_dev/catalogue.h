@@ -85,6 +85,7 @@ class Catalogue {
  private:
   std::vector<Activation> entries_;
   std::set<std::string> operation_words_;
+  std::set<std::string> parameter_words_;  // ask for a parameter: unexplained by an entry without one
 };
 
 // Lower case, '²'/'^2'/'**2' -> "squared", punctuation to spaces, filler words ("activation",

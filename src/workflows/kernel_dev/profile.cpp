@@ -128,6 +128,39 @@ std::string keyword_text(const std::string& text) {
   return out;
 }
 
+// The numbers in a description outside `taken` (start, length) spans. A number glued to a word is
+// part of a name ("relu6", "l2", "swish-1", "2x"), not a value.
+std::vector<std::string> unbound_numbers(const std::string& text, const std::vector<std::pair<std::size_t, std::size_t>>& taken) {
+  std::vector<std::string> out;
+  const auto alpha = [](char c) { return std::isalpha(static_cast<unsigned char>(c)) != 0; };
+  const auto digit = [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; };
+  for (std::size_t i = 0; i < text.size();) {
+    if (!digit(text[i]) && !(text[i] == '.' && i + 1 < text.size() && digit(text[i + 1]))) {
+      ++i;
+      continue;
+    }
+    std::size_t start = i, end = i;
+    while (end < text.size() && (digit(text[end]) || text[end] == '.')) ++end;
+    if (end + 1 < text.size() && text[end] == 'e' && (digit(text[end + 1]) || text[end + 1] == '-')) {
+      ++end;
+      if (text[end] == '-') ++end;
+      while (end < text.size() && digit(text[end])) ++end;
+    }
+    i = end;
+    const char before = start > 0 ? text[start - 1] : ' ';
+    const bool signed_value = (before == '-' || before == '+') && !(start > 1 && alpha(text[start - 2]));
+    if (signed_value) --start;
+    const bool glued = alpha(before) || (before == '-' && start > 0 && !signed_value) || before == '^' ||
+                       before == '*' || (end < text.size() && alpha(text[end]) && text[end] != 'e');
+    if (glued) continue;
+    bool is_taken = false;
+    for (const auto& [at, length] : taken)
+      if (start < at + length && at < end) is_taken = true;
+    if (!is_taken) out.push_back(text.substr(start, end - start));
+  }
+  return out;
+}
+
 bool contains_words(const std::string& text, const std::string& phrase) {
   return keyword_text(text).find(keyword_text(phrase)) != std::string::npos;
 }
@@ -498,17 +531,36 @@ KernelProfile analyse(const AnalysisRequest& request, const KnowledgeBase& knowl
       // "leaky relu with negative slope 0.2", "softplus beta=2": module-parameter values in words.
       std::string lowered = request.text;
       for (auto& c : lowered) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      std::vector<std::pair<std::size_t, std::size_t>> bound;  // the numbers parameters took
+      std::string parameter_names;
       for (auto& param : program.params) {
         if (param.learnable) continue;
+        parameter_names += (parameter_names.empty() ? "" : ", ") + param.name;
         std::string words = std::regex_replace(param.name, std::regex("_"), "[ _-]?");
         std::regex pattern("\\b" + words + "\\s*(?:=|:|of|is)?\\s*([-+]?(?:[0-9]+\\.?[0-9]*|\\.[0-9]+)(?:e[-+]?[0-9]+)?)");
         std::smatch match;
         if (std::regex_search(lowered, match, pattern)) {
           param.init = std::strtod(match[1].str().c_str(), nullptr);
+          bound.emplace_back(static_cast<std::size_t>(match.position(1)), static_cast<std::size_t>(match.length(1)));
           p.notes.push_back("module parameter " + param.name + " = " + match[1].str() + " (from the description)");
         }
       }
-      return finish_tier1(program, r.activation->name, r.activation->display);
+      // A number no parameter took would be silently ignored ("hard tanh clipped to [-2, 2]",
+      // "SwiGLU with beta 1.5"): the match is refused instead.
+      const auto unbound = unbound_numbers(lowered, bound);
+      if (unbound.empty()) return finish_tier1(program, r.activation->name, r.activation->display);
+      std::string listed;
+      for (const auto& n : unbound) listed += (listed.empty() ? "" : ", ") + n;
+      r.undecided = "the description gives " + listed + ", which no parameter of catalogue entry '" + r.activation->name +
+                    "' took" +
+                    (parameter_names.empty() ? " (it has none): write the formula as an expression"
+                                             : ": name the parameter (" + parameter_names + ", e.g. '" +
+                                                   r.activation->name + " with " + program.params.front().name + " " +
+                                                   unbound.front() + "'), or write the formula as an expression");
+      r.unexplained = unbound;
+      r.activation = nullptr;
+      p.notes.clear();
+      p.resolved_from.clear();
     }
     if (!r.unexplained.empty()) p.notes.push_back("description: " + r.undecided);
     if (const TierRequest* req = match_request(request.text, knowledge.tiers)) {
