@@ -242,6 +242,9 @@ TEST(KernelDevTier2Offline, PerRowOutputsAreDerivedWithTheirGradient) {
                 *std::max_element(x.begin(), x.end());
        }},
       {"y = logsumexp(x) - mean(x)", "[rows, 1]", [lse](const Row& x) { return lse(x) - mean_of(x); }},
+      // A module parameter in a per-row output.
+      {"def smooth_max(x, t=0.5): return t * torch.logsumexp(x / t, dim=-1)", "[rows]",
+       [lse](const Row& x) { return 0.5 * lse(map(x, [](double v) { return v / 0.5; })); }},
   };
   std::mt19937 rng(11);
   for (const auto& c : cases) {
@@ -345,8 +348,9 @@ TEST(KernelDevTier2Offline, DeclinesWhatTheRowTemplateCannotGenerate) {
        "cross-row reduction"},
       // Two inputs.
       {"def f(x, y): return torch.softmax(x + y, dim=-1)", "input tensors"},
-      // keepdim=False broadcast against the columns.
+      // keepdim=False broadcast against the columns, and against a keepdim=True row value.
       {"def f(x): return x - x.mean(-1)", "keepdim=True"},
+      {"def f(x): return torch.logsumexp(x, -1, keepdim=True) - x.mean(-1)", "[rows, rows]"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.source);

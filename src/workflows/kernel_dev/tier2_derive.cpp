@@ -88,21 +88,30 @@ class Hoister {
       }
     } else {
       std::vector<Expr> args;
-      bool any_dropped = false, per_column = false;
+      bool any_dropped = false, per_column = false, kept_row_value = false;
       for (const auto& a : e->args) {
         args.push_back(visit(a));
         if (dropped_.count(a.get())) any_dropped = true;
         else if (!row_only(args.back())) per_column = true;
+        else if (uses_reduction(args.back())) kept_row_value = true;
       }
       result = rebuild(e, std::move(args));
-      // A [rows] value (keepdim=False) meeting a [rows, cols] one; a value computed from [rows]
-      // values only stays [rows].
+      // A [rows] value (keepdim=False) meeting a [rows, cols] one, or a [rows, 1] one (keepdim=True:
+      // PyTorch broadcasts the two to [rows, rows]); a value computed from [rows] values and
+      // constants only stays [rows].
       if (any_dropped && per_column) dropped_in_arithmetic_ = true;
+      if (any_dropped && kept_row_value) mixed_keepdim_ = true;
       dropped = any_dropped && !per_column;
     }
     if (dropped) dropped_.insert(e.get());
     memo_.emplace(e.get(), result);
     return result;
+  }
+
+  bool uses_reduction(const Expr& e) const {
+    for (const auto& s : free_symbols(e))
+      if (scalar_names_.count(s)) return true;
+    return false;
   }
 
   // Whether a hoisted expression is one value per row (no per-column input in it).
@@ -131,6 +140,10 @@ class Hoister {
   std::map<const Node*, Expr> memo_;
   std::set<const Node*> dropped_;
   bool dropped_in_arithmetic_ = false;
+  bool mixed_keepdim_ = false;
+
+ public:
+  bool mixed_keepdim() const { return mixed_keepdim_; }
 };
 
 // d(red)/d(argument_j): see the file comment.
@@ -181,6 +194,11 @@ RowDerivation derive_row_program(const Program& program) {
   if (h.dropped_in_arithmetic) {
     d.declined = "a reduction without keepdim=True (shape [rows]) is combined with a [rows, cols] tensor: PyTorch "
                  "broadcasts it along the columns, not the rows (an error or a different op); write keepdim=True";
+    return d;
+  }
+  if (hoister.mixed_keepdim()) {
+    d.declined = "a reduction without keepdim=True (shape [rows]) is combined with one with keepdim=True (shape "
+                 "[rows, 1]): PyTorch broadcasts the two to [rows, rows]; write keepdim the same way in both";
     return d;
   }
   if (h.reductions.empty()) {
