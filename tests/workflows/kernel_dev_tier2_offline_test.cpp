@@ -406,7 +406,8 @@ TEST(KernelDevTier2Offline, RenderedReferenceBuildsAndPassesItsTests) {
       "def centred_max(x): return x - x.amax(-1, keepdim=True)",
       // Per-row outputs: [rows] and [rows, 1].
       "def f(x): return torch.logsumexp(x, dim=-1)",
-      "def z_loss(logits): return torch.logsumexp(logits, dim=-1, keepdim=True).pow(2)"};
+      "def z_loss(logits): return torch.logsumexp(logits, dim=-1, keepdim=True).pow(2)",
+      "def row_spread(x): return x.var(-1) + x.amax(-1)"};
   for (const auto& source : sources) {
     SCOPED_TRACE(source);
     const auto p = analyse(source);
