@@ -112,6 +112,9 @@ std::vector<Form> forms() {
        rms(1e-6)},
       {"def f(x): return F.rms_norm(x, (x.shape[-1],), eps=1e-5)", rms(1e-5)},
       {"def f(x): return F.layer_norm(x, (x.shape[-1],))", layer(1e-5)},
+      // normalized_shape as the slice x.shape[-1:] and as a list.
+      {"def f(input): return F.layer_norm(input, input.shape[-1:])", layer(1e-5)},
+      {"def f(x): return F.rms_norm(x, [x.shape[-1]], eps=1e-5)", rms(1e-5)},
       {"def layer_norm_plain(x, eps=1e-5):\n    mu = x.mean(dim=-1, keepdim=True)\n    var = ((x - mu) ** 2).mean(dim=-1, keepdim=True)\n"
        "    return (x - mu) / torch.sqrt(var + eps)",
        layer(1e-5)},
@@ -211,6 +214,85 @@ TEST(KernelDevTier2Offline, DerivedForwardAndGradientsMatchReferenceAndFiniteDif
   }
 }
 
+// Outputs of one value per row (logsumexp, z-loss, a row mean): the output shape follows keepdim,
+// the forward against an independent formula, the backward (one upstream value per row) against
+// central differences of the forward.
+TEST(KernelDevTier2Offline, PerRowOutputsAreDerivedWithTheirGradient) {
+  auto lse = [](const Row& x) {
+    const double m = *std::max_element(x.begin(), x.end());
+    return m + std::log(sum(map(x, [&](double v) { return std::exp(v - m); })));
+  };
+  struct Case {
+    std::string source, shape;
+    std::function<double(const Row&)> reference;
+  };
+  const std::vector<Case> cases = {
+      {"def f(x): return torch.logsumexp(x, dim=-1)", "[rows]", lse},
+      {"def f(x): return torch.logsumexp(x, dim=-1, keepdim=True)", "[rows, 1]", lse},
+      {"def z_loss(logits): return torch.logsumexp(logits, dim=-1).pow(2)", "[rows]",
+       [lse](const Row& x) { return lse(x) * lse(x); }},
+      {"def z_loss(x): return 1e-4 * torch.logsumexp(x, dim=-1) ** 2", "[rows]",
+       [lse](const Row& x) { return 1e-4 * lse(x) * lse(x); }},
+      {"def f(x): return x.pow(2).mean(-1).sqrt()", "[rows]",
+       [](const Row& x) { return std::sqrt(mean_of(map(x, [](double v) { return v * v; }))); }},
+      {"def f(x): return torch.var(x, dim=-1, keepdim=True) + x.amax(-1, keepdim=True)", "[rows, 1]",
+       [](const Row& x) {
+         const double mu = mean_of(x);
+         return sum(map(x, [&](double v) { return (v - mu) * (v - mu); })) / static_cast<double>(x.size() - 1) +
+                *std::max_element(x.begin(), x.end());
+       }},
+      {"y = logsumexp(x) - mean(x)", "[rows, 1]", [lse](const Row& x) { return lse(x) - mean_of(x); }},
+      // A module parameter in a per-row output.
+      {"def smooth_max(x, t=0.5): return t * torch.logsumexp(x / t, dim=-1)", "[rows]",
+       [lse](const Row& x) { return 0.5 * lse(map(x, [](double v) { return v / 0.5; })); }},
+  };
+  std::mt19937 rng(11);
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.source);
+    const kd::KernelProfile p = analyse(c.source);
+    ASSERT_EQ(p.tier, 2) << p.tier_reason << "\n" << undecided(p);
+    ASSERT_TRUE(p.complete()) << undecided(p);
+    ASSERT_EQ(p.outputs.size(), 1u);
+    EXPECT_EQ(p.outputs[0].shape, c.shape);
+    EXPECT_TRUE(kd::per_row_output(p));
+    EXPECT_TRUE(kd::row_program_problems(p).empty());
+    // A per-row y determines no column of x: the backward reads x.
+    EXPECT_EQ(p.row_program->backward_uses, std::vector<std::string>{p.inputs[0].name});
+    const kd::Tier2Code code = kd::generate_tier2(p);
+    EXPECT_TRUE(code.per_row);
+    for (std::size_t cols : {2u, 7u, 64u}) {
+      for (int trial = 0; trial < 3; ++trial) {
+        const Row x = random_row(rng, cols, 1.5);
+        const double dy = random_row(rng, 1, 1.0)[0];
+        const Row y = kd::row_forward_f64(p, x);
+        ASSERT_EQ(y.size(), 1u);
+        ASSERT_NEAR(y[0], c.reference(x), 1e-9 * (1 + std::fabs(y[0])));
+        const Row dx = kd::row_backward_f64(p, x, {dy});
+        ASSERT_EQ(dx.size(), cols);
+        for (std::size_t k = 0; k < cols; ++k) {
+          const double h = 1e-6 * std::max(1.0, std::fabs(x[k]));
+          Row plus = x, minus = x;
+          plus[k] += h;
+          minus[k] -= h;
+          const double fd = dy * (c.reference(plus) - c.reference(minus)) / (2 * h);
+          ASSERT_NEAR(dx[k], fd, 1e-5 * (1 + std::fabs(fd))) << "column " << k << " of " << cols;
+        }
+      }
+    }
+  }
+  // The logsumexp backward needs no backward pass: dx = dy / s * exp(x - m), s and m recomputed.
+  const auto p = analyse("def f(x): return torch.logsumexp(x, dim=-1)");
+  EXPECT_EQ(p.op_name, "logsumexp");
+  EXPECT_TRUE(p.row_program->backward_reductions.empty());
+  // A per-row output may not read x per column, nor a backward read the per-row y.
+  kd::KernelProfile wrong = p;
+  wrong.row_program->output = wrong.inputs[0].name + " + 1";
+  EXPECT_FALSE(kd::row_program_problems(wrong).empty());
+  wrong = p;
+  wrong.row_program->backward_uses = {wrong.outputs[0].name};
+  EXPECT_FALSE(kd::row_program_problems(wrong).empty());
+}
+
 TEST(KernelDevTier2Offline, NamesTheOpAndAvoidsLibraryNames) {
   EXPECT_EQ(analyse("def f(x): return torch.softmax(x, dim=-1)").op_name, "softmax");
   EXPECT_EQ(analyse("def f(x): return F.log_softmax(x, dim=-1)").op_name, "log_softmax");
@@ -256,9 +338,6 @@ TEST(KernelDevTier2Offline, DeclinesWhatTheRowTemplateCannotGenerate) {
     std::string source, says;
   };
   const std::vector<Case> cases = {
-      // Per-row scalar outputs.
-      {"def f(x): return torch.logsumexp(x, dim=-1)", "one value per row"},
-      {"def z_loss(x): return 1e-4 * torch.logsumexp(x, dim=-1) ** 2", "one value per row"},
       // Weights: a cross-row reduction for their gradient.
       {"def f(x, w): return F.rms_norm(x, (x.shape[-1],), weight=w)", "cross-row reduction"},
       {"class RMSNorm(nn.Module):\n    def __init__(self, d):\n        super().__init__()\n        self.weight = nn.Parameter(torch.ones(d))\n"
@@ -269,8 +348,9 @@ TEST(KernelDevTier2Offline, DeclinesWhatTheRowTemplateCannotGenerate) {
        "cross-row reduction"},
       // Two inputs.
       {"def f(x, y): return torch.softmax(x + y, dim=-1)", "input tensors"},
-      // keepdim=False broadcast against the columns.
+      // keepdim=False broadcast against the columns, and against a keepdim=True row value.
       {"def f(x): return x - x.mean(-1)", "keepdim=True"},
+      {"def f(x): return torch.logsumexp(x, -1, keepdim=True) - x.mean(-1)", "[rows, rows]"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.source);
@@ -302,6 +382,10 @@ TEST(KernelDevTier2Offline, UnsupportedReductionsAreNamedWithTheirLine) {
   ASSERT_TRUE(expression.undecided.count("tier"));
   EXPECT_NE(expression.undecided.at("tier").find("column 9"), std::string::npos) << expression.undecided.at("tier");
   EXPECT_NE(expression.undecided.at("tier").find("row reduction (sum, mean"), std::string::npos);
+  // A shape slice other than [-1:] is refused at the slice's column.
+  const auto slice = analyse("def f(x):\n    return F.layer_norm(x, x.shape[1:])");
+  EXPECT_NE(slice.resolved_from.find("line 2, column 35"), std::string::npos) << slice.resolved_from;
+  EXPECT_NE(slice.resolved_from.find("only x.shape[-1:]"), std::string::npos) << slice.resolved_from;
   for (const auto& c : cases) {
     SCOPED_TRACE(c.source);
     const auto p = analyse(c.source);
@@ -319,7 +403,11 @@ TEST(KernelDevTier2Offline, RenderedReferenceBuildsAndPassesItsTests) {
       "def f(x): return torch.softmax(x, dim=-1)", "def f(x): return F.log_softmax(x, dim=-1)",
       "def f(x): return x / x.norm(dim=-1, keepdim=True)",
       "def rms_norm(x, eps=1e-6): return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)",
-      "def centred_max(x): return x - x.amax(-1, keepdim=True)"};
+      "def centred_max(x): return x - x.amax(-1, keepdim=True)",
+      // Per-row outputs: [rows] and [rows, 1].
+      "def f(x): return torch.logsumexp(x, dim=-1)",
+      "def z_loss(logits): return torch.logsumexp(logits, dim=-1, keepdim=True).pow(2)",
+      "def row_spread(x): return x.var(-1) + x.amax(-1)"};
   for (const auto& source : sources) {
     SCOPED_TRACE(source);
     const auto p = analyse(source);

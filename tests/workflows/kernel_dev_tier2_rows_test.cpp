@@ -276,6 +276,21 @@ TEST(KernelDevTier2Rows, BenchmarkCountsEachTensorOnce) {
   // The backward timed alone reads y: it is filled, not left as uninitialised memory.
   EXPECT_NE(bench.find("void* y = m == \"backward\" ? ctx.random(count, dtype) : ctx.alloc(bytes);"), std::string::npos);
   EXPECT_NE(bench.find("liger_softmax_backward(dy, cols, y, cols, dx, cols"), std::string::npos);
+  // A per-row output: the input once and one value per row (forward), dy per row (backward).
+  const auto lse = kd::render(analyse("def f(x): return torch.logsumexp(x, dim=-1)"), kSource / "templates/kernel_dev");
+  const std::string lse_bench = file(lse, "benchmarks/bench_logsumexp.cpp").content;
+  EXPECT_NE(lse_bench.find("(m == \"forward\" ? n + per_row : m == \"backward\" ? 2 * n + per_row : 2 * n + 2 * per_row) * e"),
+            std::string::npos) << lse_bench;
+  EXPECT_EQ(lse_bench.find("forward_tensors"), std::string::npos);
+  EXPECT_NE(lse_bench.find("liger_logsumexp_forward(x, cols, y, 1, rows, cols"), std::string::npos);
+  EXPECT_NE(lse_bench.find("liger_logsumexp_backward(dy, 1, x, cols, dx, cols"), std::string::npos);
+  // The kernel stores one value per row and reads one upstream value per row.
+  const std::string kernel = file(lse, "kernels/src/logsumexp/logsumexp.cu").content;
+  EXPECT_NE(kernel.find("out_row_[0] = from_float<T>(y);"), std::string::npos) << kernel;
+  EXPECT_NE(kernel.find("const float dy = to_float(dy_row_[0]);"), std::string::npos);
+  EXPECT_EQ(kernel.find("dyr_"), std::string::npos);
+  const std::string op = file(lse, "kernels/python/liger_kernels/ops/logsumexp.py").content;
+  EXPECT_NE(op.find("return tuple(x.shape[:-1])\n"), std::string::npos) << op;
 }
 
 // The resident rows must stay in registers: ptxas reports no stack frame and no spills for any
@@ -292,7 +307,9 @@ TEST(KernelDevTier2Rows, RenderedKernelsCompileWithoutLocalMemory) {
   }
   if (nvcc.empty()) GTEST_SKIP() << "nvcc not found (PATH, /usr/local/cuda/bin): the rendered kernels were not compiled";
   for (const std::string source : {"def f(x): return F.log_softmax(x, dim=-1)",
-                                   "def f(x): return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)"}) {
+                                   "def f(x): return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)",
+                                   // A per-row output whose backward has a sum pass over dy (one per row) and x.
+                                   "def row_spread(x): return x.var(-1, keepdim=True) + x.amax(-1, keepdim=True)"}) {
     SCOPED_TRACE(source);
     const auto p = analyse(source);
     const fs::path root = fs::temp_directory_path() / ("liger_tier2_rows_" + std::to_string(::getpid()) + "_" + p.op_name);

@@ -234,12 +234,32 @@ class Translator {
           throw;
         }
       } else if (accept("[")) {
-        // x.shape[-1] is the row length n; max(dim=...)[0] its values. Other indexing is not
-        // element-wise.
+        // x.shape[-1] is the row length n; x.shape[-1:] the one-element shape (n,) that
+        // layer_norm / rms_norm take as normalized_shape; max(dim=...)[0] its values. Other
+        // indexing is not element-wise.
+        const int column = column_base + static_cast<int>(tokens_[pos_ - 1].offset) + 1;
         const bool shape = v.type == Value::Path && v.text == "<shape>";
         if (!shape && !(v.type == Value::Tuple && v.text == "max"))
           throw Reject{"indexing / slicing a tensor is not element-wise", 0};
+        auto slice_refusal = [&] {
+          return Reject{"x.shape[...] slice: only x.shape[-1:] (the last dimension, as a normalized_shape) is "
+                        "translated; the Tier-2 row program reduces over the last dimension only",
+                        2, column};
+        };
+        if (accept(":")) throw slice_refusal();
         Value index = expression();
+        if (accept(":")) {
+          const Expr start = index.type == Value::Tensor ? simplify(index.expr) : nullptr;
+          if (!shape || !start || !is_number(start, -1) || !accept("]")) {
+            if (!shape) throw Reject{"slicing a tensor is not element-wise", 0, column};
+            throw slice_refusal();
+          }
+          Value tuple;
+          tuple.type = Value::Tuple;
+          tuple.items.push_back(tensor(sym("n")));
+          v = tuple;
+          continue;
+        }
         expect("]");
         const Expr i = index.type == Value::Tensor ? simplify(index.expr) : nullptr;
         if (shape && i && is_number(i, -1)) v = tensor(sym("n"));
@@ -280,6 +300,18 @@ class Translator {
       }
       expect(")");
       return inner;
+    }
+    if (t.type == PyTok::Op && t.text == "[") {  // [a, b]: a shape argument such as [x.shape[-1]]
+      Value list;
+      list.type = Value::Tuple;
+      while (!accept("]")) {
+        list.items.push_back(expression());
+        if (!accept(",")) {
+          expect("]");
+          break;
+        }
+      }
+      return list;
     }
     if (t.type == PyTok::Name) {
       if (t.text == "None" || t.text == "True" || t.text == "False") {

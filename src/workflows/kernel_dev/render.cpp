@@ -428,6 +428,10 @@ mu::data tier2_context(const KernelProfile& p, const std::filesystem::path& temp
   d.set("n_saved", std::to_string((code.saves_input ? 1 : 0) + (code.saves_output ? 1 : 0)));
   d.set("saves_input", mu::data(code.saves_input));
   d.set("saves_output", mu::data(code.saves_output));
+  // A per-row output (logsumexp, z-loss): one value per row forward, one upstream value per row.
+  d.set("per_row", mu::data(code.per_row));
+  d.set("per_column", mu::data(!code.per_row));
+  d.set("keepdim", mu::data(code.per_row && p.outputs[0].shape.find('1') != std::string::npos));
   d.set("has_pytorch_reference", mu::data(!p.row_program->pytorch_reference.empty()));
   d.set("pytorch_reference", p.row_program->pytorch_reference);
   d.set("math_policy", math_policy(templates_dir));

@@ -47,6 +47,7 @@ struct Checked {
   Expr output, grad;
   std::size_t recompute = 0;  // forward reductions the backward needs (a prefix of them)
   bool saves_input = false, saves_output = false;
+  bool per_row = false;
 };
 
 Checked check(const KernelProfile& p) {
@@ -125,6 +126,10 @@ Checked check(const KernelProfile& p) {
     scope.insert(red.name);
   }
   c.output = parse(r.output, "forward.output", scope, "");
+  c.per_row = per_row_output(p);
+  if (c.per_row && c.output && free_symbols(c.output).count(x))
+    problem("forward.output '" + r.output + "' uses " + x + " per column, but the output's shape " + p.outputs[0].shape +
+            " is one value per row: write it over the row scalars only, or make the output [rows, cols]");
 
   // The backward sees the upstream gradient, what the forward saved, and the forward reductions
   // (recomputed from the saved input).
@@ -136,6 +141,9 @@ Checked check(const KernelProfile& p) {
     else if (u == y) c.saves_output = true;
     else problem("backward.uses: '" + u + "' is neither the input '" + x + "' nor the output '" + y + "'");
   }
+  if (c.per_row && c.saves_output)
+    problem("backward.uses: a per-row output " + y + " determines no column of " + x +
+            "; the backward of a per-row output reads " + x);
   std::set<std::string> bscope = params;
   bscope.insert({dy, "n"});
   if (c.saves_input) bscope.insert(x);
@@ -232,6 +240,14 @@ std::vector<std::vector<RowPassCode>> passes_of(const std::vector<RowPassCode>& 
 
 }  // namespace
 
+bool per_row_output(const KernelProfile& profile) {
+  if (profile.outputs.size() != 1) return false;
+  std::string shape;
+  for (char ch : profile.outputs[0].shape)
+    if (ch != ' ') shape += ch;
+  return shape == "[rows]" || shape == "[rows,1]";
+}
+
 std::vector<std::string> row_program_problems(const KernelProfile& profile) { return check(profile).problems; }
 
 Tier2Code generate_tier2(const KernelProfile& p) {
@@ -248,6 +264,7 @@ Tier2Code generate_tier2(const KernelProfile& p) {
   code.output = p.outputs[0].name;
   code.saves_input = c.saves_input;
   code.saves_output = c.saves_output;
+  code.per_row = c.per_row;
   for (std::size_t i = 0; i < c.forward.size(); ++i)
     code.forward_reductions.push_back(pass(c.forward[i].first, r.forward_reductions[i].op, c.forward[i].second, "v_"));
   code.forward_output = pass(code.output, "", c.output, code.output);

@@ -38,9 +38,15 @@ struct Tier2Code {
   std::vector<RowPassCode> backward_reductions;
   RowPassCode grad_input;
   bool saves_input = false, saves_output = false;
+  bool per_row = false;  // per_row_output: y and dy are one value per row
   // The same reductions cut into passes (kMaxPassGroup): PolyNorm's three means are one pass.
   std::vector<std::vector<RowPassCode>> forward_groups, recomputed_groups, backward_groups;
 };
+
+// Whether the profile's output is one value per row (shape [rows] or [rows, 1]: logsumexp, a
+// z-loss) rather than a [rows, cols] tensor: the forward writes one value per row, and the
+// upstream gradient is one value per row.
+bool per_row_output(const KernelProfile& profile);
 
 // Throws std::invalid_argument listing every problem (row_program_problems) when the profile's
 // row program cannot be generated.

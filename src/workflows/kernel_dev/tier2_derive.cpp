@@ -14,6 +14,7 @@
 // and 0 for the stabilising shift of the lowered softmax family. Each nonzero adjoint is one sum
 // pass of the backward, computed from the last reduction to the first.
 #include "workflows/kernel_dev/tier2_derive.h"
+#include "workflows/kernel_dev/row_program.h"
 
 #include <algorithm>
 #include <cmath>
@@ -35,6 +36,7 @@ struct Hoisted {
   std::vector<Reduction> reductions;
   Expr output;
   bool dropped_in_arithmetic = false;  // a keepdim=False result combined with per-column values
+  bool output_dropped = false;         // the output is a keepdim=False row value (shape [rows])
 };
 
 Expr rebuild(const Expr& e, std::vector<Expr> args) {
@@ -62,6 +64,7 @@ class Hoister {
     h.output = visit(output);
     h.reductions = reductions_;
     h.dropped_in_arithmetic = dropped_in_arithmetic_;
+    h.output_dropped = dropped_.count(output.get()) > 0;
     return h;
   }
 
@@ -85,21 +88,30 @@ class Hoister {
       }
     } else {
       std::vector<Expr> args;
-      bool any_dropped = false, per_column = false;
+      bool any_dropped = false, per_column = false, kept_row_value = false;
       for (const auto& a : e->args) {
         args.push_back(visit(a));
         if (dropped_.count(a.get())) any_dropped = true;
         else if (!row_only(args.back())) per_column = true;
+        else if (uses_reduction(args.back())) kept_row_value = true;
       }
       result = rebuild(e, std::move(args));
-      // A [rows] value (keepdim=False) meeting a [rows, cols] one; a value computed from [rows]
-      // values only stays [rows].
+      // A [rows] value (keepdim=False) meeting a [rows, cols] one, or a [rows, 1] one (keepdim=True:
+      // PyTorch broadcasts the two to [rows, rows]); a value computed from [rows] values and
+      // constants only stays [rows].
       if (any_dropped && per_column) dropped_in_arithmetic_ = true;
+      if (any_dropped && kept_row_value) mixed_keepdim_ = true;
       dropped = any_dropped && !per_column;
     }
     if (dropped) dropped_.insert(e.get());
     memo_.emplace(e.get(), result);
     return result;
+  }
+
+  bool uses_reduction(const Expr& e) const {
+    for (const auto& s : free_symbols(e))
+      if (scalar_names_.count(s)) return true;
+    return false;
   }
 
   // Whether a hoisted expression is one value per row (no per-column input in it).
@@ -128,6 +140,10 @@ class Hoister {
   std::map<const Node*, Expr> memo_;
   std::set<const Node*> dropped_;
   bool dropped_in_arithmetic_ = false;
+  bool mixed_keepdim_ = false;
+
+ public:
+  bool mixed_keepdim() const { return mixed_keepdim_; }
 };
 
 // d(red)/d(argument_j): see the file comment.
@@ -180,19 +196,22 @@ RowDerivation derive_row_program(const Program& program) {
                  "broadcasts it along the columns, not the rows (an error or a different op); write keepdim=True";
     return d;
   }
+  if (hoister.mixed_keepdim()) {
+    d.declined = "a reduction without keepdim=True (shape [rows]) is combined with one with keepdim=True (shape "
+                 "[rows, 1]): PyTorch broadcasts the two to [rows, rows]; write keepdim the same way in both";
+    return d;
+  }
   if (h.reductions.empty()) {
     d.declined = "the expression has no row reduction (it is element-wise: Tier 1)";
     return d;
   }
   Expr output = simplify(h.output);
-  if (!free_symbols(output).count(x)) {
-    d.declined = "the output '" + to_string(output) +
-                 "' is one value per row (shape [rows] or [rows, 1]); the Tier-2 row-program template writes a "
-                 "[rows, cols] output, so per-row scalar outputs (logsumexp, z-loss, a row loss) are not generated: "
-                 "write the op whose output keeps the columns (e.g. log_softmax = x - logsumexp(x)), or use an LLM "
-                 "provider or the Tier-3 path for row losses";
-    return d;
-  }
+  // An output without x is one value per row (logsumexp, a z-loss): the forward writes one value
+  // per row, the upstream gradient is one value per row, and the chain rule below takes the
+  // output's derivatives as row scalars (nothing to sum over the columns).
+  const bool per_row = !free_symbols(output).count(x);
+  d.per_row_output = per_row;
+  d.keepdim = !h.output_dropped;
 
   RowProgramSpec spec;
   std::set<std::string> functions;
@@ -232,32 +251,39 @@ RowDerivation derive_row_program(const Program& program) {
                           "output (checked in fp64): it gets no gradient");
     }
   }
-  std::vector<std::string> adjoint(k);  // "" where the adjoint is zero
+  // The adjoint of each row scalar: a backward sum pass g<r> over the columns of its per-column
+  // terms, plus (per-row output) the output's own derivative dy * dY/dr, a row scalar used in
+  // place without a pass. nullptr where the adjoint is zero.
+  std::vector<Expr> adjoint(k);
   for (std::size_t i = k; i-- > 0;) {
     const auto& r = h.reductions[i];
     if (gradient_free[i]) continue;
-    Expr term = mul(sym(dy), differentiate(output, r.name));
+    const Expr direct = simplify(mul(sym(dy), differentiate(output, r.name)));
+    Expr term = per_row ? num(0) : direct;
     for (std::size_t l = i + 1; l < k; ++l) {
-      if (adjoint[l].empty()) continue;
+      if (!adjoint[l]) continue;
       const auto& later = h.reductions[l];
-      term = add(term, mul(mul(sym(adjoint[l]), reduction_weight(later)), differentiate(later.argument, r.name)));
+      term = add(term, mul(mul(adjoint[l], reduction_weight(later)), differentiate(later.argument, r.name)));
     }
     term = simplify(term);
-    if (is_number(term, 0)) continue;
-    std::string name = "g" + r.name;
-    while (taken.count(name)) name += "b";
-    taken.insert(name);
-    adjoint[i] = name;
+    Expr total = per_row && !is_number(direct, 0) ? direct : nullptr;
+    if (!is_number(term, 0)) {
+      std::string name = "g" + r.name;
+      while (taken.count(name)) name += "b";
+      taken.insert(name);
+      structure.backward.push_back({name, "sum", term});
+      total = total ? add(total, sym(name)) : sym(name);
+    }
+    if (!total) continue;
+    adjoint[i] = total;
     if (r.op == "max" || r.op == "min")
       d.notes.push_back(r.name + " = " + r.op + "(...): its gradient goes to every column equal to the " + r.op +
                         " (ties each get the full gradient; PyTorch's amax splits it between ties)");
-    structure.backward.push_back({name, "sum", term});
   }
-  Expr grad = mul(sym(dy), differentiate(output, x));
+  Expr grad = per_row ? num(0) : mul(sym(dy), differentiate(output, x));
   for (std::size_t l = 0; l < k; ++l) {
-    if (adjoint[l].empty()) continue;
-    grad = add(grad, mul(mul(sym(adjoint[l]), reduction_weight(h.reductions[l])),
-                         differentiate(h.reductions[l].argument, x)));
+    if (!adjoint[l]) continue;
+    grad = add(grad, mul(mul(adjoint[l], reduction_weight(h.reductions[l])), differentiate(h.reductions[l].argument, x)));
   }
   structure.grad = simplify(grad);
 
@@ -271,7 +297,8 @@ RowDerivation derive_row_program(const Program& program) {
   std::size_t prefix = 0;
   for (std::size_t i = 0; i < k; ++i)
     if (used.count(h.reductions[i].name)) prefix = i + 1;
-  if (prefix > 0) {
+  // The saved-output rewrite reads y per column; a per-row y determines no column of x.
+  if (prefix > 0 && !per_row) {
     std::optional<RowStructure> from_y;
     try {
       from_y = backward_from_output(structure);
@@ -314,7 +341,10 @@ RowDerivation derive_row_program(const Program& program) {
 std::string recognised_row_op(const Program& program) {
   if (program.inputs.size() != 1 || !program.params.empty()) return "";
   const Expr x = sym(program.inputs[0]);
-  const Expr e = simplify(program.expression);
+  // torch.logsumexp(x, dim=-1) without keepdim is the same op, of shape [rows].
+  const Expr& written = program.expression;
+  const bool dropped = written->kind == Kind::Call && written->name == "row_dropped";
+  const Expr e = simplify(dropped ? written->args[0] : written);
   const std::vector<std::pair<std::string, Expr>> known = {
       {"softmax", row_softmax(x)},
       {"log_softmax", row_log_softmax(x)},
@@ -383,6 +413,7 @@ std::vector<double> row_forward_f64(const KernelProfile& profile, const std::vec
   env["n"] = static_cast<double>(x.size());
   std::map<std::string, std::vector<double>> columns = {{ev.x, x}};
   ev.reduce(profile.row_program->forward_reductions, env, columns, x.size());
+  if (per_row_output(profile)) return {eval_f64(parse_expression(profile.row_program->output), env)};
   return ev.elementwise(profile.row_program->output, env, columns, x.size());
 }
 
@@ -393,8 +424,14 @@ std::vector<double> row_backward_f64(const KernelProfile& profile, const std::ve
   env["n"] = static_cast<double>(x.size());
   std::map<std::string, std::vector<double>> columns = {{ev.x, x}};
   ev.reduce(profile.row_program->forward_reductions, env, columns, x.size());
-  columns[ev.y] = ev.elementwise(profile.row_program->output, env, columns, x.size());
-  columns["d" + ev.y] = dy;
+  if (per_row_output(profile)) {
+    // y and dy are one value per row (the backward never reads y: row_program_problems).
+    if (dy.size() != 1) throw std::invalid_argument("row_backward_f64: a per-row output has one upstream gradient per row");
+    env["d" + ev.y] = dy[0];
+  } else {
+    columns[ev.y] = ev.elementwise(profile.row_program->output, env, columns, x.size());
+    columns["d" + ev.y] = dy;
+  }
   ev.reduce(profile.row_program->backward_reductions, env, columns, x.size());
   return ev.elementwise(profile.row_program->grad_input, env, columns, x.size());
 }

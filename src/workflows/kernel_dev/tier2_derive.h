@@ -58,6 +58,8 @@ struct RowDerivation {
   std::vector<std::string> backward_text; // "gs = sum(...)", ..., "dx = ..."
   std::vector<std::string> recomputed;    // forward reductions the backward recomputes
   bool from_output = false;               // the backward reads the saved output, not the input
+  bool per_row_output = false;            // one value per row (logsumexp, z-loss): y and dy are [rows]
+  bool keepdim = true;                    // ... of shape [rows, 1] (keepdim=True) or [rows]
   bool exp_of_output = false;             // ... and takes exp of it (log-softmax): see tier2_profile.cpp
   std::vector<std::string> functions;     // element-wise functions used (exp, log, rsqrt, ...)
   std::vector<std::string> notes;         // choices a reviewer should know (ties at a max/min)
@@ -91,8 +93,8 @@ std::optional<RowStructure> backward_from_output(const RowStructure& structure);
 
 // `program.expression` holds row reductions. Declines (with the reason) an op outside the Tier-2
 // row-program form: more than one input tensor, learnable parameters (their gradients need a
-// reduction across rows), a per-row scalar output (logsumexp, z-loss: the template writes a
-// [rows, cols] output), a reduction result broadcast along the wrong dimension.
+// reduction across rows), a reduction result broadcast along the wrong dimension. An output with
+// no per-column term (logsumexp, z-loss) is one value per row (per_row_output).
 RowDerivation derive_row_program(const Program& program);
 
 // The row op's name when `program` is one of the named lowerings applied to its input

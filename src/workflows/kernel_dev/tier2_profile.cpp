@@ -103,6 +103,11 @@ void derive_tier2(KernelProfile& p, const Program& program, const KnowledgeBase&
     return;
   }
   const RowProgramSpec& r = *d.program;
+  if (d.per_row_output) {
+    p.outputs[0].shape = d.keepdim ? "[rows, 1]" : "[rows]";
+    p.outputs[0].description = "one value per row of " + x + " (a row scalar: " +
+                               (d.keepdim ? "keepdim=True" : "the reduced dimension dropped") + ")";
+  }
   p.tier_reason = "Tier 2 (reduction): every output element depends on its whole row through " +
                   std::to_string(r.forward_reductions.size()) + " reduction(s) over the last dimension (" +
                   joined(std::vector<std::string>(d.forward_text.begin(), d.forward_text.end() - 1), "; ") + ")";
