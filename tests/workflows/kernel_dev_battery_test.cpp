@@ -96,6 +96,9 @@ const std::vector<Case>& cases() {
       {"L1 normalise", "def f(x): return x / (x.abs().sum(-1, keepdim=True) + 1e-6)", 2, {"x"}, "", ""},
       {"layer norm without affine", "def f(x): return (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, keepdim=True, unbiased=False) + 1e-5)",
        2, {"x"}, "", ""},
+      {"per-row logsumexp", "def f(x): return torch.logsumexp(x, dim=-1)", 2, {"x"}, "", ""},
+      {"z-loss in code", "def f(logits): return torch.logsumexp(logits, dim=-1).pow(2)", 2, {"logits"}, "", ""},
+      {"layer_norm with a shape slice", "def f(x): return F.layer_norm(x, x.shape[-1:])", 2, {"x"}, "", ""},
       // Refused, with the reason named (never a complete-looking wrong profile).
       {"z-loss in words", "z-loss: the square of the log of the sum of exponentials of each row of logits", 0, {}, "",
        "names more than catalogue entry 'square'"},
