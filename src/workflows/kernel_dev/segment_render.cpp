@@ -10,6 +10,7 @@
 
 #include "liger/text_escape.h"
 #include "workflows/kernel_dev/segment.h"
+#include "workflows/kernel_dev/render_family.h"
 
 namespace liger::kernel_dev {
 
@@ -49,14 +50,6 @@ std::string c_string(const std::string& text) {
     out += c;
   }
   return out + "\"";
-}
-
-std::string read_template(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("kernel-dev template not found: " + path.string());
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
 }
 
 mu::data context(const KernelProfile& p) {
@@ -137,52 +130,8 @@ mu::data context(const KernelProfile& p) {
 
 std::vector<RenderedFile> render_segment(const KernelProfile& p, const std::filesystem::path& templates_dir) {
   if (!p.segment) throw std::invalid_argument("render: profile '" + p.op_name + "' has no segment section");
-  if (!p.complete()) {
-    std::string fields;
-    for (const auto& [field, reason] : p.undecided) fields += (fields.empty() ? "" : "; ") + field + ": " + reason;
-    throw std::invalid_argument("render: profile '" + p.op_name + "' has undecided fields: " + fields);
-  }
-  if (const auto problems = segment_problems(p); !problems.empty()) {
-    std::string all;
-    for (const auto& problem : problems) all += (all.empty() ? "" : "; ") + problem;
-    throw std::invalid_argument("render: " + all);
-  }
-  if (!p.tolerances) throw std::invalid_argument("render: profile '" + p.op_name + "' lacks tolerances");
-  mu::data data = context(p);
-  const std::string& op = p.op_name;
-  struct Target {
-    std::string template_name;
-    std::string path;
-    bool insert;
-    std::string prefix = {};
-  };
-  const std::vector<Target> targets = {
-      {"segment/header.h.mustache", "kernels/include/liger_kernels/" + op + ".h", false},
-      {"segment/kernel.cu.mustache", "kernels/src/" + op + "/" + op + ".cu", false},
-      {"segment/tuning.h.mustache", "kernels/src/" + op + "/tuning.h", false},
-      {"segment/reference.h.mustache", "kernels/reference/" + op + "_ref.h", false},
-      {"segment/reference.cpp.mustache", "kernels/reference/" + op + "_ref.cpp", false},
-      {"segment/test_reference.cpp.mustache", "tests/kernels/reference/test_" + op + "_ref.cpp", false},
-      {"segment/test_gpu.cpp.mustache", "tests/kernels/gpu/test_" + op + ".cpp", false},
-      {"segment/bench.cpp.mustache", "benchmarks/bench_" + op + ".cpp", false},
-      {"segment/python_op.py.mustache", "kernels/python/liger_kernels/ops/" + op + ".py", false},
-      {"segment/doc.md.mustache", "docs/kernels/" + op + ".md", false},
-      {"docs_row.md.mustache", "docs/kernels/README.md", true, "| `"},
-      {"exports_import.py.mustache", "kernels/python/liger_kernels/functional.py", true, "from .ops."},
-      {"exports_alias.py.mustache", "kernels/python/liger_kernels/functional.py", true, "liger_"},
-      {"exports_all.py.mustache", "kernels/python/liger_kernels/functional.py", true, "    \""},
-  };
-  std::vector<RenderedFile> files;
-  for (const auto& target : targets) {
-    const std::filesystem::path path = templates_dir / target.template_name;
-    mu::mustache tmpl{read_template(path)};
-    if (!tmpl.is_valid()) throw std::runtime_error(path.string() + ": " + tmpl.error_message());
-    tmpl.set_custom_escape([](const std::string& s) { return s; });  // code, not HTML
-    std::string content = tmpl.render(data);
-    if (!tmpl.is_valid()) throw std::runtime_error(path.string() + ": " + tmpl.error_message());
-    files.push_back({target.path, content, target.template_name, target.insert, target.prefix});
-  }
-  return files;
+  require_renderable(p, segment_problems(p));
+  return render_family_files(p, "segment", context(p), templates_dir);
 }
 
 }  // namespace liger::kernel_dev
