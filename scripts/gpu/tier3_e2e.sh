@@ -56,7 +56,7 @@ lists=(kernels/ops.yaml kernels/python/liger_kernels/functional.py docs/kernels/
 backup="$(mktemp -d /tmp/tier3-e2e.XXXXXX)"
 for f in "${lists[@]}"; do cp -f "$repo/$f" "$backup/$(basename "$f")"; done
 cleanup() {
-  [ "${T3_KEEP:-0}" = "1" ] && return
+  if [ "${T3_KEEP:-0}" = "1" ]; then rm -rf "$backup"; return; fi
   for act in "$out"/runs/*/*-kernel-dev-*/kernel-dev/act.json; do
     [ -f "$act" ] || continue
     python3 - "$act" "$repo" <<'PY'
@@ -71,6 +71,7 @@ PY
   done
   for op in "${names[@]}"; do rmdir "$repo/kernels/src/$op" 2>/dev/null; done
   for f in "${lists[@]}"; do cp -f "$backup/$(basename "$f")" "$repo/$f"; done
+  rm -rf "$backup"
   say "generated files removed (T3_KEEP=1 keeps them)"
 }
 trap cleanup EXIT
