@@ -30,6 +30,8 @@
 #   RF_BUDGET_S=420    wall-clock budget of the kernel-dev runs (after the build); an op that would
 #                      start with less than 60 s left is reported "not run: time budget", a running
 #                      one is stopped at it. OPS=... runs the rest in a second call.
+#   RF_DEADLINE_EPOCH  a wall-clock end (date +%s) the budget never passes, however long the build
+#                      took (for a job with a fixed limit, e.g. one lane of scripts/gpu/lanes.sh)
 #   RF_WORK, RF_BUILD  the scratch copy and its build directory (default build-roofline/{repo,build})
 #   OUT                logs and run directories (default build-roofline/out)
 #   LIGER_CUDA_ARCHS   (default 90), JOBS (default nproc)
@@ -89,6 +91,11 @@ device="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
 build_s=$((SECONDS - start))
 log "built in ${build_s} s; device: $device"
 start=$SECONDS  # the budget covers the kernel-dev runs
+if [ -n "${RF_DEADLINE_EPOCH:-}" ]; then
+  until_deadline=$((RF_DEADLINE_EPOCH - $(date +%s)))
+  [ "$until_deadline" -lt "$budget" ] && budget=$until_deadline
+  log "budget ${budget} s (RF_DEADLINE_EPOCH)"
+fi
 
 rows="$out/rows.txt"
 : >"$rows"
