@@ -165,7 +165,10 @@ void derive_tier2(KernelProfile& p, const Program& program, const KnowledgeBase&
   t.strategy = "one row per block, the row held in registers (chunks of 16 bytes per thread, loaded once); one pass "
                "over the registers per reduction with an fp32 warp-shuffle + shared-memory block reduction, then the "
                "element-wise pass; rows too long for the registers take a strided multi-pass fallback";
-  t.threads_per_block = 256;
+  // One 16-byte vector per thread at 4096 columns (512 threads of 8 bf16): the library's RMSNorm
+  // measured 74.9% of copy that way against 60.1% with half the threads and two vectors each
+  // (H100, 2026-11-21); the generated softmax at 256 threads reached 45.8% (H200, 2026-11-26).
+  t.threads_per_block = 512;
   t.vector_bytes = 16;
   t.rows_per_block = 1;
   t.grid = "x: rows (blocks stride over rows)";
@@ -185,10 +188,14 @@ void derive_tier2(KernelProfile& p, const Program& program, const KnowledgeBase&
   p.benchmark = bench;
 
   // A row statistic sums `cols` fp32 terms (log2(cols) roundings in the tree reduction), and the
-  // backward subtracts a row sum from a per-column term: looser than an element-wise op.
+  // backward subtracts a row sum from a per-column term: looser than an element-wise op. In fp32
+  // the row sum of cols unit-size terms is ~sqrt(cols) (64 at 4096) and its rounding, times a
+  // per-column factor up to 1 (softmax's p), lands on elements whose own value may be small:
+  // log-softmax's dx was 3e-5 off at 14 of 8.4M elements (H200), relative L2 6e-8.
   p.tolerances = std::vector<ToleranceSpec>{
-      {"fp32", "outputs and input gradients", 1e-5, 1e-5, 1e-5,
-       "fp32 row statistics against fp64: a few roundings of 2^-24 times log2(cols) in the block sums"},
+      {"fp32", "outputs and input gradients", 1e-4, 1e-5, 1e-5,
+       "fp32 row statistics against fp64: a few roundings of 2^-24 times log2(cols) in the block sums; atol for a "
+       "row sum of ~sqrt(cols) magnitude subtracted from small elements"},
       {"fp16", "outputs and input gradients", 2e-3, 4e-3, 2e-3,
        "fp16 inputs and outputs, fp32 statistics: one rounding of 2^-11 at the store, plus the rounded dy"},
       {"bf16", "outputs and input gradients", 1.6e-2, 1.6e-2, 8e-3,
