@@ -47,6 +47,14 @@ namespace stages {
 // ------------------------------------------------------------------------------ Verify
 namespace {
 
+// Fixed module parameters as kernel_dev_compare.py's --module-params: the op runs at their
+// defaults, so its PyTorch form must see the same values.
+std::string module_params_arg(const KernelProfile& p) {
+  std::string out;
+  for (const auto& m : p.module_parameters) out += fmt::format("{}{}={}", out.empty() ? "" : ",", m.name, m.value);
+  return out;
+}
+
 std::string tail_lines(const std::string& text, std::size_t lines = 40) {
   std::size_t at = text.size(), count = 0;
   while (at > 0 && count <= lines) {
@@ -258,6 +266,7 @@ StageResult verify(StageContext& ctx) {
     std::string params;
     for (const auto& l : p.learnable_parameters)
       params += fmt::format("{}{}:{}:{}", params.empty() ? "" : ",", l.name, l.shape, l.value);
+    const std::string module_params = module_params_arg(p);
     std::map<std::string, nlohmann::json> by_dtype;
     for (const auto& t : p.tolerances.value_or(std::vector<ToleranceSpec>{}))
       by_dtype[t.dtype][t.applies_to] = {t.atol, t.rtol, t.max_relative_l2};
@@ -272,6 +281,7 @@ StageResult verify(StageContext& ctx) {
                                        "--eager", eager, "--inputs", inputs, "--dtype", dtype, "--check-only",
                                        "--json", json_path.string()};
       if (!params.empty()) argv.insert(argv.end(), {"--params", params});
+      if (!module_params.empty()) argv.insert(argv.end(), {"--module-params", module_params});
       if (!tol.empty()) argv.insert(argv.end(), {"--tolerances", tol.dump()});
       auto r = run_logged("agreement_" + dtype, argv, 900, env);
       if (r.exit_code == 3) {  // no torch / no GPU visible to torch: said, not failed
@@ -430,6 +440,8 @@ StageResult verify(StageContext& ctx) {
       std::vector<std::string> argv = {"python3", (tree / "benchmarks/kernel_dev_compare.py").string(), "--op", p.op_name,
                                        "--eager", eager, "--inputs", inputs, "--dtype", "bf16", "--json", cmp_json.string()};
       if (!params.empty()) argv.insert(argv.end(), {"--params", params});
+      if (const auto module_params = module_params_arg(p); !module_params.empty())
+        argv.insert(argv.end(), {"--module-params", module_params});
       std::string lib = (build / "kernels/libliger_kernels.so").string();
       std::map<std::string, std::string> env = {{"LIGER_KERNELS_LIBRARY", lib},
                                                 {"PYTHONPATH", (tree / "kernels/python").string()}};
