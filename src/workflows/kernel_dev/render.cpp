@@ -165,10 +165,8 @@ void tier1_tuning(const KernelProfile& p, mu::data& d) {
 }
 
 // Tier 2: one block per row; threads_per_block is the block for rows of up to 4096 columns and
-// the other row-length classes scale with it (64..1024), as 64/128/512/1024/1024 do around 512:
-// about one 16-byte vector of bf16 per thread at each class's longest row (a thread with fewer
-// columns idles, one with more serialises its loads). vector_bytes is the width of the row
-// passes' accesses (kVectorBytes).
+// the other row-length classes scale with it (64..1024), as 64/128/256/512/1024 do around 256.
+// vector_bytes is the width of the row passes' accesses (kVectorBytes).
 void tier2_tuning(const KernelProfile& p, mu::data& d) {
   const int threads = p.tiling ? p.tiling->threads_per_block : 256;
   const int vector = p.tiling ? p.tiling->vector_bytes : 16;
@@ -179,7 +177,7 @@ void tier2_tuning(const KernelProfile& p, mu::data& d) {
     throw std::invalid_argument("render: tiling.threads_per_block = " + std::to_string(threads) +
                                 " is not a block the row kernel launches (64..1024, a multiple of 32)");
   const std::vector<std::pair<std::string, int>> classes = {
-      {"256", 32}, {"1024", 64}, {"4096", 256}, {"16384", 512}, {"INT64_MAX", 1024}};
+      {"256", 64}, {"1024", 128}, {"4096", 256}, {"16384", 512}, {"INT64_MAX", 1024}};
   auto scaled = [&](int base) { return std::clamp(base * threads / 256 / 32 * 32, 64, 1024); };
   for (const char* arch : {"80", "90"}) {
     std::string row = "    ";

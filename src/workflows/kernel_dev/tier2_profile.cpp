@@ -165,10 +165,13 @@ void derive_tier2(KernelProfile& p, const Program& program, const KnowledgeBase&
   t.strategy = "one row per block, the row held in registers (chunks of 16 bytes per thread, loaded once); one pass "
                "over the registers per reduction with an fp32 warp-shuffle + shared-memory block reduction, then the "
                "element-wise pass; rows too long for the registers take a strided multi-pass fallback";
-  // One 16-byte vector per thread at 4096 columns (512 threads of 8 bf16): the library's RMSNorm
-  // measured 74.9% of copy that way against 60.1% with half the threads and two vectors each
-  // (H100, 2026-11-21); the generated softmax at 256 threads reached 45.8% (H200, 2026-11-26).
-  t.threads_per_block = 512;
+  // 256 threads (two 16-byte chunks per thread at 4096 columns). H200 sweep of the generated ops,
+  // bf16 16384x4096, forward / backward us at 128 / 256 / 512 / 1024 threads (2026-11-26):
+  // softmax 122 / 139 / 161 / 430 and 194 / 168 / 181 / 354; layer_norm 107 / 119 / 145 / 415 and
+  // 272 / 247 / 314 / 739. These kernels are bound by instructions per element, not by loads in
+  // flight (unlike the library's RMSNorm, best at 512 threads of one vector), so fewer threads with
+  // more columns each win the forward and 256 the sum of both.
+  t.threads_per_block = 256;
   t.vector_bytes = 16;
   t.rows_per_block = 1;
   t.grid = "x: rows (blocks stride over rows)";
