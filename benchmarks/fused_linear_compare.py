@@ -84,6 +84,11 @@ def compare(torch, name, ours, ref, entry):
     max_abs = float(diff[worst]) if diff.numel() else 0.0
     max_rel = max_abs / max(abs(float(r[worst])), 1e-30) if diff.numel() else 0.0
     n_bad = int(bad.sum())
+    # The bound grows by twice what storing the exact result in the output dtype alone costs: fp16
+    # gradients of a loss averaged over rows sit in fp16's subnormal range (2^-24 apart), where no
+    # kernel can store them closer (as the C++ tests' with_output_rounding).
+    if denom > 0 and ours.dtype != torch.float64:
+        l2 += 2.0 * float((r.to(ours.dtype).double() - r).norm()) / denom
     good = n_bad == 0 and math.isfinite(rel_l2) and rel_l2 <= l2
     line = (f"{'agree' if good else 'DISAGREE'} {name}: max abs error {max_abs:.3e} at [{worst}], relative L2 {rel_l2:.3e} "
             f"(bound {l2:.1e}), {n_bad}/{r.numel()} elements outside atol {atol:.1e} + rtol {rtol:.1e}*|ref|")
