@@ -8,6 +8,7 @@
 #
 #   scripts/gpu/tier3_e2e.sh             # in this checkout; the generated files are removed afterwards
 #   T3_KEEP=1 scripts/gpu/tier3_e2e.sh   # keep the generated ops in the checkout
+#   T3_OPS=t3_jsd_e2e scripts/gpu/tier3_e2e.sh   # only these requests (names below, comma-separated)
 #
 # Build directory: $LIGER_BUILD_DIR, else ./build (configured for this GPU's sm when it is not).
 # Output under $OUT (default ./tier3-e2e-out): tier3.log (everything), summary.md, runs/<op>/.
@@ -81,6 +82,7 @@ rm -rf "$out/runs"
 overall=0
 for i in "${!names[@]}"; do
   op="${names[$i]}"
+  if [ -n "${T3_OPS:-}" ] && [[ ",$T3_OPS," != *",$op,"* ]]; then continue; fi
   say "kernel-dev --yes '${inputs[$i]}' (op $op)"
   start=$(date +%s)
   (cd "$repo" && "$agent" --yes kernel-dev "${inputs[$i]}" --name "$op" --tree "$repo" --run-dir "$out/runs/$op") >>"$log" 2>&1
