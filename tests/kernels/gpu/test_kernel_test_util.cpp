@@ -1,0 +1,42 @@
+// The comparison helpers every GPU test judges with (kernel_test_util.h). They need no device, so
+// these run wherever kernel_tests builds, CI included.
+#include <vector>
+
+#include "../kernel_test_util.h"
+
+namespace liger::test {
+namespace {
+
+const Tolerance kTight{1e-5, 1e-5, 1e-5, "test"};
+
+TEST(AllClose, RelativeL2OfAReferenceThatIsZeroUpToRoundingIsJudgedByAtol) {
+  // x / |x| over one column: the exact input gradient is 0, the fp64 reference a rounding away.
+  EXPECT_TRUE(all_close("dx", {3e-7}, {1e-17}, kTight));
+  // Above atol it still fails, element-wise and in L2.
+  EXPECT_FALSE(all_close("dx", {3e-5}, {1e-17}, kTight));
+}
+
+TEST(AllClose, RelativeL2StillFailsWhenTheErrorIsAboveAtol) {
+  // Every element inside atol + rtol|ref| (rtol large), but a relative L2 error of 10% with a
+  // total error above atol per element: a systematic error the element bound lets through.
+  std::vector<double> want(100, 1.0), got(100, 1.1);
+  const Tolerance loose_elements{0.01, 0.2, 1e-3, "test"};
+  EXPECT_FALSE(all_close("y", got, want, loose_elements));
+}
+
+TEST(WithOutputRounding, AddsTwiceTheErrorOfStoringTheExactResult) {
+  // fp16 subnormals are 2^-24 apart: values around 3e-6 round with ~1% error.
+  std::vector<double> tiny;
+  for (int i = 0; i < 64; ++i) tiny.push_back(3e-6 * (1.0 + i / 97.0));
+  const Tolerance widened = with_output_rounding(kTight, tiny, LIGER_DTYPE_FLOAT16);
+  EXPECT_GT(widened.max_relative_l2, 1e-3);
+  EXPECT_LT(widened.max_relative_l2, 5e-2);
+  EXPECT_EQ(widened.atol, kTight.atol);
+  // In fp32 and for normal fp16 values it adds next to nothing.
+  EXPECT_LT(with_output_rounding(kTight, tiny, LIGER_DTYPE_FLOAT32).max_relative_l2, 2e-5);
+  std::vector<double> normal(64, 0.3);
+  EXPECT_LT(with_output_rounding(kTight, normal, LIGER_DTYPE_FLOAT16).max_relative_l2, 1e-5 + 2 * 5e-4);
+}
+
+}  // namespace
+}  // namespace liger::test
