@@ -117,14 +117,15 @@ def agreement(torch, a, names, params, eager, ours, cols, dtype):
         max_abs = float(dk.flatten()[worst]) if dk.numel() else 0.0
         max_rel = max_abs / max(abs(float(r.flatten()[worst])), 1e-30) if dk.numel() else 0.0
         n_bad = int(bad.sum())
-        # As in the C++ tests' all_close: a relative L2 error counts only when the error is also
-        # above atol per element (a reference that is zero up to rounding has no relative scale),
-        # and the bound grows by twice what storing the exact result in the dtype alone costs
-        # (fp16 gradients of a fused linear loss sit in fp16's subnormal range).
+        # As in the C++ tests' all_close: a reference below atol (root mean square) is zero up to
+        # rounding and has no relative scale, so there the L2 error is judged by atol alone; and
+        # the bound grows by twice what storing the exact result in the dtype alone costs (fp16
+        # gradients of a fused linear loss sit in fp16's subnormal range).
         abs_l2 = float((ok_k - rk).norm())
+        atol_l2 = atol * math.sqrt(max(int(keep.sum()), 1))
         if denom > 0:
             l2 += 2.0 * float((rk.to(dtype).double() - rk).norm()) / denom
-        good = n_bad == 0 and math.isfinite(rel_l2) and (rel_l2 <= l2 or abs_l2 <= atol * math.sqrt(max(int(keep.sum()), 1)))
+        good = n_bad == 0 and math.isfinite(rel_l2) and (rel_l2 <= l2 or (denom <= atol_l2 and abs_l2 <= atol_l2))
         entry.update(agree=good, elements_outside=n_bad, elements=int(r.numel()), max_abs_error=max_abs,
                      max_rel_error=max_rel, at=list(where), rel_l2=rel_l2, atol=atol, rtol=rtol, max_rel_l2=l2)
         tensors.append(entry)
