@@ -14,6 +14,9 @@ TEST(AllClose, RelativeL2OfAReferenceThatIsZeroUpToRoundingIsJudgedByAtol) {
   EXPECT_TRUE(all_close("dx", {3e-7}, {1e-17}, kTight));
   // Above atol it still fails, element-wise and in L2.
   EXPECT_FALSE(all_close("dx", {3e-5}, {1e-17}, kTight));
+  // One element: its own bound judges it (a cancelling one-column RMSNorm dx, 0.36% off in
+  // relative terms but 9e-6 absolute, inside atol), however the relative L2 reads.
+  EXPECT_TRUE(all_close("dx", {2.509e-3}, {2.5e-3}, {1e-4, 1e-5, 1e-5, "test"}));
 }
 
 TEST(AllClose, RelativeL2CatchesABiasInsideTheElementBound) {
