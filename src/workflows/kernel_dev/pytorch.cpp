@@ -51,6 +51,17 @@ class Translator {
     tokens_ = py_lex(text);
     pos_ = 0;
     nesting_ = 0;
+    try {
+      return evaluate_tokens();
+    } catch (Reject& r) {
+      // A refusal found inside the expression names where: the token the parser had just read (the
+      // operator or name at fault) unless the thrower knew better.
+      if (r.column == 0) r.column = column_base + static_cast<int>(tokens_[pos_ > 0 ? pos_ - 1 : 0].offset) + 1;
+      throw;
+    }
+  }
+
+  Value evaluate_tokens() {
     Value v = expression();
     if (peek().type != PyTok::End) {
       if (peek().text == ",") {  // a tuple
@@ -63,7 +74,8 @@ class Translator {
         }
         if (peek().type == PyTok::End) return tuple;
       }
-      throw Reject{"cannot translate the expression near '" + peek().text + "'", 0};
+      throw Reject{"cannot translate the expression near '" + peek().text + "'", 0,
+                   column_base + static_cast<int>(peek().offset) + 1};
     }
     return v;
   }
@@ -84,7 +96,10 @@ class Translator {
     return false;
   }
   void expect(const char* op) {
-    if (!accept(op)) throw Reject{std::string("expected '") + op + "' near '" + peek().text + "'", 0};
+    if (accept(op)) return;
+    const std::string found = peek().type == PyTok::End ? "the end of the line" : "'" + peek().text + "'";
+    throw Reject{std::string("expected '") + op + "', found " + found, 0,
+                 column_base + static_cast<int>(peek().offset) + 1};
   }
 
   // Source nesting (parentheses, arguments, signs, exponents) is bounded so the recursive descent
@@ -537,6 +552,9 @@ class Translator {
   int nesting_ = 0;
 };
 
+// The 0-based column where a logical line's text starts in its physical line.
+int start_column(const LogicalLine& l) { return l.column >= 0 ? l.column : l.indent; }
+
 struct Def {
   std::string name;
   std::vector<std::string> params;
@@ -679,15 +697,39 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
       if (t.rfind("return", 0) == 0) {
         std::string rest = t.substr(6);
         translator.line = l.number;
-        translator.column_base = l.indent + 6;
+        translator.column_base = start_column(l) + 6;
         Value v = translator.evaluate(rest);
         if (v.type == Value::Tuple) throw Reject{"the function returns several outputs; the built-in analyser handles one", 0};
         return v;
       }
-      static const char* control[] = {"if ", "for ", "while ", "with ", "try:", "elif ", "else:"};
-      for (const char* c : control)
+      // Control flow: the kernel applies one formula to every element, so a branch becomes a select
+      // and a loop of fixed count an unrolled sequence of statements.
+      static const std::pair<const char*, const char*> control[] = {
+          {"if ", "write a branch on values as torch.where(condition, a, b), computed per element"},
+          {"elif ", "write a branch on values as torch.where(condition, a, b), computed per element"},
+          {"else:", "write a branch on values as torch.where(condition, a, b), computed per element"},
+          {"for ", "unroll a loop of fixed count into separate statements"},
+          {"while ", "unroll a loop of fixed count into separate statements"},
+          {"with ", "drop the context manager (autocast and no_grad do not change the formula)"},
+          {"try:", "drop the exception handling"}};
+      for (const auto& [c, alternative] : control)
         if (t.rfind(c, 0) == 0)
-          throw Reject{std::string("control flow ('") + c + "...') is not supported by the built-in analyser", 0};
+          throw Reject{std::string("control flow ('") + c + "...') is not supported by the built-in analyser: " +
+                           alternative,
+                       0, start_column(l) + 1};
+      // An in-place method as a statement (x.relu_(), y.mul_(2)) updates its receiver: the same as
+      // assigning the out-of-place result to it.
+      static const std::regex in_place(R"(^([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z_][A-Za-z0-9_]*_)\((.*)\)$)");
+      std::smatch m;
+      if (std::regex_match(t, m, in_place) && top_level(t, '=').empty()) {
+        const std::string target = m[1].str();
+        translator.line = l.number;
+        translator.column_base = start_column(l);
+        translator.locals[target] = translator.evaluate(t);
+        result.notes.push_back("in-place " + target + "." + m[2].str() + "(...) read as " + target + " = " + target +
+                                   "." + m[2].str().substr(0, m[2].str().size() - 1) + "(...)");
+        continue;
+      }
       // Assignment (possibly augmented).
       std::size_t eq = std::string::npos;
       int depth = 0;
@@ -701,7 +743,10 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
           break;
         }
       }
-      if (eq == std::string::npos) throw Reject{"statement not understood", 0};
+      if (eq == std::string::npos)
+        throw Reject{"statement not understood: the built-in analyser reads assignments (name = expression), "
+                     "augmented assignments, in-place method calls (x.mul_(2)) and one return",
+                     0, start_column(l) + 1};
       std::string target = t.substr(0, eq);
       std::string value = t.substr(eq + 1);
       std::string augmented;
@@ -714,10 +759,16 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
       target.erase(std::remove_if(target.begin(), target.end(), ::isspace), target.end());
       if (target.find(',') != std::string::npos)
         throw Reject{"tuple unpacking ('" + target + " = ...') splits a tensor; not element-wise on one shape", 0};
-      if (target.rfind("self.", 0) == 0 || target.find('[') != std::string::npos)
-        throw Reject{"assigning to '" + target + "' in forward (state or indexing) is not element-wise", 0};
+      if (target.find('[') != std::string::npos)
+        throw Reject{"assigning to '" + target + "' (indexed or masked assignment) is not translated: write it as "
+                     "y = torch.where(condition, value, y)",
+                     0, start_column(l) + 1};
+      if (target.rfind("self.", 0) == 0)
+        throw Reject{"assigning to '" + target + "' in forward (module state) is not element-wise: keep the state "
+                     "out of the op and pass it as an input",
+                     0, start_column(l) + 1};
       translator.line = l.number;
-      translator.column_base = l.indent + static_cast<int>(eq) + 1;
+      translator.column_base = start_column(l) + static_cast<int>(eq) + 1;
       if (!augmented.empty()) {
         value = target + " " + augmented + " (" + value + ")";
         translator.column_base -= static_cast<int>(target.size()) + 4;  // the text added in front
@@ -790,6 +841,8 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
           std::size_t eq = last.text.find('=');
           bool assignment = eq != std::string::npos && eq + 1 < last.text.size() && last.text[eq + 1] != '=' &&
                             (eq == 0 || std::string("=!<>").find(last.text[eq - 1]) == std::string::npos);
+          // Keep error columns on the written text: "return " is added in front of it.
+          last.column = start_column(last) + (assignment ? static_cast<int>(eq) - 6 : -7);
           last.text = "return " + (assignment ? last.text.substr(eq + 1) : last.text);
         }
         // Free names of the snippet are its inputs: collect them by a first pass.
