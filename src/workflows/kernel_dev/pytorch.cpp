@@ -409,6 +409,19 @@ class Translator {
     if (!x && f != "tensor") throw Reject{fn + "() needs a tensor argument", 0};
     if (unary.count(f)) return tensor(call(f, {x}));
     if (f == "square") return tensor(pow(x, num(2)));
+    // Functions the expression language lacks, written with those it has (same values; the
+    // derivatives follow from the identities).
+    if (f == "logit") {  // logit(x, eps) clamps x to [eps, 1 - eps] first
+      Expr eps = arg_tensor(1, "eps");
+      Expr p = eps ? call("clamp", {x, eps, sub(num(1), eps)}) : x;
+      return tensor(sub(call("log", {p}), call("log1p", {neg(p)})));
+    }
+    if (f == "sinh") return tensor(div(sub(call("exp", {x}), call("exp", {neg(x)})), num(2)));
+    if (f == "cosh") return tensor(div(add(call("exp", {x}), call("exp", {neg(x)})), num(2)));
+    if (f == "tan") return tensor(div(call("sin", {x}), call("cos", {x})));
+    if (f == "exp2") return tensor(call("exp", {mul(num(M_LN2), x)}));
+    if (f == "log2") return tensor(div(call("log", {x}), num(M_LN2)));
+    if (f == "log10") return tensor(div(call("log", {x}), num(M_LN10)));
     if (f == "pow" || f == "float_power") {
       Expr e = arg_tensor(1, "exponent");
       if (!e) throw Reject{"pow() needs an exponent", 0};
@@ -485,7 +498,10 @@ class Translator {
     if (f == "view" || f == "reshape" || f == "transpose" || f == "permute" || f == "chunk" || f == "split" ||
         f == "cat" || f == "stack" || f == "flatten" || f == "unsqueeze" || f == "squeeze" || f == "expand")
       throw Reject{fn + "() changes the tensor layout; the built-in analyser handles element-wise ops on same-shape inputs only", 0};
-    throw Reject{fn + "() is not in the element-wise subset the built-in analyser translates", 0};
+    throw Reject{fn + "() is not in the element-wise subset the built-in analyser translates; write it with the "
+                      "functions it reads (exp, log, log1p, expm1, sqrt, rsqrt, tanh, sigmoid, erf, abs, sin, cos, sign, "
+                      "pow, clamp, where, maximum, minimum and the F.* activations) or as an expression (y = ...)",
+                 0};
   }
 
   Value apply(const Value& callee, const std::vector<Arg>& args) {
