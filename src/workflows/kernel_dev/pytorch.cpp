@@ -715,7 +715,10 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
         translator.line = l.number;
         translator.column_base = start_column(l) + 6;
         Value v = translator.evaluate(rest);
-        if (v.type == Value::Tuple) throw Reject{"the function returns several outputs; the built-in analyser handles one", 0};
+        if (v.type == Value::Tuple)
+          throw Reject{"the function returns several outputs; the built-in analyser handles one: return one tensor "
+                       "per op (one kernel-dev request each)",
+                       0, start_column(l) + 1};
         return v;
       }
       // Control flow: the kernel applies one formula to every element, so a branch becomes a select
@@ -738,12 +741,21 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
       static const std::regex in_place(R"(^([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z_][A-Za-z0-9_]*_)\((.*)\)$)");
       std::smatch m;
       if (std::regex_match(t, m, in_place) && top_level(t, '=').empty()) {
-        const std::string target = m[1].str();
+        std::string target = m[1].str();
+        if (target == "torch" || target == "F") {  // torch.relu_(x): the receiver is the first argument
+          const std::string args = m[3].str();
+          const auto commas = top_level(args, ',');
+          target = trimmed(args.substr(0, commas.empty() ? std::string::npos : commas.front()));
+          if (!std::regex_match(target, std::regex("[A-Za-z_][A-Za-z0-9_]*")))
+            throw Reject{"in-place " + m[1].str() + "." + m[2].str() + "() on '" + target +
+                             "': only a named tensor can be updated in place; assign the result instead",
+                         0, start_column(l) + 1};
+        }
         translator.line = l.number;
         translator.column_base = start_column(l);
         translator.locals[target] = translator.evaluate(t);
-        result.notes.push_back("in-place " + target + "." + m[2].str() + "(...) read as " + target + " = " + target +
-                                   "." + m[2].str().substr(0, m[2].str().size() - 1) + "(...)");
+        result.notes.push_back("in-place " + m[1].str() + "." + m[2].str() + "(...) read as " + target + " = " +
+                               m[1].str() + "." + m[2].str().substr(0, m[2].str().size() - 1) + "(...)");
         continue;
       }
       // Assignment (possibly augmented).
