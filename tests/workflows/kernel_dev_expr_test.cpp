@@ -194,6 +194,12 @@ TEST(KernelDevDerivative, SimplifiedFormsAreClean) {
   EXPECT_EQ(kd::to_string(kd::simplify(kd::parse_expression("(x^2)^3"))), "x^6");
   EXPECT_EQ(kd::to_string(kd::simplify(kd::parse_expression("where(x > 0, y, y)"))), "y");
   EXPECT_EQ(kd::to_string(kd::simplify(kd::parse_expression("sqrt(4) + exp(0)"))), "3");
+  // A factor of a product cancels against the same divisor (as w / w -> 1), also deep in the product:
+  // the chain rule of a scale or cap leaves `cap * ... / cap`.
+  EXPECT_EQ(kd::to_string(kd::simplify(kd::parse_expression("cap * (1 - tanh(x / cap)^2) / cap"))), "1 - tanh(x / cap)^2");
+  EXPECT_EQ(kd::to_string(kd::simplify(kd::parse_expression("2 * (a * sin(a * x)) / a"))), "2 * sin(a * x)");
+  EXPECT_EQ(kd::to_string(kd::simplify(kd::parse_expression("-(a * x) / a"))), "-x");
+  EXPECT_EQ(kd::to_string(kd::simplify(kd::parse_expression("a * x / b"))), "a * x / b");
   // Simplification never changes values.
   auto raw = kd::differentiate(kd::parse_expression("x * tanh(log1p(exp(x)))"), "x");
   auto simple = kd::simplify(raw);

@@ -478,6 +478,23 @@ Expr one_plus(const Expr& e) {
   return nullptr;
 }
 
+// `product` with one factor equal to `factor` removed (through products and negations), or null
+// when no factor of the product equals it.
+Expr without_factor(const Expr& product, const Expr& factor) {
+  if (product->kind == Kind::Neg) {
+    Expr inner = without_factor(product->args[0], factor);
+    return inner ? neg(inner) : nullptr;
+  }
+  if (product->kind != Kind::Mul) return nullptr;
+  for (int side = 0; side < 2; ++side) {
+    const Expr& here = product->args[side];
+    const Expr& other = product->args[1 - side];
+    if (equal(here, factor)) return other;
+    if (Expr rest = without_factor(here, factor)) return side == 0 ? mul(rest, other) : mul(other, rest);
+  }
+  return nullptr;
+}
+
 Expr rule(const Expr& e) {
   const auto& a = e->args;
   switch (e->kind) {
@@ -541,6 +558,10 @@ Expr rule(const Expr& e) {
       if (is_number(a[1], 1)) return a[0];
       if (is_number(a[1], -1)) return neg(a[0]);
       if (equal(a[0], a[1])) return num(1);
+      // (c * u * w) / w -> c * u, by the same convention as w / w -> 1 (a parameter such as a cap
+      // or a scale divides out of its own chain rule: cap * tanh'(x / cap) / cap).
+      if (!is_number(a[1]))
+        if (Expr rest = without_factor(a[0], a[1])) return rest;
       if (a[0]->kind == Kind::Neg) return neg(div(a[0]->args[0], a[1]));
       // Safe forms: 1 / (1 + exp(-u)) -> sigmoid(u); exp(u) / (1 + exp(u)) -> sigmoid(u)
       if (Expr inner = one_plus(a[1])) {

@@ -547,7 +547,18 @@ KernelProfile analyse(const AnalysisRequest& request, const KnowledgeBase& knowl
       }
       // A number no parameter took would be silently ignored ("hard tanh clipped to [-2, 2]",
       // "SwiGLU with beta 1.5"): the match is refused instead.
-      const auto unbound = unbound_numbers(lowered, bound);
+      auto unbound = unbound_numbers(lowered, bound);
+      // "leaky relu 0.1", "ELU(0.5)": one number and one module parameter that no name took can
+      // only mean that parameter. Two of either stay ambiguous and are refused below.
+      std::vector<ParamDecl*> module_params;
+      for (auto& param : program.params)
+        if (!param.learnable) module_params.push_back(&param);
+      if (unbound.size() == 1 && bound.empty() && module_params.size() == 1) {
+        module_params.front()->init = std::strtod(unbound.front().c_str(), nullptr);
+        p.notes.push_back("module parameter " + module_params.front()->name + " = " + unbound.front() +
+                          " (the description's one number, for the entry's one parameter)");
+        unbound.clear();
+      }
       if (unbound.empty()) return finish_tier1(program, r.activation->name, r.activation->display);
       std::string listed;
       for (const auto& n : unbound) listed += (listed.empty() ? "" : ", ") + n;

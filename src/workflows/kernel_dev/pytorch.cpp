@@ -51,6 +51,17 @@ class Translator {
     tokens_ = py_lex(text);
     pos_ = 0;
     nesting_ = 0;
+    try {
+      return evaluate_tokens();
+    } catch (Reject& r) {
+      // A refusal found inside the expression names where: the token the parser had just read (the
+      // operator or name at fault) unless the thrower knew better.
+      if (r.column == 0) r.column = column_base + static_cast<int>(tokens_[pos_ > 0 ? pos_ - 1 : 0].offset) + 1;
+      throw;
+    }
+  }
+
+  Value evaluate_tokens() {
     Value v = expression();
     if (peek().type != PyTok::End) {
       if (peek().text == ",") {  // a tuple
@@ -63,7 +74,8 @@ class Translator {
         }
         if (peek().type == PyTok::End) return tuple;
       }
-      throw Reject{"cannot translate the expression near '" + peek().text + "'", 0};
+      throw Reject{"cannot translate the expression near '" + peek().text + "'", 0,
+                   column_base + static_cast<int>(peek().offset) + 1};
     }
     return v;
   }
@@ -84,7 +96,10 @@ class Translator {
     return false;
   }
   void expect(const char* op) {
-    if (!accept(op)) throw Reject{std::string("expected '") + op + "' near '" + peek().text + "'", 0};
+    if (accept(op)) return;
+    const std::string found = peek().type == PyTok::End ? "the end of the line" : "'" + peek().text + "'";
+    throw Reject{std::string("expected '") + op + "', found " + found, 0,
+                 column_base + static_cast<int>(peek().offset) + 1};
   }
 
   // Source nesting (parentheses, arguments, signs, exponents) is bounded so the recursive descent
@@ -394,6 +409,19 @@ class Translator {
     if (!x && f != "tensor") throw Reject{fn + "() needs a tensor argument", 0};
     if (unary.count(f)) return tensor(call(f, {x}));
     if (f == "square") return tensor(pow(x, num(2)));
+    // Functions the expression language lacks, written with those it has (same values; the
+    // derivatives follow from the identities).
+    if (f == "logit") {  // logit(x, eps) clamps x to [eps, 1 - eps] first
+      Expr eps = arg_tensor(1, "eps");
+      Expr p = eps ? call("clamp", {x, eps, sub(num(1), eps)}) : x;
+      return tensor(sub(call("log", {p}), call("log1p", {neg(p)})));
+    }
+    if (f == "sinh") return tensor(div(sub(call("exp", {x}), call("exp", {neg(x)})), num(2)));
+    if (f == "cosh") return tensor(div(add(call("exp", {x}), call("exp", {neg(x)})), num(2)));
+    if (f == "tan") return tensor(div(call("sin", {x}), call("cos", {x})));
+    if (f == "exp2") return tensor(call("exp", {mul(num(M_LN2), x)}));
+    if (f == "log2") return tensor(div(call("log", {x}), num(M_LN2)));
+    if (f == "log10") return tensor(div(call("log", {x}), num(M_LN10)));
     if (f == "pow" || f == "float_power") {
       Expr e = arg_tensor(1, "exponent");
       if (!e) throw Reject{"pow() needs an exponent", 0};
@@ -470,7 +498,10 @@ class Translator {
     if (f == "view" || f == "reshape" || f == "transpose" || f == "permute" || f == "chunk" || f == "split" ||
         f == "cat" || f == "stack" || f == "flatten" || f == "unsqueeze" || f == "squeeze" || f == "expand")
       throw Reject{fn + "() changes the tensor layout; the built-in analyser handles element-wise ops on same-shape inputs only", 0};
-    throw Reject{fn + "() is not in the element-wise subset the built-in analyser translates", 0};
+    throw Reject{fn + "() is not in the element-wise subset the built-in analyser translates; write it with the "
+                      "functions it reads (exp, log, log1p, expm1, sqrt, rsqrt, tanh, sigmoid, erf, abs, sin, cos, sign, "
+                      "pow, clamp, where, maximum, minimum and the F.* activations) or as an expression (y = ...)",
+                 0};
   }
 
   Value apply(const Value& callee, const std::vector<Arg>& args) {
@@ -536,6 +567,9 @@ class Translator {
   std::size_t pos_ = 0;
   int nesting_ = 0;
 };
+
+// The 0-based column where a logical line's text starts in its physical line.
+int start_column(const LogicalLine& l) { return l.column >= 0 ? l.column : l.indent; }
 
 struct Def {
   std::string name;
@@ -679,15 +713,51 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
       if (t.rfind("return", 0) == 0) {
         std::string rest = t.substr(6);
         translator.line = l.number;
-        translator.column_base = l.indent + 6;
+        translator.column_base = start_column(l) + 6;
         Value v = translator.evaluate(rest);
-        if (v.type == Value::Tuple) throw Reject{"the function returns several outputs; the built-in analyser handles one", 0};
+        if (v.type == Value::Tuple)
+          throw Reject{"the function returns several outputs; the built-in analyser handles one: return one tensor "
+                       "per op (one kernel-dev request each)",
+                       0, start_column(l) + 1};
         return v;
       }
-      static const char* control[] = {"if ", "for ", "while ", "with ", "try:", "elif ", "else:"};
-      for (const char* c : control)
+      // Control flow: the kernel applies one formula to every element, so a branch becomes a select
+      // and a loop of fixed count an unrolled sequence of statements.
+      static const std::pair<const char*, const char*> control[] = {
+          {"if ", "write a branch on values as torch.where(condition, a, b), computed per element"},
+          {"elif ", "write a branch on values as torch.where(condition, a, b), computed per element"},
+          {"else:", "write a branch on values as torch.where(condition, a, b), computed per element"},
+          {"for ", "unroll a loop of fixed count into separate statements"},
+          {"while ", "unroll a loop of fixed count into separate statements"},
+          {"with ", "drop the context manager (autocast and no_grad do not change the formula)"},
+          {"try:", "drop the exception handling"}};
+      for (const auto& [c, alternative] : control)
         if (t.rfind(c, 0) == 0)
-          throw Reject{std::string("control flow ('") + c + "...') is not supported by the built-in analyser", 0};
+          throw Reject{std::string("control flow ('") + c + "...') is not supported by the built-in analyser: " +
+                           alternative,
+                       0, start_column(l) + 1};
+      // An in-place method as a statement (x.relu_(), y.mul_(2)) updates its receiver: the same as
+      // assigning the out-of-place result to it.
+      static const std::regex in_place(R"(^([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z_][A-Za-z0-9_]*_)\((.*)\)$)");
+      std::smatch m;
+      if (std::regex_match(t, m, in_place) && top_level(t, '=').empty()) {
+        std::string target = m[1].str();
+        if (target == "torch" || target == "F") {  // torch.relu_(x): the receiver is the first argument
+          const std::string args = m[3].str();
+          const auto commas = top_level(args, ',');
+          target = trimmed(args.substr(0, commas.empty() ? std::string::npos : commas.front()));
+          if (!std::regex_match(target, std::regex("[A-Za-z_][A-Za-z0-9_]*")))
+            throw Reject{"in-place " + m[1].str() + "." + m[2].str() + "() on '" + target +
+                             "': only a named tensor can be updated in place; assign the result instead",
+                         0, start_column(l) + 1};
+        }
+        translator.line = l.number;
+        translator.column_base = start_column(l);
+        translator.locals[target] = translator.evaluate(t);
+        result.notes.push_back("in-place " + m[1].str() + "." + m[2].str() + "(...) read as " + target + " = " +
+                               m[1].str() + "." + m[2].str().substr(0, m[2].str().size() - 1) + "(...)");
+        continue;
+      }
       // Assignment (possibly augmented).
       std::size_t eq = std::string::npos;
       int depth = 0;
@@ -701,7 +771,10 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
           break;
         }
       }
-      if (eq == std::string::npos) throw Reject{"statement not understood", 0};
+      if (eq == std::string::npos)
+        throw Reject{"statement not understood: the built-in analyser reads assignments (name = expression), "
+                     "augmented assignments, in-place method calls (x.mul_(2)) and one return",
+                     0, start_column(l) + 1};
       std::string target = t.substr(0, eq);
       std::string value = t.substr(eq + 1);
       std::string augmented;
@@ -714,10 +787,16 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
       target.erase(std::remove_if(target.begin(), target.end(), ::isspace), target.end());
       if (target.find(',') != std::string::npos)
         throw Reject{"tuple unpacking ('" + target + " = ...') splits a tensor; not element-wise on one shape", 0};
-      if (target.rfind("self.", 0) == 0 || target.find('[') != std::string::npos)
-        throw Reject{"assigning to '" + target + "' in forward (state or indexing) is not element-wise", 0};
+      if (target.find('[') != std::string::npos)
+        throw Reject{"assigning to '" + target + "' (indexed or masked assignment) is not translated: write it as "
+                     "y = torch.where(condition, value, y)",
+                     0, start_column(l) + 1};
+      if (target.rfind("self.", 0) == 0)
+        throw Reject{"assigning to '" + target + "' in forward (module state) is not element-wise: keep the state "
+                     "out of the op and pass it as an input",
+                     0, start_column(l) + 1};
       translator.line = l.number;
-      translator.column_base = l.indent + static_cast<int>(eq) + 1;
+      translator.column_base = start_column(l) + static_cast<int>(eq) + 1;
       if (!augmented.empty()) {
         value = target + " " + augmented + " (" + value + ")";
         translator.column_base -= static_cast<int>(target.size()) + 4;  // the text added in front
@@ -790,6 +869,8 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
           std::size_t eq = last.text.find('=');
           bool assignment = eq != std::string::npos && eq + 1 < last.text.size() && last.text[eq + 1] != '=' &&
                             (eq == 0 || std::string("=!<>").find(last.text[eq - 1]) == std::string::npos);
+          // Keep error columns on the written text: "return " is added in front of it.
+          last.column = start_column(last) + (assignment ? static_cast<int>(eq) - 6 : -7);
           last.text = "return " + (assignment ? last.text.substr(eq + 1) : last.text);
         }
         // Free names of the snippet are its inputs: collect them by a first pass.

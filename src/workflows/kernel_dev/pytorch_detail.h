@@ -22,7 +22,8 @@ struct Reject {
 // Logical lines: physical lines joined while brackets are open or a line ends in '\\'.
 struct LogicalLine {
   int number = 0;   // first physical line, 1-based
-  int indent = 0;
+  int indent = 0;    // the block structure's indent (synthetic for one-line forms such as `def f(x): return ...`)
+  int column = -1;   // 0-based offset of `text` in `raw`, for error columns; -1: use indent
   std::string text; // comment stripped, joined
   std::string raw;  // the first physical line as written
 };

@@ -140,6 +140,13 @@ std::vector<LogicalLine> expand_compound(const std::vector<LogicalLine>& lines) 
     LogicalLine l = base;
     l.indent = indent;
     l.text = text;
+    // Where the statement is written in its physical line ("def f(x): return x @ w" puts the
+    // return at column 11, not at its block indent), so refusals point at the right character.
+    const std::size_t written = base.raw.find(text);
+    const std::size_t body = text.rfind("return ", 0) == 0 ? base.raw.find(text.substr(7)) : std::string::npos;
+    l.column = written != std::string::npos ? static_cast<int>(written)
+               : body != std::string::npos  ? static_cast<int>(body) - 7
+                                            : -1;
     out.push_back(l);
   };
   static const std::regex lambda_line(R"(^(?:([A-Za-z_][A-Za-z0-9_]*)\s*=\s*)?lambda\b(.*)$)");

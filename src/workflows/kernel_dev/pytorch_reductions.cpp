@@ -127,10 +127,18 @@ std::optional<Value> row_function(const std::string& f, const std::string& fn, c
       throw Reject{fn + "() reduces over dim=1 by default, the last dimension only for 2-D input; pass dim=-1", 2};
     }
     auto value = constant(d->second);
-    if (!value || *value != -1)
+    if (!value || *value != -1) {
+      // A positive dim is the last one only for a tensor of that rank + 1, which the code does not
+      // say: dim=1 on 2-D logits is the row, on [batch, seq, hidden] it is not.
+      const std::string rank_hint =
+          value && *value > 0 && *value == std::floor(*value)
+              ? "; dim=" + std::to_string(static_cast<long>(*value)) + " is the last dimension only of a " +
+                    std::to_string(static_cast<long>(*value) + 1) + "-D input: write dim=-1 if that is what is meant"
+              : "";
       throw Reject{fn + "(): dim must be -1; the Tier-2 row program is a reduction over the last (contiguous) "
-                        "dimension only (move the reduced dimension last, or reduce with dim=-1)",
+                        "dimension only (move the reduced dimension last, or reduce with dim=-1)" + rank_hint,
                    2};
+    }
   }
   if (bound.count("dtype")) notes.push_back(fn + "(dtype=...) dropped: the kernel accumulates in fp32");
   const bool keepdim = flag("keepdim", false);

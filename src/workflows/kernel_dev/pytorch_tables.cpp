@@ -43,7 +43,7 @@ const std::map<std::string, std::pair<int, std::string>>& non_elementwise() {
       {"kl_div", {2, "KL divergence with a reduction"}},
       {"mse_loss", {2, "a loss with a reduction"}},
       {"scaled_dot_product_attention", {3, "attention (GEMMs + softmax)"}},
-      {"dropout", {0, "dropout is random (needs an RNG state), not a deterministic element-wise op"}},
+      {"dropout", {0, "random (it needs an RNG state), not a deterministic element-wise op: leave dropout out of the kernel and apply it after"}},
       {"embedding", {3, "an embedding lookup (indexing)"}},
   };
   return table;
