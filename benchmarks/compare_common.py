@@ -100,19 +100,35 @@ def flushed_median_us(torch, flush, setup, fn, runs):
     return statistics.median(s.elapsed_time(e) * 1000.0 for s, e in zip(starts, ends))
 
 
-def family_main(a, attr, what, run):
-    """A family script run on its own: torch and a GPU (else not run), the op's binding, which must
-    be of the family (`attr` present, else "is not <what>"), then run(a, torch, mod)."""
+def import_torch():
+    """torch with a CUDA device, else not run (exit 3)."""
     try:
         import torch
     except Exception as e:  # noqa: BLE001
         not_run(f"torch not importable ({e.__class__.__name__})")
     if not torch.cuda.is_available():
         not_run("no CUDA device visible to torch")
+    return torch
+
+
+def import_op(op, *names):
+    """The op's generated binding (with each of `names` looked up in it), or None after saying why not."""
     try:
-        mod = importlib.import_module(f"liger_kernels.ops.{a.op}")
+        mod = importlib.import_module(f"liger_kernels.ops.{op}")
+        for name in names:
+            getattr(mod, name)
+        return mod
     except Exception as e:  # noqa: BLE001
-        print(f"cannot import the generated binding liger_kernels.ops.{a.op}: {e}")
+        print(f"cannot import the generated binding liger_kernels.ops.{op}: {e}")
+        return None
+
+
+def family_main(a, attr, what, run):
+    """A family script run on its own: torch and a GPU (else not run), the op's binding, which must
+    be of the family (`attr` present, else "is not <what>"), then run(a, torch, mod)."""
+    torch = import_torch()
+    mod = import_op(a.op)
+    if mod is None:
         return 1
     if not hasattr(mod, attr):
         print(f"liger_kernels.ops.{a.op} is not {what}")

@@ -24,12 +24,11 @@ ours are measured alike (device time, host overhead hidden where the GPU is the 
 "backward" repetitions run an untimed forward first (a fresh graph each time, no retain_graph).
 """
 import argparse
-import importlib
 import json
 import math
 import sys
 
-from compare_common import flushed_median_us, not_run, torch_dtype
+from compare_common import flushed_median_us, import_op, import_torch, not_run, torch_dtype
 
 
 # Library defaults when the profile gives none: one rounding of the result in the storage type, with
@@ -156,19 +155,15 @@ def main():
                          "for --dtype (the profile's tolerance table); default: the library's table")
     a = ap.parse_args()
 
+    torch = import_torch()
     try:
-        import torch
         import torch.nn.functional as F
     except Exception as e:  # noqa: BLE001
         not_run(f"torch not importable ({e.__class__.__name__})")
-    if not torch.cuda.is_available():
-        not_run("no CUDA device visible to torch")
-    try:
-        mod = importlib.import_module(f"liger_kernels.ops.{a.op}")
-        ours_fn = getattr(mod, a.op)
-    except Exception as e:  # noqa: BLE001
-        print(f"cannot import the generated binding liger_kernels.ops.{a.op}: {e}")
+    mod = import_op(a.op, a.op)
+    if mod is None:
         return 1
+    ours_fn = getattr(mod, a.op)
     if hasattr(mod, "FUSED_LINEAR"):  # a fused linear + loss: its own shapes, the GEMMs-alone baseline, memory
         import fused_linear_compare
         return fused_linear_compare.run(a, torch, mod)
