@@ -84,6 +84,32 @@ inline void expect_references_pass(const std::string& gxx, const Variants& varia
   }
 }
 
+// The output of the reference tests of `text` rendered as `op` with `rule` in its fp64 reference
+// replaced by `wrong` ("" after a failed expectation when the rule is not there or the reference
+// does not build). Built without warning flags: what is under test is the hand-edited rule, not
+// how cleanly it compiles.
+inline std::string run_with_wrong_rule(const std::string& gxx, const std::string& text, const std::string& op,
+                                       const std::string& rule, const std::string& wrong) {
+  namespace fs = std::filesystem;
+  using namespace rendered;
+  auto files = kernel_dev::render(analyse(text, op), fs::path(LIGER_SOURCE_DIR) / "templates/kernel_dev");
+  bool replaced = false;
+  for (auto& f : files)
+    if (f.path == "kernels/reference/" + op + "_ref.cpp" && f.content.find(rule) != std::string::npos) {
+      f.content.replace(f.content.find(rule), rule.size(), wrong);
+      replaced = true;
+    }
+  EXPECT_TRUE(replaced) << "the rendered reference has no '" << rule << "'";
+  if (!replaced) return "";
+  const fs::path root = write_tree(files, op);
+  std::string error = build_reference(gxx, root, op, "");
+  EXPECT_TRUE(error.empty()) << error;
+  if (error.empty()) error = run((root / "ref_test").string(), root / "run.log");
+  else error.clear();
+  fs::remove_all(root);
+  return error;
+}
+
 // Records every command; the reference test binary reports `reference_tests` passed tests.
 struct FakeRunner : kernel_dev::ToolRunner {
   explicit FakeRunner(int reference_tests) : reference_tests(reference_tests) {}
@@ -159,6 +185,21 @@ inline std::string reference_filter(const FakeRunner& runner) {
   for (const auto& c : runner.calls)
     if (std::filesystem::path(c.front()).filename() == "reference_tests") filter = c.size() > 1 ? c.at(1) : "";
   return filter;
+}
+
+// A --yes run that completed: Act wrote `op`'s kernel, binding, reference test and benchmark and
+// its ops.yaml entry of `tier`, and Verify passed the reference tests, run as <Camel>Reference.*.
+inline void expect_op_through_verify(const YesRun& yes, const FakeRunner& runner, const std::string& op, int tier) {
+  namespace fs = std::filesystem;
+  ASSERT_EQ(yes.out.status, "completed") << yes.out.message;
+  for (const std::string f : {"kernels/src/" + op + "/" + op + ".cu", "kernels/python/liger_kernels/ops/" + op + ".py",
+                              "tests/kernels/reference/test_" + op + "_ref.cpp", "benchmarks/bench_" + op + ".cpp"})
+    EXPECT_TRUE(fs::exists(yes.tree / f)) << f;
+  EXPECT_NE(util::read_file(yes.tree / "kernels/ops.yaml").find("  - name: " + op + "\n    tier: " + std::to_string(tier) + "\n"),
+            std::string::npos);
+  const std::string verify = util::read_file(yes.out.run_dir / "kernel-dev/verify.md");
+  EXPECT_NE(verify.find("| reference tests | passed"), std::string::npos) << verify;
+  EXPECT_EQ(reference_filter(runner), "--gtest_filter=" + kernel_dev::camel_case(op) + "Reference.*");
 }
 
 }  // namespace liger::testing::family

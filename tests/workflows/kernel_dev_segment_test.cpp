@@ -275,20 +275,10 @@ TEST(KernelDevSegment, ReferenceBuildsAndPassesItsTests) {
 TEST(KernelDevSegment, ReferenceTestCatchesAWrongGradient) {
   const std::string gxx = find_tool({"g++", "c++"});
   if (gxx.empty()) GTEST_SKIP() << "no C++ compiler (g++) on PATH";
-  auto files = kd::render(analyse("segment mean given offsets", "seg_wrong"), kSource / "templates/kernel_dev");
-  for (auto& f : files)
-    if (f.path == "kernels/reference/seg_wrong_ref.cpp") {
-      const std::string rule = "dy[i] / static_cast<double>(end - begin)";
-      ASSERT_NE(f.content.find(rule), std::string::npos);
-      f.content.replace(f.content.find(rule), rule.size(), "dy[i]");  // the sum's gradient for a mean
-    }
-  const fs::path root = write_tree(files, "seg_wrong");
-  // No warning flags: what is under test is the hand-edited gradient rule, not how cleanly it compiles.
-  std::string error = build_reference(gxx, root, "seg_wrong", "");
-  ASSERT_TRUE(error.empty()) << error;
-  error = run((root / "ref_test").string(), root / "run.log");
+  // The sum's gradient for a mean.
+  const std::string error = liger::testing::family::run_with_wrong_rule(
+      gxx, "segment mean given offsets", "seg_wrong", "dy[i] / static_cast<double>(end - begin)", "dy[i]");
   EXPECT_NE(error.find("gradient check failed (seed 1)"), std::string::npos) << error;
-  fs::remove_all(root);
 }
 
 // The index_add_ spelling with --yes: Understand decides everything, Act writes the op's
@@ -296,17 +286,9 @@ TEST(KernelDevSegment, ReferenceTestCatchesAWrongGradient) {
 TEST(KernelDevSegment, IndexAddSpellingReachesVerifyWithYes) {
   auto runner = std::make_shared<liger::testing::family::FakeRunner>(3);
   const auto yes = liger::testing::family::run_with_yes(kRecognised[0].text, "segment", runner);
-  const fs::path& tree = yes.tree;
-  ASSERT_EQ(yes.out.status, "completed") << yes.out.message;
-  for (const char* f : {"kernels/src/segment_mean/segment_mean.cu", "kernels/python/liger_kernels/ops/segment_mean.py",
-                        "tests/kernels/reference/test_segment_mean_ref.cpp", "benchmarks/bench_segment_mean.cpp"})
-    EXPECT_TRUE(fs::exists(tree / f)) << f;
-  EXPECT_NE(liger::util::read_file(tree / "kernels/ops.yaml").find("  - name: segment_mean\n    tier: 2\n"), std::string::npos);
-  EXPECT_NE(liger::util::read_file(tree / "kernels/python/liger_kernels/functional.py").find("from .ops.segment_mean import segment_mean"),
+  liger::testing::family::expect_op_through_verify(yes, *runner, "segment_mean", 2);
+  EXPECT_NE(liger::util::read_file(yes.tree / "kernels/python/liger_kernels/functional.py").find("from .ops.segment_mean import segment_mean"),
             std::string::npos);
-  const std::string verify = liger::util::read_file(yes.out.run_dir / "kernel-dev/verify.md");
-  EXPECT_NE(verify.find("| reference tests | passed"), std::string::npos) << verify;
-  EXPECT_EQ(liger::testing::family::reference_filter(*runner), "--gtest_filter=SegmentMeanReference.*");
   std::error_code ec;
   fs::remove_all(yes.root, ec);
 }

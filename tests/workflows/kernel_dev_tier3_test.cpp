@@ -265,19 +265,8 @@ TEST(KernelDevTier3, ReferenceTestCatchesAWrongGradient) {
            {"fused linear cross entropy with z-loss 1e-2", "2.0 * kZLoss * lse * p", "kZLoss * lse * p"},
            {"fused linear JSD distillation beta 0.3", "(g[j] - pg)", "(g[j])"}}) {
     SCOPED_TRACE(text);
-    auto files = kd::render(analyse(text, "t3_wrong"), kSource / "templates/kernel_dev");
-    for (auto& f : files)
-      if (f.path == "kernels/reference/t3_wrong_ref.cpp") {
-        ASSERT_NE(f.content.find(rule), std::string::npos);
-        f.content.replace(f.content.find(rule), rule.size(), wrong);
-      }
-    const fs::path root = write_tree(files, "t3_wrong");
-    // No warning flags: what is under test is the hand-edited gradient rule, not how cleanly it compiles.
-    std::string error = build_reference(gxx, root, "t3_wrong", "");
-    ASSERT_TRUE(error.empty()) << error;
-    error = run((root / "ref_test").string(), root / "run.log");
+    const std::string error = liger::testing::family::run_with_wrong_rule(gxx, text, "t3_wrong", rule, wrong);
     EXPECT_NE(error.find("[  FAILED  ] T3WrongReference.GradientsMatchFiniteDifferences"), std::string::npos) << error;
-    fs::remove_all(root);
   }
 }
 
@@ -286,15 +275,7 @@ TEST(KernelDevTier3, ReferenceTestCatchesAWrongGradient) {
 TEST(KernelDevTier3, CrossEntropySpellingReachesVerifyWithYes) {
   auto runner = std::make_shared<liger::testing::family::FakeRunner>(2);
   const auto yes = liger::testing::family::run_with_yes(kRecognised[7].text, "tier3", runner);
-  const fs::path& tree = yes.tree;
-  ASSERT_EQ(yes.out.status, "completed") << yes.out.message;
-  for (const char* f : {"kernels/src/fused_linear_ce/fused_linear_ce.cu", "kernels/python/liger_kernels/ops/fused_linear_ce.py",
-                        "tests/kernels/reference/test_fused_linear_ce_ref.cpp", "benchmarks/bench_fused_linear_ce.cpp"})
-    EXPECT_TRUE(fs::exists(tree / f)) << f;
-  EXPECT_NE(liger::util::read_file(tree / "kernels/ops.yaml").find("  - name: fused_linear_ce\n    tier: 3\n"), std::string::npos);
-  const std::string verify = liger::util::read_file(yes.out.run_dir / "kernel-dev/verify.md");
-  EXPECT_NE(verify.find("| reference tests | passed"), std::string::npos) << verify;
-  EXPECT_EQ(liger::testing::family::reference_filter(*runner), "--gtest_filter=FusedLinearCeReference.*");
+  liger::testing::family::expect_op_through_verify(yes, *runner, "fused_linear_ce", 3);
   std::error_code ec;
   fs::remove_all(yes.root, ec);
 }
