@@ -21,39 +21,26 @@ before it (the inputs), for fused and unfused. Targets (issue 18): fused peak <=
 fused time <= 1.10 x the GEMMs alone.
 Exit 0 measured / agreed; 1 disagreement or error; 3 not run (no torch, no GPU).
 """
-import argparse
 import ctypes
-import importlib
 import json
 import math
 import statistics
 import sys
 
+from compare_common import (add_leading_arguments, add_trailing_arguments, family_main, judged, parser, relative_l2,
+                            tolerance_entry, torch_dtype)
+
 DEFAULT_TOL = {"fp32": (1e-5, 1e-3, 1e-4), "fp16": (2e-3, 2e-2, 5e-3), "bf16": (1.6e-2, 6e-2, 2e-2)}
 
 
-def not_run(reason):
-    print(f"not run: {reason}")
-    sys.exit(3)
-
-
 def arguments(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--op", required=True)
-    ap.add_argument("--eager", default="", help="ignored (kernel_dev_compare.py's argument)")
-    ap.add_argument("--inputs", default="", help="ignored (kernel_dev_compare.py's argument)")
-    ap.add_argument("--params", default="", help="ignored")
-    ap.add_argument("--dtype", default="bf16", choices=["fp32", "fp16", "bf16"])
+    ap = parser(__doc__)
+    add_leading_arguments(ap, "ignored (kernel_dev_compare.py's argument)", "ignored")
     ap.add_argument("--tokens", type=int, default=0, help="default: the profile's benchmark tokens")
     ap.add_argument("--hidden", type=int, default=0)
     ap.add_argument("--vocab", type=int, default=0)
     ap.add_argument("--runs", type=int, default=20)
-    ap.add_argument("--json", default="")
-    ap.add_argument("--check-only", action="store_true")
-    ap.add_argument("--tolerances", default="", help='JSON {"outputs and input gradients": [atol, rtol, max_rel_l2]}')
-    ap.add_argument("--rows", type=int, default=0, help="ignored (kernel_dev_compare.py's argument)")
-    ap.add_argument("--cols", type=int, default=0, help="ignored (kernel_dev_compare.py's argument)")
-    ap.add_argument("--check-rows", type=int, default=0, help="ignored (kernel_dev_compare.py's argument)")
+    add_trailing_arguments(ap)
     return ap.parse_args(argv)
 
 
@@ -73,39 +60,26 @@ def make_inputs(torch, spec, tokens, hidden, vocab, dtype, seed, grads=True):
 
 
 def compare(torch, name, ours, ref, entry):
-    atol, rtol, l2 = entry
     o = ours.detach().double().reshape(-1)
     r = ref.detach().double().reshape(-1)
     diff = torch.nan_to_num((o - r).abs(), nan=float("inf"))
+    atol, rtol, l2 = entry
     bad = diff > atol + rtol * r.abs()
-    denom = float(r.norm())
-    rel_l2 = float((o - r).norm()) / denom if denom > 0 else float((o - r).norm())
-    worst = int(torch.argmax(diff)) if diff.numel() else 0
-    max_abs = float(diff[worst]) if diff.numel() else 0.0
-    max_rel = max_abs / max(abs(float(r[worst])), 1e-30) if diff.numel() else 0.0
-    n_bad = int(bad.sum())
+    rel_l2, denom = relative_l2(o, r)
     # The bound grows by twice what storing the exact result in the output dtype alone costs: fp16
     # gradients of a loss averaged over rows sit in fp16's subnormal range (2^-24 apart), where no
     # kernel can store them closer (as the C++ tests' with_output_rounding).
     if denom > 0 and ours.dtype != torch.float64:
         l2 += 2.0 * float((r.to(ours.dtype).double() - r).norm()) / denom
-    good = n_bad == 0 and math.isfinite(rel_l2) and rel_l2 <= l2
-    line = (f"{'agree' if good else 'DISAGREE'} {name}: max abs error {max_abs:.3e} at [{worst}], relative L2 {rel_l2:.3e} "
-            f"(bound {l2:.1e}), {n_bad}/{r.numel()} elements outside atol {atol:.1e} + rtol {rtol:.1e}*|ref|")
-    return {"tensor": name, "agree": good, "elements_outside": n_bad, "elements": int(r.numel()), "max_abs_error": max_abs,
-            "max_rel_error": max_rel, "at": [worst], "rel_l2": rel_l2, "max_rel_l2": l2}, line
+    return judged(torch, name, diff, bad, r, rel_l2, (atol, rtol, l2), lambda worst: [worst])
 
 
 def check(a, torch, mod):
     from liger_kernels import _lib
     spec = mod.FUSED_LINEAR
     ours_fn = getattr(mod, a.op)
-    dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[a.dtype]
-    table = DEFAULT_TOL[a.dtype]
-    if a.tolerances:
-        t = json.loads(a.tolerances).get("outputs and input gradients")
-        if t:
-            table = tuple(t)
+    dtype = torch_dtype(torch, a.dtype)
+    table = tolerance_entry(a, DEFAULT_TOL)
     tokens, hidden, vocab = 300, 256, 1000
     inputs = make_inputs(torch, spec, tokens, hidden, vocab, dtype, seed=1)
     _lib.set_tunables(a.op, {"chunk_rows": 64})  # five chunks, the last one ragged
@@ -171,7 +145,7 @@ def measure(a, torch, mod):
     from liger_kernels import _torch as T
     spec = mod.FUSED_LINEAR
     ours_fn = getattr(mod, a.op)
-    dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[a.dtype]
+    dtype = torch_dtype(torch, a.dtype)
     bench = spec["bench"]
     tokens = getattr(a, "tokens", 0) or bench["tokens"]
     hidden = getattr(a, "hidden", 0) or bench["hidden"]
@@ -255,22 +229,7 @@ def run(a, torch, mod):
 
 
 def main():
-    a = arguments()
-    try:
-        import torch
-    except Exception as e:  # noqa: BLE001
-        not_run(f"torch not importable ({e.__class__.__name__})")
-    if not torch.cuda.is_available():
-        not_run("no CUDA device visible to torch")
-    try:
-        mod = importlib.import_module(f"liger_kernels.ops.{a.op}")
-    except Exception as e:  # noqa: BLE001
-        print(f"cannot import the generated binding liger_kernels.ops.{a.op}: {e}")
-        return 1
-    if not hasattr(mod, "FUSED_LINEAR"):
-        print(f"liger_kernels.ops.{a.op} is not a fused linear + loss op (no FUSED_LINEAR)")
-        return 1
-    return run(a, torch, mod)
+    return family_main(arguments(), "FUSED_LINEAR", "a fused linear + loss op (no FUSED_LINEAR)", run)
 
 
 if __name__ == "__main__":

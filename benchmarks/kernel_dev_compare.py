@@ -24,16 +24,11 @@ ours are measured alike (device time, host overhead hidden where the GPU is the 
 "backward" repetitions run an untimed forward first (a fresh graph each time, no retain_graph).
 """
 import argparse
-import importlib
 import json
 import math
-import statistics
 import sys
 
-
-def not_run(reason):
-    print(f"not run: {reason}")
-    sys.exit(3)
+from compare_common import flushed_median_us, import_op, import_torch, not_run, torch_dtype
 
 
 # Library defaults when the profile gives none: one rounding of the result in the storage type, with
@@ -161,19 +156,15 @@ def main():
                          "for --dtype (the profile's tolerance table); default: the library's table")
     a = ap.parse_args()
 
+    torch = import_torch()
     try:
-        import torch
         import torch.nn.functional as F
     except Exception as e:  # noqa: BLE001
         not_run(f"torch not importable ({e.__class__.__name__})")
-    if not torch.cuda.is_available():
-        not_run("no CUDA device visible to torch")
-    try:
-        mod = importlib.import_module(f"liger_kernels.ops.{a.op}")
-        ours_fn = getattr(mod, a.op)
-    except Exception as e:  # noqa: BLE001
-        print(f"cannot import the generated binding liger_kernels.ops.{a.op}: {e}")
+    mod = import_op(a.op, a.op)
+    if mod is None:
         return 1
+    ours_fn = getattr(mod, a.op)
     if hasattr(mod, "FUSED_LINEAR"):  # a fused linear + loss: its own shapes, the GEMMs-alone baseline, memory
         import fused_linear_compare
         return fused_linear_compare.run(a, torch, mod)
@@ -181,7 +172,7 @@ def main():
         import segment_compare
         return segment_compare.run(a, torch, mod)
 
-    dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[a.dtype]
+    dtype = torch_dtype(torch, a.dtype)
     names = [n for n in a.inputs.split(",") if n]
     cols = a.cols or (14336 if len(names) > 1 else 4096)
     dev = "cuda"
@@ -251,25 +242,11 @@ def main():
 
     flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
 
-    def flushed_median_us(setup, fn, runs):
-        """Median microseconds of fn(setup()) (setup untimed), with an L2 flush enqueued before each
-        repetition and a CUDA event pair per repetition, synchronised once at the end."""
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
-        for i in range(runs):
-            state = setup()
-            flush.zero_()
-            starts[i].record()
-            fn(state)
-            ends[i].record()
-        torch.cuda.synchronize()
-        return statistics.median(s.elapsed_time(e) * 1000.0 for s, e in zip(starts, ends))
-
     def timed(setup, fn, runs, warmup=5):
         for _ in range(warmup):
             fn(setup())
         torch.cuda.synchronize()
-        return flushed_median_us(setup, fn, runs)
+        return flushed_median_us(torch, flush, setup, fn, runs)
 
     def graph_timed(fn, runs, side):
         """Median microseconds of one replay of fn captured in a CUDA graph, with the same L2 flush
@@ -290,7 +267,7 @@ def main():
         except Exception as exc:  # noqa: BLE001 - reported, the per-call timings still stand
             torch.cuda.synchronize()
             return None, f"not capturable: {exc.__class__.__name__}: {exc}"
-        median = flushed_median_us(lambda: None, lambda _: graph.replay(), runs)
+        median = flushed_median_us(torch, flush, lambda: None, lambda _: graph.replay(), runs)
         del graph
         return median, ""
 

@@ -22,39 +22,26 @@ the op must move (x, y, the offsets, argmax for max/min; dy, dx in the backward;
 the time, against a device-to-device copy of 1 GiB measured in the same process.
 Exit 0 measured / agreed; 1 disagreement or error; 3 not run (no torch, no GPU).
 """
-import argparse
 import json
-import math
-import statistics
 import sys
+
+from compare_common import (add_leading_arguments, add_trailing_arguments, family_main, flushed_median_us, judged,
+                            parser, relative_l2, tolerance_entry, torch_dtype)
 
 DEFAULT_TOL = {"fp32": (1e-5, 1e-5, 1e-5), "fp16": (1e-3, 4e-3, 2e-3), "bf16": (4e-3, 1.6e-2, 8e-3)}
 
 
-def not_run(reason):
-    print(f"not run: {reason}")
-    sys.exit(3)
-
-
 def arguments(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--op", required=True)
-    ap.add_argument("--eager", default="", help="ignored (kernel_dev_compare.py's argument): the PyTorch versions come from the binding")
-    ap.add_argument("--inputs", default="", help="ignored (kernel_dev_compare.py's argument)")
-    ap.add_argument("--params", default="", help="ignored (segment ops have no parameters)")
-    ap.add_argument("--dtype", default="bf16", choices=["fp32", "fp16", "bf16"])
+    ap = parser(__doc__)
+    add_leading_arguments(ap, "ignored (kernel_dev_compare.py's argument): the PyTorch versions come from the binding",
+                          "ignored (segment ops have no parameters)")
     ap.add_argument("--segments", type=int, default=16384)
     ap.add_argument("--min-rows", type=int, default=1)
     ap.add_argument("--max-rows", type=int, default=512)
     ap.add_argument("--features", type=int, default=256)
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--loop-runs", type=int, default=3, help="repetitions of the (slow) Python loop")
-    ap.add_argument("--json", default="")
-    ap.add_argument("--check-only", action="store_true")
-    ap.add_argument("--tolerances", default="", help='JSON {"outputs and input gradients": [atol, rtol, max_rel_l2]}')
-    ap.add_argument("--rows", type=int, default=0, help="ignored (kernel_dev_compare.py's argument)")
-    ap.add_argument("--cols", type=int, default=0, help="ignored (kernel_dev_compare.py's argument)")
-    ap.add_argument("--check-rows", type=int, default=0, help="ignored (kernel_dev_compare.py's argument)")
+    add_trailing_arguments(ap)
     return ap.parse_args(argv)
 
 
@@ -97,29 +84,17 @@ def compare(torch, name, ours, ref, table_entry):
     bad = diff > atol + rtol * torch.where(both_inf, torch.zeros_like(r), r.abs())
     rk = torch.where(torch.isfinite(r), r, torch.zeros_like(r))
     ok = torch.where(torch.isfinite(r), o, torch.zeros_like(o))
-    denom = float(rk.norm())
-    rel_l2 = float((ok - rk).norm()) / denom if denom > 0 else float((ok - rk).norm())
-    worst = int(torch.argmax(diff)) if diff.numel() else 0
-    at = [int(i) for i in torch.unravel_index(torch.tensor(worst), r.shape)] if r.dim() and r.numel() else []
-    max_abs = float(diff.flatten()[worst]) if diff.numel() else 0.0
-    max_rel = max_abs / max(abs(float(r.flatten()[worst])), 1e-30) if diff.numel() else 0.0
-    n_bad = int(bad.sum())
-    good = n_bad == 0 and math.isfinite(rel_l2) and rel_l2 <= l2
-    entry = {"tensor": name, "agree": good, "elements_outside": n_bad, "elements": int(r.numel()),
-             "max_abs_error": max_abs, "max_rel_error": max_rel, "at": at, "rel_l2": rel_l2, "max_rel_l2": l2}
-    line = (f"{'agree' if good else 'DISAGREE'} {name}: max abs error {max_abs:.3e} at {at}, relative L2 {rel_l2:.3e} "
-            f"(bound {l2:.1e}), {n_bad}/{r.numel()} elements outside atol {atol:.1e} + rtol {rtol:.1e}*|ref|")
-    return entry, line
+    rel_l2, _ = relative_l2(ok, rk)
+
+    def at_of(worst):
+        return [int(i) for i in torch.unravel_index(torch.tensor(worst), r.shape)] if r.dim() and r.numel() else []
+    return judged(torch, name, diff, bad, r, rel_l2, table_entry, at_of)
 
 
 def check(torch, a, mod, dtype):
     spec = mod.SEGMENT
     ours_fn = getattr(mod, a.op)
-    table = DEFAULT_TOL[a.dtype]
-    if a.tolerances:
-        t = json.loads(a.tolerances).get("outputs and input gradients")
-        if t:
-            table = tuple(float(v) for v in t)
+    table = tolerance_entry(a, DEFAULT_TOL, float)
     lengths, offsets = jagged(torch, 512, 0, 64, 1)
     distinct = spec["reduce"] in ("max", "min")
     x = make_x(torch, spec, lengths, offsets, 33, dtype, 2, distinct)
@@ -165,16 +140,7 @@ def measure_all(torch, a, mod, dtype):
         for _ in range(warmup):
             fn(setup())
         torch.cuda.synchronize()
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
-        for i in range(runs):
-            state = setup()
-            flush.zero_()
-            starts[i].record()
-            fn(state)
-            ends[i].record()
-        torch.cuda.synchronize()
-        return statistics.median(s.elapsed_time(e) * 1000.0 for s, e in zip(starts, ends))
+        return flushed_median_us(torch, flush, setup, fn, runs)
 
     # Device copy bandwidth: read + write of 1 GiB.
     src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
@@ -242,7 +208,7 @@ def measure_all(torch, a, mod, dtype):
 
 def run(a, torch, mod):
     """Entry from kernel_dev_compare.py (its parsed arguments, torch imported, the op's module)."""
-    dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[a.dtype]
+    dtype = torch_dtype(torch, a.dtype)
     for name, default in (("segments", 16384), ("min_rows", 1), ("max_rows", 512), ("features", 256), ("loop_runs", 3)):
         if not hasattr(a, name):
             setattr(a, name, default)
@@ -271,23 +237,7 @@ def run(a, torch, mod):
 
 
 def main():
-    a = arguments()
-    try:
-        import torch
-    except Exception as e:  # noqa: BLE001
-        not_run(f"torch not importable ({e.__class__.__name__})")
-    if not torch.cuda.is_available():
-        not_run("no CUDA device visible to torch")
-    import importlib
-    try:
-        mod = importlib.import_module(f"liger_kernels.ops.{a.op}")
-    except Exception as e:  # noqa: BLE001
-        print(f"cannot import the generated binding liger_kernels.ops.{a.op}: {e}")
-        return 1
-    if not hasattr(mod, "SEGMENT"):
-        print(f"liger_kernels.ops.{a.op} is not a segment reduction (no SEGMENT); use kernel_dev_compare.py")
-        return 1
-    return run(a, torch, mod)
+    return family_main(arguments(), "SEGMENT", "a segment reduction (no SEGMENT); use kernel_dev_compare.py", run)
 
 
 if __name__ == "__main__":

@@ -14,39 +14,10 @@
 # (everything), summary.md, runs/ (the run directory: profile, verify.md, bench.json, compare.json).
 # SEG_OP names the op (default segment_mean_e2e, so it never meets an op of the checkout).
 set -uo pipefail
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$repo" || exit 1
-export PATH="/usr/local/cuda/bin:$PATH"
-out="${OUT:-$repo/segment-e2e-out}"
-mkdir -p "$out"
-log="$out/segment.log"
-summary="$out/summary.md"
-build="${LIGER_BUILD_DIR:-$repo/build}"
-case "$build" in /*) ;; *) build="$repo/$build" ;; esac
-export LIGER_BUILD_DIR="$build"
+E2E_NAME=segment
+# shellcheck source=scripts/gpu/kernel_dev_e2e_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/kernel_dev_e2e_lib.sh"  # 1. the GPU check and the build
 op="${SEG_OP:-segment_mean_e2e}"
-jobs="${JOBS:-$(nproc)}"
-arch="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d .)"
-arch="${arch:-90}"
-say() { printf '[segment-e2e] %s\n' "$*" | tee -a "$log" >&2; }
-: >"$log"
-
-if ! nvidia-smi -L >>"$log" 2>&1; then
-  say "no GPU visible (nvidia-smi -L failed): this script is for a GPU machine"
-  exit 2
-fi
-
-# 1. Build: the agent, and (first time) the CUDA library with its tests and liger-bench.
-if [ ! -f "$build/build.ninja" ] && [ ! -f "$build/Makefile" ]; then
-  say "configuring $build for sm_$arch"
-  cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" \
-    -DCMAKE_CUDA_ARCHITECTURES="$arch" >>"$log" 2>&1 || { say "cmake configure failed (see $log)"; exit 1; }
-  say "building the library, tests and liger-bench"
-  cmake --build "$build" -j "$jobs" --target liger_kernels kernel_tests reference_tests liger-bench >>"$log" 2>&1 ||
-    { say "build failed (see $log)"; exit 1; }
-fi
-cmake --build "$build" -j "$jobs" --target liger-agent >>"$log" 2>&1 || { say "building liger-agent failed (see $log)"; exit 1; }
-agent="$build/src/liger-agent"
 
 # 2. The request: the issue's index_add_ spelling.
 snippet="$out/segment_index_add.py"
@@ -63,28 +34,17 @@ def f(x, offsets):
 EOF
 
 cleanup() {
-  [ "${SEG_KEEP:-0}" = "1" ] && return
+  if [ "${SEG_KEEP:-0}" = "1" ]; then rm -rf "$e2e_backup"; return; fi
   local act
   act="$(ls -d "$out"/runs/*-kernel-dev-*/kernel-dev/act.json 2>/dev/null | tail -1)"
   if [ -n "$act" ]; then
-    python3 - "$act" "$repo" <<'EOF'
-import json, os, sys
-act, repo = json.load(open(sys.argv[1])), sys.argv[2]
-for path in act.get("created", []):
-    try:
-        os.remove(os.path.join(repo, path))
-    except FileNotFoundError:
-        pass
-EOF
+    e2e_remove_created "$act"
     rmdir "$repo/kernels/src/$op" 2>/dev/null
   fi
-  # The list files Act inserted into, as they were before the run.
-  for f in "${lists[@]}"; do cp -f "$backup/$(basename "$f")" "$repo/$f"; done
+  e2e_restore_lists
   say "generated files removed (SEG_KEEP=1 keeps them)"
 }
-lists=(kernels/ops.yaml kernels/python/liger_kernels/functional.py docs/kernels/README.md)
-backup="$(mktemp -d /tmp/segment-e2e.XXXXXX)"
-for f in "${lists[@]}"; do cp -f "$repo/$f" "$backup/$(basename "$f")"; done
+e2e_save_lists
 trap cleanup EXIT
 
 # 3. kernel-dev end to end.

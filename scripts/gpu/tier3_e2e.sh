@@ -13,38 +13,9 @@
 # Build directory: $LIGER_BUILD_DIR, else ./build (configured for this GPU's sm when it is not).
 # Output under $OUT (default ./tier3-e2e-out): tier3.log (everything), summary.md, runs/<op>/.
 set -uo pipefail
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$repo" || exit 1
-export PATH="/usr/local/cuda/bin:$PATH"
-out="${OUT:-$repo/tier3-e2e-out}"
-mkdir -p "$out"
-log="$out/tier3.log"
-summary="$out/summary.md"
-build="${LIGER_BUILD_DIR:-$repo/build}"
-case "$build" in /*) ;; *) build="$repo/$build" ;; esac
-export LIGER_BUILD_DIR="$build"
-jobs="${JOBS:-$(nproc)}"
-arch="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d .)"
-arch="${arch:-90}"
-say() { printf '[tier3-e2e] %s\n' "$*" | tee -a "$log" >&2; }
-: >"$log"
-
-if ! nvidia-smi -L >>"$log" 2>&1; then
-  say "no GPU visible (nvidia-smi -L failed): this script is for a GPU machine"
-  exit 2
-fi
-
-# 1. Build: the agent, and (first time) the CUDA library with its tests and liger-bench.
-if [ ! -f "$build/build.ninja" ] && [ ! -f "$build/Makefile" ]; then
-  say "configuring $build for sm_$arch"
-  cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" \
-    -DCMAKE_CUDA_ARCHITECTURES="$arch" >>"$log" 2>&1 || { say "cmake configure failed (see $log)"; exit 1; }
-  say "building the library, tests and liger-bench"
-  cmake --build "$build" -j "$jobs" --target liger_kernels kernel_tests reference_tests liger-bench >>"$log" 2>&1 ||
-    { say "build failed (see $log)"; exit 1; }
-fi
-cmake --build "$build" -j "$jobs" --target liger-agent >>"$log" 2>&1 || { say "building liger-agent failed (see $log)"; exit 1; }
-agent="$build/src/liger-agent"
+E2E_NAME=tier3
+# shellcheck source=scripts/gpu/kernel_dev_e2e_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/kernel_dev_e2e_lib.sh"  # 1. the GPU check and the build
 
 # 2. The requests (op name | input): a description with options, the issue's PyTorch spelling, and
 # a distillation loss against a teacher.
@@ -53,26 +24,15 @@ inputs=("fused linear cross entropy with z-loss 1e-4 and softcap 30"
         "def f(x, w, target): return F.cross_entropy(x @ w.T, target)"
         "fused linear JSD distillation beta 0.5")
 
-lists=(kernels/ops.yaml kernels/python/liger_kernels/functional.py docs/kernels/README.md)
-backup="$(mktemp -d /tmp/tier3-e2e.XXXXXX)"
-for f in "${lists[@]}"; do cp -f "$repo/$f" "$backup/$(basename "$f")"; done
+e2e_save_lists
 cleanup() {
-  if [ "${T3_KEEP:-0}" = "1" ]; then rm -rf "$backup"; return; fi
+  if [ "${T3_KEEP:-0}" = "1" ]; then rm -rf "$e2e_backup"; return; fi
   for act in "$out"/runs/*/*-kernel-dev-*/kernel-dev/act.json; do
     [ -f "$act" ] || continue
-    python3 - "$act" "$repo" <<'PY'
-import json, os, sys
-act, repo = json.load(open(sys.argv[1])), sys.argv[2]
-for path in act.get("created", []):
-    try:
-        os.remove(os.path.join(repo, path))
-    except FileNotFoundError:
-        pass
-PY
+    e2e_remove_created "$act"
   done
   for op in "${names[@]}"; do rmdir "$repo/kernels/src/$op" 2>/dev/null; done
-  for f in "${lists[@]}"; do cp -f "$backup/$(basename "$f")" "$repo/$f"; done
-  rm -rf "$backup"
+  e2e_restore_lists
   say "generated files removed (T3_KEEP=1 keeps them)"
 }
 trap cleanup EXIT

@@ -22,24 +22,17 @@
 #include "workflows/kernel_dev/workflow.h"
 
 #include "committed_tree.h"
+#include "kernel_dev_family.h"
 #include "rendered_tree.h"
 
 namespace kd = liger::kernel_dev;
 namespace fs = std::filesystem;
 using namespace liger::testing::rendered;  // write_tree, find_tool, run and the compile steps
+using liger::testing::family::analyse;
 
 namespace {
 
 const fs::path kSource = LIGER_SOURCE_DIR;
-
-const kd::KnowledgeBase& kb() {
-  static const kd::KnowledgeBase k = kd::KnowledgeBase::load(kSource);
-  return k;
-}
-
-kd::KernelProfile analyse(const std::string& text, const std::string& name = "") {
-  return kd::analyse({text, kd::InputKind::Auto, name}, kb());
-}
 
 struct Expected {
   std::string text;
@@ -217,7 +210,7 @@ TEST(KernelDevSegment, ProfileIsCompleteValidatesAndRoundTrips) {
 namespace {
 
 // One op per reduction and index form (and a pooled dim other than 0).
-const std::vector<std::pair<std::string, std::string>> kVariants = {
+const liger::testing::family::Variants kVariants = {
     {"segment_mean", "mean pooling over variable-length segments given offsets"},
     {"segment_sum_lengths", "segment sum given lengths"},
     {"segment_max", "max pooling over jagged rows given offsets"},
@@ -266,22 +259,7 @@ TEST(KernelDevSegment, RendersTheOpsFiles) {
 // The generated kernel compiles with nvcc for sm_90; the GPU test and the benchmark with g++ against
 // the CUDA headers; the binding with python3.
 TEST(KernelDevSegment, HostCodePythonAndCudaCompile) {
-  const std::string gxx = find_tool({"g++", "c++"});
-  const std::string nvcc = find_tool({"nvcc", "/usr/local/cuda/bin/nvcc"});
-  const std::string python = find_tool({"python3"});
-  const std::string cuda_include = cuda_include_dir();
-  for (const auto& [op, text] : kVariants) {
-    SCOPED_TRACE(op);
-    const fs::path root = write_tree(kd::render(analyse(text, op), kSource / "templates/kernel_dev"), op);
-    if (!gxx.empty() && !cuda_include.empty()) EXPECT_EQ(check_host_code(gxx, cuda_include, root, op), "");
-    if (!python.empty()) EXPECT_EQ(py_compile(python, root, "ops/" + op + ".py"), "");
-    if (!nvcc.empty()) EXPECT_EQ(compile_kernel(nvcc, root, op), "");
-    fs::remove_all(root);
-  }
-  std::string missing;
-  if (gxx.empty() || cuda_include.empty()) missing += "g++ or the CUDA headers (GPU test and benchmark); ";
-  if (python.empty()) missing += "python3 (binding); ";
-  if (nvcc.empty()) missing += "nvcc (kernel); ";
+  const std::string missing = liger::testing::family::compile_variants(kVariants, "-arch=sm_90");
   if (!missing.empty()) GTEST_SKIP() << "not compiled, tool missing: " << missing;
 }
 
@@ -290,109 +268,27 @@ TEST(KernelDevSegment, HostCodePythonAndCudaCompile) {
 TEST(KernelDevSegment, ReferenceBuildsAndPassesItsTests) {
   const std::string gxx = find_tool({"g++", "c++"});
   if (gxx.empty()) GTEST_SKIP() << "no C++ compiler (g++) on PATH: the rendered reference was not compiled";
-  for (const auto& [op, text] : kVariants) {
-    SCOPED_TRACE(op);
-    const fs::path root = write_tree(kd::render(analyse(text, op), kSource / "templates/kernel_dev"), op + "_ref");
-    std::string error = build_reference(gxx, root, op);
-    ASSERT_TRUE(error.empty()) << error;
-    error = run((root / "ref_test").string(), root / "run.log");
-    EXPECT_TRUE(error.empty()) << error;
-    const std::string log = liger::util::read_file(root / "run.log");
-    EXPECT_NE(log.find("[  PASSED  ] 3 tests."), std::string::npos) << log;
-    fs::remove_all(root);
-  }
+  liger::testing::family::expect_references_pass(gxx, kVariants, 3);
 }
 
 // A wrong gradient rule in the reference is caught by its finite-difference test (the test can fail).
 TEST(KernelDevSegment, ReferenceTestCatchesAWrongGradient) {
   const std::string gxx = find_tool({"g++", "c++"});
   if (gxx.empty()) GTEST_SKIP() << "no C++ compiler (g++) on PATH";
-  auto files = kd::render(analyse("segment mean given offsets", "seg_wrong"), kSource / "templates/kernel_dev");
-  for (auto& f : files)
-    if (f.path == "kernels/reference/seg_wrong_ref.cpp") {
-      const std::string rule = "dy[i] / static_cast<double>(end - begin)";
-      ASSERT_NE(f.content.find(rule), std::string::npos);
-      f.content.replace(f.content.find(rule), rule.size(), "dy[i]");  // the sum's gradient for a mean
-    }
-  const fs::path root = write_tree(files, "seg_wrong");
-  // No warning flags: what is under test is the hand-edited gradient rule, not how cleanly it compiles.
-  std::string error = build_reference(gxx, root, "seg_wrong", "");
-  ASSERT_TRUE(error.empty()) << error;
-  error = run((root / "ref_test").string(), root / "run.log");
+  // The sum's gradient for a mean.
+  const std::string error = liger::testing::family::run_with_wrong_rule(
+      gxx, "segment mean given offsets", "seg_wrong", "dy[i] / static_cast<double>(end - begin)", "dy[i]");
   EXPECT_NE(error.find("gradient check failed (seed 1)"), std::string::npos) << error;
-  fs::remove_all(root);
 }
-
-namespace {
-
-struct FakeRunner : kd::ToolRunner {
-  std::vector<std::vector<std::string>> calls;
-  liger::toolchain::ProcessResult run(const std::vector<std::string>& argv, const fs::path&, std::chrono::seconds,
-                                      const std::map<std::string, std::string>&) override {
-    calls.push_back(argv);
-    liger::toolchain::ProcessResult r;
-    r.exit_code = 0;
-    const std::string exe = fs::path(argv.front()).filename().string();
-    if (exe == "reference_tests") r.output = "[==========] 3 tests ran.\n[  PASSED  ] 3 tests.\n";
-    else if (exe == "python3") {
-      r.exit_code = 3;
-      r.output = "not run: torch not importable\n";
-    } else {
-      r.output = "ninja: no work to do.\n";
-    }
-    return r;
-  }
-  bool has_tool(const std::string&) override { return true; }
-  bool has_gpu() override { return false; }
-};
-
-}  // namespace
 
 // The index_add_ spelling with --yes: Understand decides everything, Act writes the op's
 // files and list entries, Verify builds and runs <Camel>Reference.* (toolchain faked).
 TEST(KernelDevSegment, IndexAddSpellingReachesVerifyWithYes) {
-  std::string pattern = (fs::temp_directory_path() / "kernel-dev-seg-XXXXXX").string();
-  const fs::path root = ::mkdtemp(pattern.data());
-  const fs::path tree = root / "repo", build = root / "build";
-  liger::testing::copy_committed(kSource,
-                                 {"kernels/ops.yaml", "kernels/python/liger_kernels/functional.py",
-                                  "docs/kernels/README.md", "kernels/include/liger_kernels"},
-                                 tree);
-  fs::create_directories(build);
-  std::ofstream(build / "build.ninja") << "# fake\n";
-  std::ofstream(build / "CMakeCache.txt") << "LIGER_BUILD_KERNELS:BOOL=OFF\n";
-  auto runner = std::make_shared<FakeRunner>();
-  kd::set_tool_runner_for_testing(runner);
-  liger::engine::WorkflowRegistry registry;
-  registry.add(kd::make_workflow());
-  liger::Config config = liger::Config::defaults();
-  liger::engine::EngineOptions o;
-  o.run_root = root / "runs";
-  o.checkpoints = liger::engine::CheckpointPolicy::AutoApprove;
-  o.config = &config;
-  o.quiet = true;
-  liger::engine::RunRequest r;
-  r.workflow = "kernel-dev";
-  r.label = "segment";
-  r.tree_root = tree;
-  r.input_text = kRecognised[0].text;
-  r.arguments = {{"input", r.input_text}, {"build_dir", build.string()}};
-  liger::engine::Engine engine(registry, o);
-  const auto out = engine.start(r);
-  kd::set_tool_runner_for_testing(nullptr);
-  ASSERT_EQ(out.status, "completed") << out.message;
-  for (const char* f : {"kernels/src/segment_mean/segment_mean.cu", "kernels/python/liger_kernels/ops/segment_mean.py",
-                        "tests/kernels/reference/test_segment_mean_ref.cpp", "benchmarks/bench_segment_mean.cpp"})
-    EXPECT_TRUE(fs::exists(tree / f)) << f;
-  EXPECT_NE(liger::util::read_file(tree / "kernels/ops.yaml").find("  - name: segment_mean\n    tier: 2\n"), std::string::npos);
-  EXPECT_NE(liger::util::read_file(tree / "kernels/python/liger_kernels/functional.py").find("from .ops.segment_mean import segment_mean"),
+  auto runner = std::make_shared<liger::testing::family::FakeRunner>(3);
+  const auto yes = liger::testing::family::run_with_yes(kRecognised[0].text, "segment", runner);
+  liger::testing::family::expect_op_through_verify(yes, *runner, "segment_mean", 2);
+  EXPECT_NE(liger::util::read_file(yes.tree / "kernels/python/liger_kernels/functional.py").find("from .ops.segment_mean import segment_mean"),
             std::string::npos);
-  const std::string verify = liger::util::read_file(out.run_dir / "kernel-dev/verify.md");
-  EXPECT_NE(verify.find("| reference tests | passed"), std::string::npos) << verify;
-  bool filtered = false;
-  for (const auto& c : runner->calls)
-    if (fs::path(c.front()).filename() == "reference_tests") filtered = c.at(1) == "--gtest_filter=SegmentMeanReference.*";
-  EXPECT_TRUE(filtered);
   std::error_code ec;
-  fs::remove_all(root, ec);
+  fs::remove_all(yes.root, ec);
 }

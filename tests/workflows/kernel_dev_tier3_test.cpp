@@ -23,22 +23,17 @@
 #include "workflows/kernel_dev/workflow.h"
 
 #include "committed_tree.h"
+#include "kernel_dev_family.h"
+#include "rendered_tree.h"
 
 namespace kd = liger::kernel_dev;
 namespace fs = std::filesystem;
+using namespace liger::testing::rendered;  // write_tree, find_tool, run and the compile steps
+using liger::testing::family::analyse;
 
 namespace {
 
 const fs::path kSource = LIGER_SOURCE_DIR;
-
-const kd::KnowledgeBase& kb() {
-  static const kd::KnowledgeBase k = kd::KnowledgeBase::load(kSource);
-  return k;
-}
-
-kd::KernelProfile analyse(const std::string& text, const std::string& name = "") {
-  return kd::analyse({text, kd::InputKind::Auto, name}, kb());
-}
 
 struct Expected {
   std::string text;
@@ -233,42 +228,8 @@ TEST(KernelDevTier3, RendersTheOpsFiles) {
 
 namespace {
 
-fs::path write_tree(const std::vector<kd::RenderedFile>& files, const std::string& name) {
-  fs::path root = fs::temp_directory_path() / ("liger_kdev_tier3_" + std::to_string(::getpid()) + "_" + name);
-  fs::remove_all(root);
-  for (const auto& f : files) {
-    if (f.insert) continue;
-    fs::path path = root / f.path;
-    fs::create_directories(path.parent_path());
-    std::ofstream(path) << f.content;
-  }
-  return root;
-}
-
-std::string find_tool(const std::vector<std::string>& candidates) {
-  for (const auto& c : candidates) {
-    if (c.find('/') != std::string::npos) {
-      if (fs::exists(c)) return c;
-    } else if (std::system(("command -v " + c + " >/dev/null 2>&1").c_str()) == 0) {
-      return c;
-    }
-  }
-  return "";
-}
-
-std::string run(const std::string& command, const fs::path& log) {
-  const int status = std::system((command + " >" + log.string() + " 2>&1").c_str());
-  if (status == 0) return "";
-  std::ifstream in(log);
-  std::stringstream text;
-  text << in.rdbuf();
-  std::string out = text.str();
-  if (out.size() > 6000) out = "..." + out.substr(out.size() - 6000);
-  return "command failed (" + std::to_string(status) + "): " + command + "\n" + out;
-}
-
 // One op per loss and option that changes the code paths.
-const std::vector<std::pair<std::string, std::string>> kVariants = {
+const liger::testing::family::Variants kVariants = {
     {"t3_ce", "def f(x, w, target): return F.cross_entropy(x @ w.T, target)"},
     {"t3_ce_all", "fused linear cross entropy with z-loss 1e-3, softcap 3, label smoothing 0.1 and ignore index -1"},
     {"t3_ce_sum", "LM head cross-entropy, sum reduction"},
@@ -284,41 +245,7 @@ const std::vector<std::pair<std::string, std::string>> kVariants = {
 // The generated kernel compiles with nvcc for sm_90; the GPU test and the benchmark with g++ against
 // the CUDA headers; the binding with python3.
 TEST(KernelDevTier3, HostCodePythonAndCudaCompile) {
-  const std::string gxx = find_tool({"g++", "c++"});
-  const std::string nvcc = find_tool({"nvcc", "/usr/local/cuda/bin/nvcc"});
-  const std::string python = find_tool({"python3"});
-  std::string cuda_include;
-  for (const char* candidate : {"/usr/local/cuda/include", "/usr/include"})
-    if (fs::exists(fs::path(candidate) / "cuda_runtime.h")) cuda_include = candidate;
-  for (const auto& [op, text] : kVariants) {
-    SCOPED_TRACE(op);
-    const fs::path root = write_tree(kd::render(analyse(text, op), kSource / "templates/kernel_dev"), op);
-    if (!gxx.empty() && !cuda_include.empty()) {
-      const std::string includes = " -I" + cuda_include + " -I" + (root / "kernels/include").string() + " -I" +
-                                   (kSource / "kernels/include").string() + " -I" + (root / "kernels/reference").string() +
-                                   " -I" + (kSource / "tests/kernels").string() + " -I" + (kSource / "benchmarks").string();
-      for (const std::string& source : {"tests/kernels/gpu/test_" + op + ".cpp", "benchmarks/bench_" + op + ".cpp"})
-        EXPECT_EQ(run(gxx + " -std=c++17 -fsyntax-only -Wall -Wextra -Werror" + includes + " " + (root / source).string(),
-                      root / "build.log"),
-                  "");
-    }
-    if (!python.empty())
-      EXPECT_EQ(run(python + " -m py_compile " + (root / ("kernels/python/liger_kernels/ops/" + op + ".py")).string(),
-                    root / "py.log"),
-                "");
-    if (!nvcc.empty())
-      EXPECT_EQ(run(nvcc + " -std=c++17 -c --expt-relaxed-constexpr -gencode=arch=compute_90,code=sm_90 -Werror all-warnings -I" +
-                        (root / "kernels/include").string() + " -I" + (root / "kernels/src").string() + " -I" +
-                        (kSource / "kernels/include").string() + " -I" + (kSource / "kernels/src").string() + " " +
-                        (root / ("kernels/src/" + op + "/" + op + ".cu")).string() + " -o " + (root / "kernel.o").string(),
-                    root / "nvcc.log"),
-                "");
-    fs::remove_all(root);
-  }
-  std::string missing;
-  if (gxx.empty() || cuda_include.empty()) missing += "g++ or the CUDA headers (GPU test and benchmark); ";
-  if (python.empty()) missing += "python3 (binding); ";
-  if (nvcc.empty()) missing += "nvcc (kernel); ";
+  const std::string missing = liger::testing::family::compile_variants(kVariants, "-gencode=arch=compute_90,code=sm_90");
   if (!missing.empty()) GTEST_SKIP() << "not compiled, tool missing: " << missing;
 }
 
@@ -327,22 +254,7 @@ TEST(KernelDevTier3, HostCodePythonAndCudaCompile) {
 TEST(KernelDevTier3, ReferenceBuildsAndPassesItsFiniteDifferenceTests) {
   const std::string gxx = find_tool({"g++", "c++"});
   if (gxx.empty()) GTEST_SKIP() << "no C++ compiler (g++) on PATH: the rendered reference was not compiled";
-  for (const auto& [op, text] : kVariants) {
-    SCOPED_TRACE(op);
-    const fs::path root = write_tree(kd::render(analyse(text, op), kSource / "templates/kernel_dev"), op + "_ref");
-    const fs::path binary = root / "ref_test";
-    std::string error = run(gxx + " -std=c++17 -O1 -Wall -Wextra -Werror -I" + (root / "kernels/reference").string() + " " +
-                                (root / ("kernels/reference/" + op + "_ref.cpp")).string() + " " +
-                                (root / ("tests/kernels/reference/test_" + op + "_ref.cpp")).string() +
-                                " -lgtest -lgtest_main -pthread -o " + binary.string(),
-                            root / "build.log");
-    ASSERT_TRUE(error.empty()) << error;
-    error = run(binary.string(), root / "run.log");
-    EXPECT_TRUE(error.empty()) << error;
-    const std::string log = liger::util::read_file(root / "run.log");
-    EXPECT_NE(log.find("[  PASSED  ] 2 tests."), std::string::npos) << log;
-    fs::remove_all(root);
-  }
+  liger::testing::family::expect_references_pass(gxx, kVariants, 2);
 }
 
 // A wrong gradient rule in the reference is caught by its finite-difference test (the test can fail).
@@ -353,94 +265,17 @@ TEST(KernelDevTier3, ReferenceTestCatchesAWrongGradient) {
            {"fused linear cross entropy with z-loss 1e-2", "2.0 * kZLoss * lse * p", "kZLoss * lse * p"},
            {"fused linear JSD distillation beta 0.3", "(g[j] - pg)", "(g[j])"}}) {
     SCOPED_TRACE(text);
-    auto files = kd::render(analyse(text, "t3_wrong"), kSource / "templates/kernel_dev");
-    for (auto& f : files)
-      if (f.path == "kernels/reference/t3_wrong_ref.cpp") {
-        ASSERT_NE(f.content.find(rule), std::string::npos);
-        f.content.replace(f.content.find(rule), rule.size(), wrong);
-      }
-    const fs::path root = write_tree(files, "t3_wrong");
-    const fs::path binary = root / "ref_test";
-    std::string error = run(gxx + " -std=c++17 -O1 -I" + (root / "kernels/reference").string() + " " +
-                                (root / "kernels/reference/t3_wrong_ref.cpp").string() + " " +
-                                (root / "tests/kernels/reference/test_t3_wrong_ref.cpp").string() +
-                                " -lgtest -lgtest_main -pthread -o " + binary.string(),
-                            root / "build.log");
-    ASSERT_TRUE(error.empty()) << error;
-    error = run(binary.string(), root / "run.log");
+    const std::string error = liger::testing::family::run_with_wrong_rule(gxx, text, "t3_wrong", rule, wrong);
     EXPECT_NE(error.find("[  FAILED  ] T3WrongReference.GradientsMatchFiniteDifferences"), std::string::npos) << error;
-    fs::remove_all(root);
   }
 }
-
-namespace {
-
-struct FakeRunner : kd::ToolRunner {
-  std::vector<std::vector<std::string>> calls;
-  liger::toolchain::ProcessResult run(const std::vector<std::string>& argv, const fs::path&, std::chrono::seconds,
-                                      const std::map<std::string, std::string>&) override {
-    calls.push_back(argv);
-    liger::toolchain::ProcessResult r;
-    r.exit_code = 0;
-    const std::string exe = fs::path(argv.front()).filename().string();
-    if (exe == "reference_tests") r.output = "[==========] 2 tests ran.\n[  PASSED  ] 2 tests.\n";
-    else if (exe == "python3") {
-      r.exit_code = 3;
-      r.output = "not run: torch not importable\n";
-    } else {
-      r.output = "ninja: no work to do.\n";
-    }
-    return r;
-  }
-  bool has_tool(const std::string&) override { return true; }
-  bool has_gpu() override { return false; }
-};
-
-}  // namespace
 
 // The PyTorch spelling with --yes: Understand decides everything, Act writes the op's files
 // and list entries, Verify builds and runs <Camel>Reference.* (toolchain faked).
 TEST(KernelDevTier3, CrossEntropySpellingReachesVerifyWithYes) {
-  std::string pattern = (fs::temp_directory_path() / "kernel-dev-t3-XXXXXX").string();
-  const fs::path root = ::mkdtemp(pattern.data());
-  const fs::path tree = root / "repo", build = root / "build";
-  liger::testing::copy_committed(kSource,
-                                 {"kernels/ops.yaml", "kernels/python/liger_kernels/functional.py",
-                                  "docs/kernels/README.md", "kernels/include/liger_kernels"},
-                                 tree);
-  fs::create_directories(build);
-  std::ofstream(build / "build.ninja") << "# fake\n";
-  std::ofstream(build / "CMakeCache.txt") << "LIGER_BUILD_KERNELS:BOOL=OFF\n";
-  auto runner = std::make_shared<FakeRunner>();
-  kd::set_tool_runner_for_testing(runner);
-  liger::engine::WorkflowRegistry registry;
-  registry.add(kd::make_workflow());
-  liger::Config config = liger::Config::defaults();
-  liger::engine::EngineOptions o;
-  o.run_root = root / "runs";
-  o.checkpoints = liger::engine::CheckpointPolicy::AutoApprove;
-  o.config = &config;
-  o.quiet = true;
-  liger::engine::RunRequest r;
-  r.workflow = "kernel-dev";
-  r.label = "tier3";
-  r.tree_root = tree;
-  r.input_text = kRecognised[7].text;
-  r.arguments = {{"input", r.input_text}, {"build_dir", build.string()}};
-  liger::engine::Engine engine(registry, o);
-  const auto out = engine.start(r);
-  kd::set_tool_runner_for_testing(nullptr);
-  ASSERT_EQ(out.status, "completed") << out.message;
-  for (const char* f : {"kernels/src/fused_linear_ce/fused_linear_ce.cu", "kernels/python/liger_kernels/ops/fused_linear_ce.py",
-                        "tests/kernels/reference/test_fused_linear_ce_ref.cpp", "benchmarks/bench_fused_linear_ce.cpp"})
-    EXPECT_TRUE(fs::exists(tree / f)) << f;
-  EXPECT_NE(liger::util::read_file(tree / "kernels/ops.yaml").find("  - name: fused_linear_ce\n    tier: 3\n"), std::string::npos);
-  const std::string verify = liger::util::read_file(out.run_dir / "kernel-dev/verify.md");
-  EXPECT_NE(verify.find("| reference tests | passed"), std::string::npos) << verify;
-  bool filtered = false;
-  for (const auto& c : runner->calls)
-    if (fs::path(c.front()).filename() == "reference_tests") filtered = c.at(1) == "--gtest_filter=FusedLinearCeReference.*";
-  EXPECT_TRUE(filtered);
+  auto runner = std::make_shared<liger::testing::family::FakeRunner>(2);
+  const auto yes = liger::testing::family::run_with_yes(kRecognised[7].text, "tier3", runner);
+  liger::testing::family::expect_op_through_verify(yes, *runner, "fused_linear_ce", 3);
   std::error_code ec;
-  fs::remove_all(root, ec);
+  fs::remove_all(yes.root, ec);
 }

@@ -94,10 +94,12 @@ inline std::string py_compile(const std::string& python, const std::filesystem::
   return run(python + " -m py_compile " + (root / ("kernels/python/liger_kernels/" + module)).string(), root / "py.log");
 }
 
-// The op's rendered CUDA kernel, compiled for sm_90 with every warning an error.
-inline std::string compile_kernel(const std::string& nvcc, const std::filesystem::path& root, const std::string& op) {
+// The op's rendered CUDA kernel, compiled for sm_90 (`arch`: nvcc's target flags) with every
+// warning an error.
+inline std::string compile_kernel(const std::string& nvcc, const std::filesystem::path& root, const std::string& op,
+                                  const std::string& arch = "-arch=sm_90") {
   const std::filesystem::path source_dir = LIGER_SOURCE_DIR;
-  return run(nvcc + " -std=c++17 -c --expt-relaxed-constexpr -arch=sm_90 -Werror all-warnings -I" +
+  return run(nvcc + " -std=c++17 -c --expt-relaxed-constexpr " + arch + " -Werror all-warnings -I" +
                  (root / "kernels/include").string() + " -I" + (root / "kernels/src").string() + " -I" +
                  (source_dir / "kernels/include").string() + " -I" + (source_dir / "kernels/src").string() + " " +
                  (root / ("kernels/src/" + op + "/" + op + ".cu")).string() + " -o " + (root / "kernel.o").string(),

@@ -1,8 +1,12 @@
 #include "workflows/kernel_dev/render_family.h"
 
+#include <cctype>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+
+#include "liger/text_escape.h"
 
 namespace liger::kernel_dev {
 
@@ -19,6 +23,53 @@ std::string read_family_template(const std::filesystem::path& path) {
 }
 
 }  // namespace
+
+std::string family_upper(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string family_free_text(const std::string& text, bool quotes) {
+  std::string out = util::escape_code_text(text);
+  for (char& c : out) {
+    if (c == '|') c = '/';
+    else if (c == '`') c = '\'';
+    else if (quotes && c == '"') c = '\'';
+  }
+  return out;
+}
+
+std::string family_c_string(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+mu::data family_context(const KernelProfile& p, const std::string& tier, bool quotes) {
+  mu::data d;
+  d.set("tier", tier);
+  d.set("op", p.op_name);
+  d.set("OP", family_upper(p.op_name));
+  d.set("Camel", camel_case(p.op_name));
+  d.set("display", family_free_text(p.display_name, quotes));
+  d.set("closest_kernel", p.closest_kernel);
+  d.set("python_module", p.python_module);
+  return d;
+}
+
+mu::object family_tolerance(const ToleranceSpec& t, const std::string& reason) {
+  if (t.dtype != "fp32" && t.dtype != "fp16" && t.dtype != "bf16")
+    throw std::invalid_argument("render: profile tolerance for unknown dtype '" + t.dtype + "'");
+  char brace[256];
+  std::snprintf(brace, sizeof(brace), "{%.9g, %.9g, %.9g, ", t.atol, t.rtol, t.max_relative_l2);
+  return mu::object{
+      {"dtype", t.dtype},
+      {"dtype_enum", t.dtype == "fp32" ? "LIGER_DTYPE_FLOAT32" : t.dtype == "fp16" ? "LIGER_DTYPE_FLOAT16" : "LIGER_DTYPE_BFLOAT16"},
+      {"brace_init", std::string(brace) + family_c_string(reason) + "}"}};
+}
 
 void require_renderable(const KernelProfile& p, const std::vector<std::string>& problems) {
   if (!p.complete()) {

@@ -14,6 +14,25 @@
 
 namespace liger::kernel_dev {
 
+// Upper case (the op's C macro prefix).
+std::string family_upper(std::string s);
+
+// Profile text placed in comments, docstrings and Markdown cells: one line that cannot close any
+// of them (as render.cpp's free_text). `quotes` also turns '"' into '\'' for text that lands
+// inside a string literal of a template.
+std::string family_free_text(const std::string& text, bool quotes = false);
+
+// `text` as a C string literal.
+std::string family_c_string(const std::string& text);
+
+// The context entries every family sets from the profile's identity: tier, op, OP, Camel,
+// display (free text, `quotes` as family_free_text), closest_kernel, python_module.
+kainjow::mustache::data family_context(const KernelProfile& p, const std::string& tier, bool quotes);
+
+// One entry of the `tolerances` list: dtype, dtype_enum and the C brace initialiser (whose reason
+// is `reason`, already made free text). Throws std::invalid_argument for a dtype the library lacks.
+kainjow::mustache::object family_tolerance(const ToleranceSpec& t, const std::string& reason);
+
 // Throws std::invalid_argument naming every undecided field, every problem of the family's own
 // section (`problems`), or the missing tolerances.
 void require_renderable(const KernelProfile& p, const std::vector<std::string>& problems);

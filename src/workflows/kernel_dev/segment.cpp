@@ -1,6 +1,7 @@
 // The profile of a segment reduction: built from a recognition, checked, and kept in the
 // profile document's `segment` section (see segment.h).
 #include "workflows/kernel_dev/segment.h"
+#include "workflows/kernel_dev/family_profile.h"
 
 #include <algorithm>
 #include <set>
@@ -59,17 +60,8 @@ std::optional<KernelProfile> analyse_segment(const AnalysisRequest& request, con
       generic += "_dim" + (s.pooled_dim > 0 ? std::to_string(s.pooled_dim) : "_neg" + std::to_string(-s.pooled_dim));
     op = entry.empty() || generic_names().count(op_name_for(entry)) ? generic : op_name_for(entry);
   }
-  p.op_name = op;
+  set_family_identity(p, op, knowledge);
   p.display_name = "Segment " + reduce_display(s.reduce) + " pooling (" + s.index + ")";
-  p.c_prefix = "liger_" + op;
-  p.cpp_namespace = "liger::kernels::" + op;
-  p.python_functional = op;
-  p.python_module = "Liger" + camel_case(op);
-  p.python_function = "Liger" + camel_case(op) + "Function";
-  for (const auto& k : knowledge.tiers.kernels)
-    if (k == op)
-      p.notes.push_back("the library already has a kernel named '" + op +
-                        "': Act must not overwrite it; use --name for a new op");
 
   p.tier = 2;
   p.tier_reason = "Tier 2 (reduction): a segment " + s.reduce +
@@ -171,10 +163,7 @@ std::vector<std::string> segment_problems(const KernelProfile& p) {
 
 YAML::Node segment_to_yaml(const KernelProfile& p) {
   YAML::Node n;
-  if (p.undecided.count("segment")) {
-    n["undecided"] = p.undecided.at("segment");
-    return n;
-  }
+  if (write_undecided_section(p, "segment", n)) return n;
   const SegmentSpec& s = *p.segment;
   n["reduce"] = s.reduce;
   n["index"] = s.index;
@@ -193,36 +182,21 @@ YAML::Node segment_to_yaml(const KernelProfile& p) {
 }
 
 void read_segment(const YAML::Node& root, KernelProfile& p) {
-  const YAML::Node n = root["segment"];
-  if (!n || n.IsNull()) return;
-  if (!n.IsMap()) throw std::runtime_error("segment: expected a mapping");
-  if (n["undecided"]) {
-    p.undecided["segment"] = n["undecided"].as<std::string>();
-    p.segment = SegmentSpec{};  // the section exists: the op is a segment reduction still to decide
-    return;
-  }
-  SegmentSpec s;
-  auto text = [&](const char* key, std::string& out) {
-    if (n[key]) out = n[key].as<std::string>();
-  };
-  try {
-    text("reduce", s.reduce);
-    text("index", s.index);
-    if (n["pooled_dim"]) s.pooled_dim = n["pooled_dim"].as<int>();
-    if (n["features"]) s.features = n["features"].as<long long>();
-    if (n["dtypes"]) s.dtypes = n["dtypes"].as<std::vector<std::string>>();
-    text("index_dtype", s.index_dtype);
-    text("empty_segment", s.empty_segment);
-    text("source_form", s.source_form);
+  read_family_section(root, "segment", p, p.segment, [](const YAML::Node& n, SegmentSpec& s) {
+    read_field(n, "reduce", s.reduce);
+    read_field(n, "index", s.index);
+    read_field(n, "pooled_dim", s.pooled_dim);
+    read_field(n, "features", s.features);
+    read_field(n, "dtypes", s.dtypes);
+    read_field(n, "index_dtype", s.index_dtype);
+    read_field(n, "empty_segment", s.empty_segment);
+    read_field(n, "source_form", s.source_form);
     if (const YAML::Node b = n["benchmark"]; b && b.IsMap()) {
-      if (b["segments"]) s.bench_segments = b["segments"].as<long long>();
-      if (b["min_rows"]) s.bench_min_rows = b["min_rows"].as<long long>();
-      if (b["max_rows"]) s.bench_max_rows = b["max_rows"].as<long long>();
+      read_field(b, "segments", s.bench_segments);
+      read_field(b, "min_rows", s.bench_min_rows);
+      read_field(b, "max_rows", s.bench_max_rows);
     }
-  } catch (const YAML::Exception& e) {
-    throw std::runtime_error("segment: " + std::string(e.what()));
-  }
-  p.segment = s;
+  });
 }
 
 }  // namespace liger::kernel_dev

@@ -8,7 +8,6 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "liger/text_escape.h"
 #include "workflows/kernel_dev/segment.h"
 #include "workflows/kernel_dev/render_family.h"
 
@@ -18,21 +17,7 @@ namespace mu = kainjow::mustache;
 
 namespace {
 
-std::string upper(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return s;
-}
-
-// Profile text placed in comments, docstrings and Markdown cells: one line that cannot close any
-// of them (as render.cpp's free_text).
-std::string free_text(const std::string& text) {
-  std::string out = util::escape_code_text(text);
-  for (char& c : out) {
-    if (c == '|') c = '/';
-    else if (c == '`') c = '\'';
-  }
-  return out;
-}
+std::string free_text(const std::string& text) { return family_free_text(text); }
 
 std::string number(double v) {
   char buffer[64];
@@ -43,25 +28,9 @@ std::string number(double v) {
   return buffer;
 }
 
-std::string c_string(const std::string& text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
-
 mu::data context(const KernelProfile& p) {
   const SegmentSpec& s = *p.segment;
-  mu::data d;
-  d.set("tier", "2");
-  d.set("op", p.op_name);
-  d.set("OP", upper(p.op_name));
-  d.set("Camel", camel_case(p.op_name));
-  d.set("display", free_text(p.display_name));
-  d.set("closest_kernel", p.closest_kernel);
-  d.set("python_module", p.python_module);
+  mu::data d = family_context(p, "2", false);
   d.set("source_kind", p.source_kind);
   d.set("source_form", free_text(s.source_form));
   d.set("reduce", s.reduce);
@@ -109,18 +78,12 @@ mu::data context(const KernelProfile& p) {
 
   mu::list tolerances;
   for (const auto& t : *p.tolerances) {
-    if (t.dtype != "fp32" && t.dtype != "fp16" && t.dtype != "bf16")
-      throw std::invalid_argument("render: profile tolerance for unknown dtype '" + t.dtype + "'");
-    char brace[256];
-    std::snprintf(brace, sizeof(brace), "{%.9g, %.9g, %.9g, ", t.atol, t.rtol, t.max_relative_l2);
-    tolerances.push_back(mu::object{
-        {"dtype", t.dtype},
-        {"dtype_enum", t.dtype == "fp32" ? "LIGER_DTYPE_FLOAT32" : t.dtype == "fp16" ? "LIGER_DTYPE_FLOAT16" : "LIGER_DTYPE_BFLOAT16"},
-        {"applies_to", t.applies_to},
-        {"atol", number(t.atol)},
-        {"rtol", number(t.rtol)},
-        {"reason", free_text(t.reason)},
-        {"brace_init", std::string(brace) + c_string(free_text(t.reason)) + "}"}});
+    mu::object entry = family_tolerance(t, free_text(t.reason));
+    entry.emplace("applies_to", t.applies_to);
+    entry.emplace("atol", number(t.atol));
+    entry.emplace("rtol", number(t.rtol));
+    entry.emplace("reason", free_text(t.reason));
+    tolerances.push_back(entry);
   }
   d.set("tolerances", tolerances);
   return d;

@@ -26,19 +26,6 @@
 
 namespace liger::kernel_dev {
 
-namespace {
-
-struct Hoisted {
-  struct Reduction {
-    std::string name, op;  // op: sum | mean | max | min | shift
-    Expr argument;         // per column, over x, parameters, n and earlier reductions
-  };
-  std::vector<Reduction> reductions;
-  Expr output;
-  bool dropped_in_arithmetic = false;  // a keepdim=False result combined with per-column values
-  bool output_dropped = false;         // the output is a keepdim=False row value (shape [rows])
-};
-
 Expr rebuild(const Expr& e, std::vector<Expr> args) {
   switch (e->kind) {
     case Kind::Number:
@@ -54,6 +41,19 @@ Expr rebuild(const Expr& e, std::vector<Expr> args) {
   }
   return e;
 }
+
+namespace {
+
+struct Hoisted {
+  struct Reduction {
+    std::string name, op;  // op: sum | mean | max | min | shift
+    Expr argument;         // per column, over x, parameters, n and earlier reductions
+  };
+  std::vector<Reduction> reductions;
+  Expr output;
+  bool dropped_in_arithmetic = false;  // a keepdim=False result combined with per-column values
+  bool output_dropped = false;         // the output is a keepdim=False row value (shape [rows])
+};
 
 class Hoister {
  public:

@@ -21,6 +21,11 @@
 namespace liger::kernel_dev {
 
 // --------------------------------------------------------------------------------------------
+// A node of e's kind (and name) over new operands `args`, through the simplifying constructors;
+// the rewrites of the derivation and of the saved-output backward rebuild their trees with it.
+Expr rebuild(const Expr& e, std::vector<Expr> args);
+
+// --------------------------------------------------------------------------------------------
 // Reductions in the IR.
 Expr row_reduce(const std::string& op, Expr per_column);  // op: sum | mean | max | min | shift
 bool has_row_reduction(const Expr& e);

@@ -38,22 +38,6 @@ namespace liger::kernel_dev {
 
 namespace {
 
-Expr rebuilt(const Expr& e, std::vector<Expr> args) {
-  switch (e->kind) {
-    case Kind::Number:
-    case Kind::Symbol: return e;
-    case Kind::Add: return add(args[0], args[1]);
-    case Kind::Sub: return sub(args[0], args[1]);
-    case Kind::Mul: return mul(args[0], args[1]);
-    case Kind::Div: return div(args[0], args[1]);
-    case Kind::Pow: return pow(args[0], args[1]);
-    case Kind::Neg: return neg(args[0]);
-    case Kind::Call: return call(e->name, std::move(args));
-    case Kind::Compare: return compare(e->name, args[0], args[1]);
-  }
-  return e;
-}
-
 // Occurrences of `name` in the expanded tree (capped: only 0, 1 and "more" matter).
 int occurrences(const Expr& e, const std::string& name, int cap = 2) {
   if (e->kind == Kind::Symbol) return e->name == name ? 1 : 0;
@@ -149,7 +133,7 @@ Expr replace_spine(const Expr& e, const std::vector<std::pair<Expr, Expr>>& spin
     } else {
       std::vector<Expr> args;
       for (const auto& a : e->args) args.push_back(replace_spine(a, spine, memo));
-      result = rebuilt(e, std::move(args));
+      result = rebuild(e, std::move(args));
     }
   }
   memo.emplace(e.get(), result);

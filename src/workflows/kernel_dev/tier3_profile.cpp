@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "workflows/kernel_dev/tier3.h"
+#include "workflows/kernel_dev/family_profile.h"
 
 namespace liger::kernel_dev {
 
@@ -91,17 +92,9 @@ std::optional<KernelProfile> analyse_fused_linear(const AnalysisRequest& request
     std::string entry = r.entry;
     op = entry.empty() || generic_names().count(op_name_for(entry)) ? generic : op_name_for(entry);
   }
-  p.op_name = op;
+  set_family_identity(p, op, knowledge);
   p.display_name = "Fused linear + " + std::string(s.loss == "cross_entropy" ? "cross-entropy" : s.loss == "kl_div" ? "KL divergence" : "JSD") +
                    " (chunked, logits never materialised)";
-  p.c_prefix = "liger_" + op;
-  p.cpp_namespace = "liger::kernels::" + op;
-  p.python_functional = op;
-  p.python_module = "Liger" + camel_case(op);
-  p.python_function = "Liger" + camel_case(op) + "Function";
-  for (const auto& k : knowledge.tiers.kernels)
-    if (k == op)
-      p.notes.push_back("the library already has a kernel named '" + op + "': Act must not overwrite it; use --name for a new op");
 
   p.tier = 3;
   p.tier_reason = "Tier 3 (fused): a loss over logits = x @ weight.T; the [rows, vocab] logits are produced, reduced and "
@@ -198,10 +191,7 @@ std::vector<std::string> fused_linear_problems(const KernelProfile& p) {
 
 YAML::Node fused_linear_to_yaml(const KernelProfile& p) {
   YAML::Node n;
-  if (p.undecided.count("fused_linear")) {
-    n["undecided"] = p.undecided.at("fused_linear");
-    return n;
-  }
+  if (write_undecided_section(p, "fused_linear", n)) return n;
   const FusedLinearSpec& s = *p.fused_linear;
   n["loss"] = s.loss;
   if (s.loss == "cross_entropy") {
@@ -227,37 +217,25 @@ YAML::Node fused_linear_to_yaml(const KernelProfile& p) {
 }
 
 void read_fused_linear(const YAML::Node& root, KernelProfile& p) {
-  const YAML::Node n = root["fused_linear"];
-  if (!n || n.IsNull()) return;
-  if (!n.IsMap()) throw std::runtime_error("fused_linear: expected a mapping");
-  if (n["undecided"]) {
-    p.undecided["fused_linear"] = n["undecided"].as<std::string>();
-    p.fused_linear = FusedLinearSpec{};
-    return;
-  }
-  FusedLinearSpec s;
-  try {
-    if (n["loss"]) s.loss = n["loss"].as<std::string>();
-    if (n["ignore_index"]) s.ignore_index = n["ignore_index"].as<long long>();
-    if (n["label_smoothing"]) s.label_smoothing = n["label_smoothing"].as<double>();
-    if (n["z_loss"]) s.z_loss = n["z_loss"].as<double>();
-    if (n["softcap"]) s.softcap = n["softcap"].as<double>();
-    if (n["temperature"]) s.temperature = n["temperature"].as<double>();
-    if (n["beta"]) s.beta = n["beta"].as<double>();
+  read_family_section(root, "fused_linear", p, p.fused_linear, [](const YAML::Node& n, FusedLinearSpec& s) {
+    read_field(n, "loss", s.loss);
+    read_field(n, "ignore_index", s.ignore_index);
+    read_field(n, "label_smoothing", s.label_smoothing);
+    read_field(n, "z_loss", s.z_loss);
+    read_field(n, "softcap", s.softcap);
+    read_field(n, "temperature", s.temperature);
+    read_field(n, "beta", s.beta);
     s.reduction = n["reduction"] ? n["reduction"].as<std::string>() : (s.loss == "cross_entropy" ? "mean" : "batchmean");
-    if (n["chunk_rows"]) s.chunk_rows = n["chunk_rows"].as<long long>();
-    if (n["grad_weight_accumulator"]) s.grad_weight_accumulator = n["grad_weight_accumulator"].as<std::string>();
-    if (n["dtypes"]) s.dtypes = n["dtypes"].as<std::vector<std::string>>();
-    if (n["source_form"]) s.source_form = n["source_form"].as<std::string>();
+    read_field(n, "chunk_rows", s.chunk_rows);
+    read_field(n, "grad_weight_accumulator", s.grad_weight_accumulator);
+    read_field(n, "dtypes", s.dtypes);
+    read_field(n, "source_form", s.source_form);
     if (const YAML::Node b = n["benchmark"]; b && b.IsMap()) {
-      if (b["tokens"]) s.bench_tokens = b["tokens"].as<long long>();
-      if (b["hidden"]) s.bench_hidden = b["hidden"].as<long long>();
-      if (b["vocab"]) s.bench_vocab = b["vocab"].as<long long>();
+      read_field(b, "tokens", s.bench_tokens);
+      read_field(b, "hidden", s.bench_hidden);
+      read_field(b, "vocab", s.bench_vocab);
     }
-  } catch (const YAML::Exception& e) {
-    throw std::runtime_error("fused_linear: " + std::string(e.what()));
-  }
-  p.fused_linear = s;
+  });
 }
 
 }  // namespace liger::kernel_dev

@@ -9,7 +9,6 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "liger/text_escape.h"
 #include "workflows/kernel_dev/tier3.h"
 #include "workflows/kernel_dev/render_family.h"
 
@@ -19,21 +18,8 @@ namespace mu = kainjow::mustache;
 
 namespace {
 
-std::string upper(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return s;
-}
-
-// One line that cannot close a comment, docstring or Markdown cell.
-std::string free_text(const std::string& text) {
-  std::string out = util::escape_code_text(text);
-  for (char& c : out) {
-    if (c == '|') c = '/';
-    else if (c == '`') c = '\'';
-    else if (c == '"') c = '\'';
-  }
-  return out;
-}
+// One line that cannot close a comment, docstring, Markdown cell or string literal.
+std::string free_text(const std::string& text) { return family_free_text(text, true); }
 
 // The shortest decimal that reads back as v.
 std::string shortest(double v) {
@@ -54,26 +40,10 @@ std::string shortest(double v) {
 // The profile's decimal as a float literal (the compiler rounds it once, as the profile reads it).
 std::string c_float(double v) { return shortest(v) + "f"; }
 
-std::string c_string(const std::string& text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
-
 mu::data context(const KernelProfile& p) {
   const FusedLinearSpec& s = *p.fused_linear;
   const bool ce = s.loss == "cross_entropy";
-  mu::data d;
-  d.set("tier", "3");
-  d.set("op", p.op_name);
-  d.set("OP", upper(p.op_name));
-  d.set("Camel", camel_case(p.op_name));
-  d.set("display", free_text(p.display_name));
-  d.set("closest_kernel", p.closest_kernel);
-  d.set("python_module", p.python_module);
+  mu::data d = family_context(p, "3", true);
   d.set("formula", free_text(p.forward ? p.forward->expression : s.loss));
   d.set("gradient", free_text(p.gradients && !p.gradients->empty() ? p.gradients->front().expression : ""));
   d.set("loss", s.loss);
@@ -135,16 +105,7 @@ mu::data context(const KernelProfile& p) {
   d.set("hyperparameters", mu::list{});
 
   mu::list tolerances;
-  for (const auto& t : *p.tolerances) {
-    if (t.dtype != "fp32" && t.dtype != "fp16" && t.dtype != "bf16")
-      throw std::invalid_argument("render: profile tolerance for unknown dtype '" + t.dtype + "'");
-    char brace[256];
-    std::snprintf(brace, sizeof(brace), "{%.9g, %.9g, %.9g, ", t.atol, t.rtol, t.max_relative_l2);
-    tolerances.push_back(mu::object{
-        {"dtype", t.dtype},
-        {"dtype_enum", t.dtype == "fp32" ? "LIGER_DTYPE_FLOAT32" : t.dtype == "fp16" ? "LIGER_DTYPE_FLOAT16" : "LIGER_DTYPE_BFLOAT16"},
-        {"brace_init", std::string(brace) + c_string(free_text(t.reason)) + "}"}});
-  }
+  for (const auto& t : *p.tolerances) tolerances.push_back(family_tolerance(t, free_text(t.reason)));
   d.set("tolerances", tolerances);
   return d;
 }
