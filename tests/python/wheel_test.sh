@@ -31,8 +31,13 @@ LIGER_KERNELS_PREBUILT="$prebuilt" "$py" -m pip wheel --no-build-isolation --no-
   -w "$work/dist" "$work/src" >"$work/build.log" 2>&1 || { cat "$work/build.log"; echo "wheel build failed"; exit 1; }
 wheel_file="$(ls "$work"/dist/liger_kernels-*.whl)"
 echo "built $(basename "$wheel_file")"
-"$py" -m zipfile -l "$wheel_file" | grep -q "liger_kernels/libliger_kernels.so" ||
-  { echo "the wheel does not contain liger_kernels/libliger_kernels.so"; "$py" -m zipfile -l "$wheel_file"; exit 1; }
+# The listing is read whole before it is searched: `zipfile -l | grep -q` under pipefail fails when
+# grep stops reading at the first match and zipfile's next write breaks the pipe (CI, 2026-11-26).
+listing="$("$py" -m zipfile -l "$wheel_file")"
+case "$listing" in
+  *liger_kernels/libliger_kernels.so*) ;;
+  *) echo "the wheel does not contain liger_kernels/libliger_kernels.so"; echo "$listing"; exit 1 ;;
+esac
 
 "$py" -m venv --system-site-packages "$work/venv"
 "$work/venv/bin/python" -m pip install --no-index --no-deps "$wheel_file" >"$work/install.log" 2>&1 ||
