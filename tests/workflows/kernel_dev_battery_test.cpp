@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "workflows/kernel_dev/profile.h"
+#include "workflows/kernel_dev/row_program.h"
 
 namespace kd = liger::kernel_dev;
 
@@ -202,7 +203,21 @@ const std::vector<Case>& cases() {
       {"GELU with tanh approximation", "GELU with tanh approximation", 1, {"x"},
        "0.5 * x * (1 + tanh(0.7978845608 * (x + 0.044715 * x^3)))", ""},
       {"one number, two parameters", "hard tanh 2", 0, {}, "", "gives 2"},
-      {"z-loss by name", "z-loss", 0, {}, "", "not from a description"},
+      // Tier-2 requests by name: derived offline from the request's PyTorch form (tiers.yaml)
+      // when the description adds nothing; a word or number it does not have keeps them undecided.
+      {"z-loss by name", "z-loss", 2, {"x"}, "", ""},
+      {"softmax by name", "softmax", 2, {"x"}, "", ""},
+      {"row-wise softmax in words", "a fused row-wise softmax over the last dimension", 2, {"x"}, "", ""},
+      {"softmax over dim=-1 in words", "softmax over dim=-1", 2, {"x"}, "", ""},
+      {"softmax with a temperature", "softmax with temperature 2", 0, {}, "", "('temperature', '2')"},
+      {"softmax over another dim", "softmax over dim 0", 0, {}, "", "('0')"},
+      {"log-softmax by name", "log-softmax", 2, {"x"}, "", ""},
+      {"L2-normalise rows in words", "L2-normalize each row", 2, {"x"}, "", ""},
+      {"logsumexp in words", "logsumexp of each row", 2, {"x"}, "", ""},
+      {"RMSNorm without weight", "RMSNorm without weight", 2, {"x"}, "", ""},
+      {"LayerNorm without affine", "LayerNorm without affine parameters", 2, {"x"}, "", ""},
+      {"RMSNorm (its weight implied)", "RMSNorm", 0, {}, "", "per-column weight"},
+      {"sparsemax (no built-in form)", "sparse softmax", 0, {}, "", "('sparse')"},
       {"a gate of two activations", "tanh gated by sigmoid", 0, {}, "", "'tanh', 'gated'"},
   };
   return list;
@@ -224,4 +239,26 @@ TEST(KernelDevBattery, UnderstandsOrRefusesWithTheReason) {
     EXPECT_EQ(input_names(p), c.inputs) << c.label;
     if (c.tier == 1 && *c.same_as) expect_same_forward(p, c.same_as, c.label);
   }
+}
+
+// A request by name computes what its PyTorch form computes, under a name that never takes one of
+// the library's kernels.
+TEST(KernelDevBattery, RequestsByNameAreTheirPyTorchForms) {
+  const auto by_name = kd::analyse({"softmax", kd::InputKind::Auto, ""}, kb());
+  const auto by_code = kd::analyse({"def f(x): return torch.softmax(x, dim=-1)", kd::InputKind::Auto, ""}, kb());
+  ASSERT_TRUE(by_name.row_program && by_code.row_program);
+  EXPECT_EQ(by_name.row_program->output, by_code.row_program->output);
+  EXPECT_EQ(by_name.row_program->grad_input, by_code.row_program->grad_input);
+  ASSERT_EQ(by_name.row_program->forward_reductions.size(), by_code.row_program->forward_reductions.size());
+  for (std::size_t i = 0; i < by_code.row_program->forward_reductions.size(); ++i)
+    EXPECT_EQ(by_name.row_program->forward_reductions[i].expression, by_code.row_program->forward_reductions[i].expression);
+  EXPECT_EQ(by_name.source_kind, "words");
+  EXPECT_NE(by_name.resolved_from.find("PyTorch form"), std::string::npos) << by_name.resolved_from;
+  // The library has rms_norm (with a weight): the weightless one gets a name of its own.
+  const auto rms = kd::analyse({"RMSNorm without weight", kd::InputKind::Auto, ""}, kb());
+  EXPECT_TRUE(rms.complete());
+  EXPECT_NE(rms.op_name, "rms_norm");
+  // z-loss is one value per row.
+  const auto z = kd::analyse({"z-loss", kd::InputKind::Auto, ""}, kb());
+  EXPECT_TRUE(kd::per_row_output(z)) << (z.outputs.empty() ? "no output" : z.outputs[0].shape);
 }

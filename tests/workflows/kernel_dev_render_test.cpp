@@ -145,9 +145,9 @@ TEST(KernelDevRender, RendersEveryFileWithTheLibraryConventions) {
 }
 
 TEST(KernelDevRender, RefusesIncompleteProfiles) {
-  auto softmax = kd::analyse({"softmax", kd::InputKind::Auto, ""}, kb());
+  auto group_norm = kd::analyse({"group norm", kd::InputKind::Auto, ""}, kb());
   try {
-    kd::render(softmax, kSource / "templates/kernel_dev");
+    kd::render(group_norm, kSource / "templates/kernel_dev");
     FAIL() << "rendered a Tier-2 profile with undecided formulas";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("has undecided fields"), std::string::npos) << e.what();

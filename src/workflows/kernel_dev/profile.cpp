@@ -185,6 +185,30 @@ const TierRequest* match_request(const std::string& text, const TierKnowledge& t
   return nullptr;
 }
 
+// What a description says beyond a Tier-2 request: its words (and numbers) outside the
+// request's keywords, the request's required phrases and the filler words. "row-wise softmax
+// over the last dimension" says nothing more than softmax; "softmax with temperature 2" says
+// "temperature" and "2", which the request's PyTorch form does not have.
+std::vector<std::string> words_beyond_request(const std::string& text, const TierRequest& req, const TierKnowledge& tiers) {
+  // "dim=-1" / "axis -1" is the last dimension the PyTorch forms reduce over (keyword_text
+  // would leave "dim 1", which could as well be dim=1).
+  std::string described = std::regex_replace(text, std::regex(R"(\b(dim|axis)\s*=?\s*-\s*1\b)", std::regex::icase), " ");
+  std::string words = keyword_text(described);
+  auto erase_phrase = [&](const std::string& phrase) {
+    const std::string key = keyword_text(phrase);
+    for (std::size_t at = words.find(key); at != std::string::npos; at = words.find(key)) words.replace(at, key.size(), " ");
+  };
+  std::vector<std::string> phrases = req.keywords;
+  phrases.insert(phrases.end(), req.requires_any.begin(), req.requires_any.end());
+  std::sort(phrases.begin(), phrases.end(), [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+  for (const auto& phrase : phrases) erase_phrase(phrase);
+  std::vector<std::string> beyond;
+  std::istringstream in(words);
+  for (std::string word; in >> word;)
+    if (!tiers.filler_words.count(word)) beyond.push_back(word);
+  return beyond;
+}
+
 void collect_calls(const Expr& e, std::set<std::string>& functions, std::vector<std::string>& subexpressions) {
   if (e->kind == Kind::Call) {
     functions.insert(e->name);
@@ -257,9 +281,15 @@ TierKnowledge TierKnowledge::load_file(const std::filesystem::path& path) {
     for (const auto& kw : r["keywords"]) req.keywords.push_back(kw.as<std::string>());
     req.reason = r["reason"] ? r["reason"].as<std::string>() : "";
     req.generic = r["generic"] && r["generic"].as<bool>();
+    req.pytorch = r["pytorch"] ? r["pytorch"].as<std::string>() : "";
+    for (const auto& phrase : r["requires_any"]) req.requires_any.push_back(phrase.as<std::string>());
+    req.requires_reason = r["requires_reason"] ? r["requires_reason"].as<std::string>() : "";
+    if (!req.pytorch.empty() && req.tier != 2)
+      throw std::runtime_error(path.string() + ": request '" + req.name + "' has a pytorch form but is not Tier 2");
     k.requests.push_back(req);
   }
   for (const auto& kernel : root["kernels"]) k.kernels.push_back(kernel["name"].as<std::string>());
+  for (const auto& word : root["description_filler_words"]) k.filler_words.insert(word.as<std::string>());
   for (const auto& r : root["tier1_closest"]) {
     Tier1Rule rule;
     for (const auto& f : r["uses_any"]) rule.uses_any.push_back(f.as<std::string>());
@@ -575,12 +605,43 @@ KernelProfile analyse(const AnalysisRequest& request, const KnowledgeBase& knowl
     }
     if (!r.unexplained.empty()) p.notes.push_back("description: " + r.undecided);
     if (const TierRequest* req = match_request(request.text, knowledge.tiers)) {
+      // A Tier-2 request with a PyTorch form ("softmax", "L2-normalise each row", "RMSNorm
+      // without weight") is derived offline from that form, as if the code had been given,
+      // when the description adds nothing the form lacks.
+      std::string form_not_used;
+      if (!req->pytorch.empty() && r.unexplained.empty()) {
+        const auto beyond = words_beyond_request(request.text, *req, knowledge.tiers);
+        bool required = req->requires_any.empty();
+        for (const auto& phrase : req->requires_any) required = required || contains_words(request.text, phrase);
+        if (!beyond.empty()) {
+          std::string listed;
+          for (const auto& w : beyond) listed += (listed.empty() ? "'" : ", '") + w + "'";
+          form_not_used = "the description says more than '" + req->name + "' (" + listed + "), which its built-in PyTorch form `" +
+                          req->pytorch + "` does not have: write the op as PyTorch code or an expression";
+        } else if (!required) {
+          form_not_used = req->requires_reason;
+        } else {
+          TorchTranslation t = translate_pytorch(req->pytorch, knowledge.catalogue);
+          if (!t.row_reduction)
+            throw std::runtime_error("skills/kernel_dev/tiers.yaml: the pytorch form of request '" + req->name +
+                                     "' is not a row reduction the built-in analyser derives: " + t.rejection);
+          p.resolved_from = "tier knowledge '" + req->name + "' (skills/kernel_dev/tiers.yaml), derived from its PyTorch form `" +
+                            req->pytorch + "`";
+          for (const auto& n : t.notes) p.notes.push_back("translation: " + n);
+          return finish_tier2(t.program, req->name);
+        }
+      }
       set_identity(p, request.name.empty() ? req->name : snake_case(request.name), req->name);
       p.resolved_from = "tier knowledge '" + req->name + "' (skills/kernel_dev/tiers.yaml)";
       if (req->tier == 1) {
         fill_non_tier1(p, 1, req->closest, req->reason + " (not a catalogue activation; formulas are not derived)", knowledge.tiers);
       } else {
         fill_non_tier1(p, req->tier, req->closest, req->reason, knowledge.tiers);
+      }
+      if (!form_not_used.empty()) {
+        p.undecided["row_program"] = "not derived from the description: " + form_not_used +
+                                     ", or use an LLM provider (--llm openai|anthropic) or fill it in at the checkpoint";
+        p.notes.push_back("description: " + form_not_used);
       }
       p.closest_reason = req->reason;
       return p;

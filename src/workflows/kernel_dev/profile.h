@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <vector>
@@ -177,6 +178,15 @@ struct TierRequest {
   std::vector<std::string> keywords;
   std::string reason;
   bool generic = false;  // matched only when no specific request does
+  // Tier 2: the request's PyTorch form over the last dimension, derived offline when the
+  // description says nothing more than the request (every other word a filler word). Empty: the
+  // formulas are left to an LLM or a human.
+  std::string pytorch;
+  // When set, the PyTorch form applies only if one of these phrases is in the description (the
+  // library's RMSNorm has a weight: only "without weight" asks for the form without one);
+  // requires_reason says why it did not apply.
+  std::vector<std::string> requires_any;
+  std::string requires_reason;
 };
 struct Tier1Rule {
   std::vector<std::string> uses_any;
@@ -189,6 +199,9 @@ struct TierKnowledge {
   std::vector<TierRequest> requests;
   std::vector<Tier1Rule> tier1_closest;
   std::vector<std::string> kernels;  // the library's kernels
+  // Words a description may add to a request without changing the op ("row-wise softmax over
+  // the last dimension"); any other word or number keeps the formulas undecided.
+  std::set<std::string> filler_words;
   static TierKnowledge load_file(const std::filesystem::path& path);
 };
 
