@@ -43,7 +43,8 @@ void register_kernel_dev_command(CLI::App& app, GlobalOptions& options) {
       "liger-agent kernel-dev \"leaky ReLU\" --yes && liger-agent kernel-dev \"leaky ReLU with negative slope 0.2\" "
       "--modify leaky_relu --yes   # --modify updates an op kernel-dev generated earlier",
       "liger-agent kernel-dev \"def f(x): return torch.softmax(x, dim=-1)\" --yes   # Tier 2 from PyTorch: derived offline",
-      "liger-agent kernel-dev \"softmax\" --llm openai     # Tier 2 from words: needs an LLM or a human for the formulas",
+      "liger-agent kernel-dev \"softmax\" --yes     # Tier 2 by name: derived offline from its PyTorch form",
+      "liger-agent kernel-dev \"group norm\" --llm openai     # Tier 2 with no built-in form: the formulas come from an LLM or a human",
       "LIGER_BUILD_DIR=build-gpu liger-agent kernel-dev \"ReLU squared activation function\" --yes",
   }));
   cmd->callback([args, &options] {
