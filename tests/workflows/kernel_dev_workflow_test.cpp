@@ -278,9 +278,11 @@ TEST(KernelDevWorkflow, ModifyUnknownOpFails) {
   EXPECT_THROW(t.run("ReLU squared activation function", {{"modify", "no_such_op"}}), Error);
 }
 
-TEST(KernelDevWorkflow, Tier2SoftmaxStopsAtCheckpointEvenWithYes) {
+// A Tier-2 request with no built-in PyTorch form (tiers.yaml) has undecided formulas: --yes does
+// not approve them.
+TEST(KernelDevWorkflow, Tier2RequestWithoutABuiltInFormStopsAtCheckpointEvenWithYes) {
   Tree t;
-  const auto out = t.run("softmax");
+  const auto out = t.run("group norm");
   EXPECT_EQ(out.status, "awaiting_approval");
   EXPECT_EQ(out.pending_checkpoint, "profile");
   EXPECT_EQ(out.exit_code, 3);
@@ -291,7 +293,7 @@ TEST(KernelDevWorkflow, Tier2SoftmaxStopsAtCheckpointEvenWithYes) {
   EXPECT_NE(all.find("backward"), std::string::npos) << all;
   const YAML::Node profile = YAML::LoadFile((out.run_dir / "profile.yaml").string());
   EXPECT_EQ(profile["tier"]["value"].as<int>(), 2);
-  EXPECT_FALSE(t.exists("kernels/src/softmax"));
+  EXPECT_FALSE(t.exists("kernels/src/group_norm"));
   EXPECT_TRUE(t.runner->calls.empty());
 }
 
@@ -303,7 +305,10 @@ TEST(KernelDevWorkflow, Tier2PyTorchRunsEndToEndOffline) {
   for (const auto& [source, op] : std::vector<std::pair<std::string, std::string>>{
            {"def f(x): return torch.softmax(x, dim=-1)", "softmax"},
            {"def f(x): return F.log_softmax(x, dim=-1)", "log_softmax"},
-           {"def f(x): return x / x.norm(dim=-1, keepdim=True)", "l2_normalize"}}) {
+           {"def f(x): return x / x.norm(dim=-1, keepdim=True)", "l2_normalize"},
+           // by name: the request's PyTorch form in tiers.yaml
+           {"softmax", "softmax"},
+           {"RMSNorm without weight", "rms_norm_no_affine"}}) {
     SCOPED_TRACE(source);
     Tree t;
     const auto out = t.run(source, {{"skip_bench", true}});
