@@ -13,6 +13,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -148,7 +149,9 @@ inline YesRun run_with_yes(const std::string& input, const std::string& label, s
   const fs::path source = LIGER_SOURCE_DIR;
   std::string pattern = (fs::temp_directory_path() / ("kernel-dev-" + label + "-XXXXXX")).string();
   YesRun run;
-  run.root = ::mkdtemp(pattern.data());
+  const char* made = ::mkdtemp(pattern.data());
+  if (!made) throw std::runtime_error("mkdtemp failed for " + pattern);
+  run.root = made;
   run.tree = run.root / "repo";
   const fs::path build = run.root / "build";
   copy_committed(source,

@@ -117,6 +117,18 @@ class Translator {
     Translator& translator;
   };
 
+  // The rest of a comma-separated sequence up to `close` (a trailing comma allowed), appended to
+  // `into`'s items: the tail of a tuple or the body of a list.
+  void sequence_items(const char* close, Value& into) {
+    while (!accept(close)) {
+      into.items.push_back(expression());
+      if (!accept(",")) {
+        expect(close);
+        break;
+      }
+    }
+  }
+
   Value expression() {
     Nest guard(*this);
     if (peek().type == PyTok::Name && peek().text == "lambda") throw Reject{"lambda expressions are not supported", 0};
@@ -304,13 +316,7 @@ class Translator {
         Value tuple;
         tuple.type = Value::Tuple;
         tuple.items.push_back(inner);
-        while (!accept(")")) {
-          tuple.items.push_back(expression());
-          if (!accept(",")) {
-            expect(")");
-            break;
-          }
-        }
+        sequence_items(")", tuple);
         return tuple;
       }
       expect(")");
@@ -319,13 +325,7 @@ class Translator {
     if (t.type == PyTok::Op && t.text == "[") {  // [a, b]: a shape argument such as [x.shape[-1]]
       Value list;
       list.type = Value::Tuple;
-      while (!accept("]")) {
-        list.items.push_back(expression());
-        if (!accept(",")) {
-          expect("]");
-          break;
-        }
-      }
+      sequence_items("]", list);
       return list;
     }
     if (t.type == PyTok::Name) {

@@ -10,6 +10,7 @@
 
 #include "liger/text_escape.h"
 #include "workflows/kernel_dev/codegen.h"
+#include "workflows/kernel_dev/render_family.h"
 #include "workflows/kernel_dev/compile_entry.h"
 #include "workflows/kernel_dev/row_program.h"
 #include "workflows/kernel_dev/segment.h"
@@ -77,14 +78,6 @@ std::string dtype_enum(const std::string& dtype) {
   if (dtype == "fp16") return "LIGER_DTYPE_FLOAT16";
   if (dtype == "bf16") return "LIGER_DTYPE_BFLOAT16";
   throw std::invalid_argument("profile tolerance for unknown dtype '" + dtype + "'");
-}
-
-std::string read_template(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("kernel-dev template not found: " + path.string());
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
 }
 
 void require_complete(const KernelProfile& p) {

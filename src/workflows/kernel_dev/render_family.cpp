@@ -12,17 +12,13 @@ namespace liger::kernel_dev {
 
 namespace mu = kainjow::mustache;
 
-namespace {
-
-std::string read_family_template(const std::filesystem::path& path) {
+std::string read_template(const std::filesystem::path& path) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error("kernel-dev template not found: " + path.string());
   std::stringstream buffer;
   buffer << in.rdbuf();
   return buffer.str();
 }
-
-}  // namespace
 
 std::string family_upper(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -114,7 +110,7 @@ std::vector<RenderedFile> render_family_files(const KernelProfile& p, const std:
   std::vector<RenderedFile> files;
   for (const auto& target : targets) {
     const std::filesystem::path path = templates_dir / target.template_name;
-    mu::mustache tmpl{read_family_template(path)};
+    mu::mustache tmpl{read_template(path)};
     if (!tmpl.is_valid()) throw std::runtime_error(path.string() + ": " + tmpl.error_message());
     tmpl.set_custom_escape([](const std::string& s) { return s; });  // code, not HTML
     std::string content = tmpl.render(data);

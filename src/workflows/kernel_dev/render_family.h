@@ -14,6 +14,9 @@
 
 namespace liger::kernel_dev {
 
+// The text of a template file (an error naming the path when it is missing).
+std::string read_template(const std::filesystem::path& path);
+
 // Upper case (the op's C macro prefix).
 std::string family_upper(std::string s);
 
