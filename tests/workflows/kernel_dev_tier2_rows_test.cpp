@@ -266,6 +266,40 @@ TEST(KernelDevTier2Rows, IndependentReductionsShareAPass) {
   EXPECT_EQ(kd::generate_tier2(analyse("def f(x): return torch.softmax(x, dim=-1)")).forward_groups.size(), 2u);
 }
 
+// The column loops do per-element work only: values that are one per row (a reciprocal of a row
+// sum, rsqrt(var + eps), a norm's powers) are computed once per row before the loop, and a row
+// factor of a summed product scales the combined sum instead of every term. The fp64 reference
+// keeps the formulas as written, so the reference tests check the rewriting.
+TEST(KernelDevTier2Rows, RowValuesLeaveTheColumnLoop) {
+  const auto l2 = kd::generate_tier2(analyse("def f(x): return x / x.norm(dim=-1, keepdim=True)"));
+  EXPECT_NE(l2.forward_output.row_cuda.find("y_r0_ = M::div(1.0f, sqrtf(s));"), std::string::npos) << l2.forward_output.row_cuda;
+  EXPECT_NE(l2.forward_output.cuda.find("y = (x * y_r0_);"), std::string::npos) << l2.forward_output.cuda;
+  ASSERT_EQ(l2.backward_reductions.size(), 1u);
+  const auto& g = l2.backward_reductions[0];
+  EXPECT_NE(g.cuda.find("v_ = (dy * x);"), std::string::npos) << g.cuda;  // -0.5 / sqrt(s)^3 factored out
+  EXPECT_FALSE(g.post_scale.empty());
+  EXPECT_NE(g.row_cuda.find(g.post_scale + " = "), std::string::npos) << g.row_cuda;
+  EXPECT_NE(g.reference.find("sqrt"), std::string::npos) << g.reference;  // the reference is as written
+  // No square root or division is left per element in the backward's gradient pass.
+  EXPECT_EQ(l2.grad_input.cuda.find("sqrt"), std::string::npos) << l2.grad_input.cuda;
+  EXPECT_EQ(l2.grad_input.cuda.find("M::div"), std::string::npos) << l2.grad_input.cuda;
+  // A factor that depends on the column stays inside: max passes are never rescaled.
+  const auto softmax = kd::generate_tier2(analyse("def f(x): return torch.softmax(x, dim=-1)"));
+  EXPECT_TRUE(softmax.forward_reductions[0].post_scale.empty());
+  EXPECT_NE(softmax.forward_reductions[1].cuda.find("M::exp((x - m))"), std::string::npos);
+  // Layer norm: rsqrt(var + eps) once per row, not per element.
+  const auto ln = kd::generate_tier2(analyse("def f(x): return F.layer_norm(x, (x.shape[-1],))"));
+  EXPECT_EQ(ln.forward_output.cuda.find("sqrt"), std::string::npos) << ln.forward_output.cuda;
+  EXPECT_NE(ln.forward_output.row_cuda.find("sqrt"), std::string::npos) << ln.forward_output.row_cuda;
+  // The rendered kernel declares the row values before the column loop of their pass.
+  const std::string cu = file(kd::render(analyse("def f(x): return x / x.norm(dim=-1, keepdim=True)"),
+                                         kSource / "templates/kernel_dev"),
+                              "l2_normalize/l2_normalize.cu").content;
+  const std::string backward = kernel_text(cu, "l2_normalize_backward_kernel");
+  EXPECT_NE(backward.find("gs = all_[0] * " + g.post_scale + ";"), std::string::npos) << backward;
+  EXPECT_LT(backward.find("float dx_r0_"), backward.rfind("for (int64_t b_ = 0;")) << backward;
+}
+
 TEST(KernelDevTier2Rows, BenchmarkCountsEachTensorOnce) {
   const auto softmax = kd::render(analyse("def f(x): return torch.softmax(x, dim=-1)"), kSource / "templates/kernel_dev");
   const std::string bench = file(softmax, "benchmarks/bench_softmax.cpp").content;

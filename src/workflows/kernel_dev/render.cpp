@@ -374,6 +374,9 @@ mu::data tier2_context(const KernelProfile& p, const std::filesystem::path& temp
                                      {"op", r.op},
                                      {"expression", free_text(r.expression)},
                                      {"cuda_member", indented(r.cuda, 6)},
+                                     {"row_cuda", r.row_cuda.empty() ? "" : indented(r.row_cuda, 6)},
+                                     {"post_scale", r.post_scale},
+                                     {"has_post_scale", mu::data(!r.post_scale.empty())},
                                      {"reduce", sum ? "kSum" : r.op == "max" ? "kMax" : "kMin"},
                                      {"is_mean", mu::data(r.op == "mean")},
                                      {"index", std::to_string(i)},
@@ -394,11 +397,13 @@ mu::data tier2_context(const KernelProfile& p, const std::filesystem::path& temp
   d.set("output_expression", free_text(code.forward_output.expression));
   d.set("output_cuda", code.forward_output.cuda);
   d.set("output_cuda_inner", indented(code.forward_output.cuda, 2));
+  d.set("output_row_cuda", code.forward_output.row_cuda.empty() ? "" : indented(code.forward_output.row_cuda, code.per_row ? 6 : 4));
   d.set("output_reference", code.forward_output.reference);
   d.set("output_python", code.forward_output.python);
   d.set("grad_expression", free_text(code.grad_input.expression));
   d.set("grad_cuda", code.grad_input.cuda);
   d.set("grad_cuda_inner", indented(code.grad_input.cuda, 2));
+  d.set("grad_row_cuda", code.grad_input.row_cuda.empty() ? "" : indented(code.grad_input.row_cuda, 4));
   d.set("grad_reference", code.grad_input.reference);
 
   // One line for the lists and comments that describe an op by its forward.

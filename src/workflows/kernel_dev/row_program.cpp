@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <regex>
 #include <set>
 #include <stdexcept>
@@ -206,14 +207,143 @@ std::string without_final_newline(std::string s) {
   return s;
 }
 
-RowPassCode pass(const std::string& name, const std::string& op, const Expr& parsed, const std::string& target) {
+// The factors of a product (a * b / c, -a): each with whether it divides.
+void product_factors(const Expr& e, bool divides, std::vector<std::pair<Expr, bool>>& out) {
+  if (e->kind == Kind::Mul) {
+    product_factors(e->args[0], divides, out);
+    product_factors(e->args[1], divides, out);
+  } else if (e->kind == Kind::Div) {
+    product_factors(e->args[0], divides, out);
+    product_factors(e->args[1], !divides, out);
+  } else if (e->kind == Kind::Neg) {
+    out.push_back({num(-1), false});
+    product_factors(e->args[0], divides, out);
+  } else {
+    out.push_back({e, divides});
+  }
+}
+
+// A sum (or mean) over the columns of a product with factors that are one per row is that row
+// factor times the sum of the rest: the column loop multiplies only the per-column factors and the
+// row factor scales the combined value once (the backward's sum(-0.5 * dy * x / sqrt(s)^3) sums
+// dy * x). Returns the per-column part and sets `row_factor` (nullptr when nothing factors out).
+Expr factor_row_scale(const Expr& e, const std::function<bool(const Expr&)>& per_row, Expr& row_factor) {
+  std::vector<std::pair<Expr, bool>> factors;
+  product_factors(e, false, factors);
+  Expr row_num = num(1), row_den = num(1), col_num = num(1), col_den = num(1);
+  bool any_row = false, any_column = false;
+  for (const auto& [factor, divides] : factors) {
+    const bool row = per_row(factor);
+    any_row = any_row || row;
+    any_column = any_column || !row;
+    Expr& target = row ? (divides ? row_den : row_num) : (divides ? col_den : col_num);
+    target = is_number(target, 1) ? factor : mul(target, factor);
+  }
+  if (!any_row || !any_column) {
+    row_factor = nullptr;
+    return e;
+  }
+  row_factor = simplify(is_number(row_den, 1) ? row_num : div(row_num, row_den));
+  if (is_number(row_factor, 1)) {
+    row_factor = nullptr;
+    return e;
+  }
+  return simplify(is_number(col_den, 1) ? col_num : div(col_num, col_den));
+}
+
+// Splits a pass's per-column expression into values that are one per row -- every maximal
+// subexpression free of the per-column tensors, and the reciprocal of a per-row divisor -- and
+// what remains per column. The pass computes the row values once, before its column loop: the
+// layer norm's rsqrt(var + eps), softmax's 1 / s and the backward's powers of a norm then cost one
+// evaluation per row instead of one per element (these kernels are bound by instructions per
+// element, not by bytes). a / r becomes a * (1 / r): one more rounding in fp32 (the fp64
+// reference keeps a / r and the tolerances cover it), and the 16-bit math policy's division is
+// already a reciprocal and a multiply.
+class RowHoister {
+ public:
+  RowHoister(std::set<std::string> column_symbols, std::string prefix)
+      : column_(std::move(column_symbols)), prefix_(std::move(prefix)) {}
+
+  Expr run(const Expr& e) { return visit(e); }
+  // A named row value holding `e` (even a trivial one), for code outside the column loop.
+  std::string named(const Expr& e) {
+    for (const auto& [name, value] : values_)
+      if (equal(value, e)) return name;
+    const std::string name = prefix_ + std::to_string(values_.size()) + "_";
+    values_.push_back({name, e});
+    return name;
+  }
+  bool per_row_value(const Expr& e) const { return per_row(e); }
+  const std::vector<std::pair<std::string, Expr>>& row_values() const { return values_; }
+
+ private:
+  bool per_row(const Expr& e) const {
+    for (const auto& s : free_symbols(e))
+      if (column_.count(s)) return false;
+    return true;
+  }
+  static bool trivial(const Expr& e) {
+    return e->kind == Kind::Number || e->kind == Kind::Symbol ||
+           (e->kind == Kind::Neg && (e->args[0]->kind == Kind::Number || e->args[0]->kind == Kind::Symbol));
+  }
+  Expr hoist(const Expr& e) {
+    if (trivial(e)) return e;
+    for (const auto& [name, value] : values_)
+      if (equal(value, e)) return sym(name);
+    const std::string name = prefix_ + std::to_string(values_.size()) + "_";
+    values_.push_back({name, e});
+    return sym(name);
+  }
+  Expr visit(const Expr& e) {
+    if (per_row(e)) return hoist(e);
+    // A product's per-row factors, wherever the simplifier put them (2 * (g * x)), as one value.
+    if (e->kind == Kind::Mul || e->kind == Kind::Div || e->kind == Kind::Neg) {
+      Expr row_factor;
+      const Expr column_part = factor_row_scale(e, [this](const Expr& f) { return per_row(f); }, row_factor);
+      if (row_factor && !trivial(row_factor)) return mul(visit_children(column_part), hoist(row_factor));
+    }
+    if (e->kind == Kind::Div && per_row(e->args[1]) && !is_number(e->args[1]))
+      return mul(visit(e->args[0]), hoist(div(num(1), e->args[1])));
+    return visit_children(e);
+  }
+  Expr visit_children(const Expr& e) {
+    if (per_row(e)) return hoist(e);
+    auto node = std::make_shared<Node>(*e);
+    for (auto& a : node->args) a = visit(a);
+    return node;
+  }
+
+  std::set<std::string> column_;
+  std::string prefix_;
+  std::vector<std::pair<std::string, Expr>> values_;
+};
+
+// `column_symbols`: the tensors read per column in this pass (x, and y and dy unless the output is
+// one value per row); every other symbol (parameters, n, earlier reductions) is a row value.
+RowPassCode pass(const std::string& name, const std::string& op, const Expr& parsed, const std::string& target,
+                 const std::set<std::string>& column_symbols) {
   RowPassCode code;
   code.name = name;
   code.op = op;
   Expr e = simplify(parsed);
   code.expression = to_string(e);
   const std::string indent = "        ";
-  code.cuda = without_final_newline(emit_statements({{target, e}}, Dialect::CudaF32, indent).statements);
+  RowHoister hoister(column_symbols, name + "_r");
+  Expr summed = e;
+  if (op == "sum" || op == "mean") {
+    Expr row_factor;
+    summed = factor_row_scale(e, [&](const Expr& f) { return hoister.per_row_value(f); }, row_factor);
+    if (row_factor) code.post_scale = hoister.named(row_factor);
+  }
+  const Expr per_column = hoister.run(summed);
+  code.cuda = without_final_newline(emit_statements({{target, per_column}}, Dialect::CudaF32, indent).statements);
+  if (!hoister.row_values().empty()) {
+    std::string declared;
+    for (const auto& [value_name, value] : hoister.row_values()) declared += (declared.empty() ? "" : ", ") + value_name;
+    code.row_cuda = "float " + declared + ";  // once per row\n{\n" +
+                    emit_statements(hoister.row_values(), Dialect::CudaF32, "  ").statements + "}";
+  }
+  // The fp64 reference evaluates the expression as written, so the reference tests check the hoisting.
   code.reference = without_final_newline(emit_statements({{target, e}}, Dialect::CppF64, indent).statements);
   code.python = python(e);
   return code;
@@ -265,13 +395,18 @@ Tier2Code generate_tier2(const KernelProfile& p) {
   code.saves_input = c.saves_input;
   code.saves_output = c.saves_output;
   code.per_row = c.per_row;
+  // Per column: x always; y and dy unless the output is one value per row (then dy is a row value).
+  std::set<std::string> columns = {code.input};
+  if (!code.per_row) columns.insert({code.output, "d" + code.output});
   for (std::size_t i = 0; i < c.forward.size(); ++i)
-    code.forward_reductions.push_back(pass(c.forward[i].first, r.forward_reductions[i].op, c.forward[i].second, "v_"));
-  code.forward_output = pass(code.output, "", c.output, code.output);
+    code.forward_reductions.push_back(
+        pass(c.forward[i].first, r.forward_reductions[i].op, c.forward[i].second, "v_", columns));
+  code.forward_output = pass(code.output, "", c.output, code.output, columns);
   for (std::size_t i = 0; i < c.recompute; ++i) code.recomputed.push_back(code.forward_reductions[i]);
   for (std::size_t i = 0; i < c.backward.size(); ++i)
-    code.backward_reductions.push_back(pass(c.backward[i].first, r.backward_reductions[i].op, c.backward[i].second, "v_"));
-  code.grad_input = pass("d" + code.input, "", c.grad, "d" + code.input);
+    code.backward_reductions.push_back(
+        pass(c.backward[i].first, r.backward_reductions[i].op, c.backward[i].second, "v_", columns));
+  code.grad_input = pass("d" + code.input, "", c.grad, "d" + code.input, columns);
   code.forward_groups = passes_of(code.forward_reductions, c.forward);
   code.recomputed_groups = passes_of(code.recomputed, c.forward);
   code.backward_groups = passes_of(code.backward_reductions, c.backward);

@@ -22,6 +22,12 @@ struct RowPassCode {
   std::string op;         // sum | mean | max | min; "" for element-wise passes
   std::string expression; // simplified, as text
   std::string cuda;       // fp32 statements assigning `name` (element-wise) or v_ (reductions)
+  // fp32 statements declaring and computing the pass's values that are one per row (hoisted out
+  // of `cuda`, which uses them), placed before the pass's column loop; "" when there are none.
+  std::string row_cuda;
+  // Reductions: the row value (declared in row_cuda) the combined sum is multiplied by, when the
+  // per-column formula was a product with factors that are one per row; "" otherwise.
+  std::string post_scale;
   std::string reference;  // fp64 statements, same assignment
   std::string python;     // a PyTorch expression of the per-column value
 };
