@@ -132,6 +132,9 @@ void find_structure(Structure& s);
 // A config attribute's default as Python text ("False", "None", "2"), nullopt when unknown.
 using ConfigLookup = std::function<std::optional<std::string>(const std::string&)>;
 std::set<int> inactive_branch_lines(const FunctionDef& f, const ConfigLookup& def, std::vector<std::string>* why);
+// The truth of a condition on the configuration alone (`not config.is_moe`, `config.x is None and
+// config.y == 2`) under its defaults; nullopt when it names anything else or a default is unknown.
+std::optional<bool> eval_config_condition(const std::string& cond, const ConfigLookup& def);
 
 // ---------------------------------------------------------------------------------------------
 // The decisions
@@ -224,6 +227,7 @@ struct Analyzer {
   static std::string map_activation(const std::string& act);
   MlpInfo analyse_mlp(const ClassDef& c);
   static bool is_moe_class(const ClassDef& c);
+  std::set<const ClassDef*> mlp_classes_not_built(std::vector<std::string>* notes) const;
   void decide_mlp_and_arch();
 
   // ---- 8: RoPE (analysis_rope.cpp) -------------------------------------------------------------

@@ -180,6 +180,40 @@ Analyzer::MlpInfo Analyzer::analyse_mlp(const ClassDef& c) {
       all_values[a->targets.front()].push_back(rhs);
     }
   }
+  // The fused forward computes down(act(gate(x)) * up(x)) and nothing else: a step the MLP's own
+  // forward takes between the product and the down projection (BitNet's ffn_sub_norm) or after
+  // it (Seed-OSS's dropout on the output) would be left out, so the patch is declined.
+  if (r.gated && r.scaled.empty() && !r.down.empty()) {
+    for (const auto& a : c.init_assignments_to(r.down))
+      if (a.call && !ends_with(a.call->callee, "Linear"))
+        r.scaled = c.name + " applies self." + r.down + " (" + a.call->callee +
+                   ") to the gated product before its down projection; the library kernel computes act(gate(x)) * up(x) only";
+    bool after = false;
+    std::string result;
+    for (const auto& st : fwd->body) {
+      if (!r.scaled.empty()) break;
+      auto a = as_assignment(st);
+      if (!after) {
+        if (contains(st.text, "self." + r.down + "(")) {
+          after = true;
+          if (a && a->targets.size() == 1) result = a->targets.front();
+          // The statement itself must be the projection alone (`self.dropout(self.down_proj(h))`,
+          // `self.down_proj(h) * self.scale` are more).
+          const std::string e = strip_parens(a ? a->value : returned_expr(st));
+          if ((a || st.keyword() == "return") &&
+              (!starts_with(e, "self." + r.down + "(") || split_top_level(e, '*').size() > 1 ||
+               split_top_level(e, '+').size() > 1 || split_top_level(e, '/').size() > 1)) {
+            r.scaled = c.name + " computes '" + e + "' around its down projection; the fused forward would leave it out";
+            r.lines.push_back(st.line);
+          }
+        }
+        continue;
+      }
+      if (st.keyword() == "return" && strip_parens(returned_expr(st)) == result) continue;
+      r.scaled = c.name + " computes '" + st.text + "' after its down projection; the fused forward would leave it out";
+      r.lines.push_back(st.line);
+    }
+  }
   if (r.activation.empty() && r.config_attr.empty()) {
     // An activation written out in the forward or its helpers (GPT-OSS experts:
     // `glu = gate * torch.sigmoid(gate * self.alpha); (up + 1) * glu`): no library kernel
@@ -236,6 +270,63 @@ bool Analyzer::is_moe_class(const ClassDef& c) {
   return false;
 }
 
+// MLP classes the decoder layer builds only under a condition the default configuration does not
+// meet: an `if config.x:` branch not taken, or the untaken side of a conditional expression
+// (`DogeMLP(config) if not config.is_moe else DogeCDMoE(config)`: with is_moe=False no layer has
+// the MoE block, so the model is dense). A condition on anything but the configuration (the
+// layer index) keeps both classes.
+std::set<const ClassDef*> Analyzer::mlp_classes_not_built(std::vector<std::string>* notes) const {
+  std::set<const ClassDef*> unbuilt, built;
+  const FunctionDef* init = s.decoder ? s.decoder->method("__init__") : nullptr;
+  if (!init) return unbuilt;
+  std::set<std::string> attrs;
+  for (const auto& [attr, c] : s.mlp_candidates) attrs.insert(attr);
+  const ConfigLookup lookup = [&](const std::string& a) { return config_default_raw(a); };
+  std::vector<std::string> why;
+  const std::set<int> inactive = inactive_branch_lines(*init, lookup, &why);
+  auto classes_in = [&](const std::vector<Token>& t, size_t b, size_t e) {
+    std::vector<const ClassDef*> out;
+    for (size_t i = b; i < e && i < t.size(); ++i)
+      if (t[i].kind == TokKind::Name)
+        if (const ClassDef* c = m.find_class(t[i].text)) out.push_back(c);
+    return out;
+  };
+  for (const auto& a : s.decoder->init_assignments()) {
+    if (a.targets.size() != 1 || !starts_with(a.targets.front(), "self.") || !attrs.count(a.targets.front().substr(5)))
+      continue;
+    const auto& t = a.value_tokens;
+    if (inactive.count(a.line)) {
+      for (const ClassDef* c : classes_in(t, 0, t.size())) unbuilt.insert(c);
+      for (const auto& w : why) notes->push_back(a.targets.front() + ": " + w);
+      continue;
+    }
+    // A conditional expression at the top level (inside one pair of brackets at most).
+    size_t b = 0, e = t.size();
+    if (e >= 2 && t[0].text == "(" && t[e - 1].text == ")") { ++b; --e; }
+    size_t if_at = 0, else_at = 0;
+    int depth = 0;
+    for (size_t i = b; i < e; ++i) {
+      const std::string& x = t[i].text;
+      if (t[i].kind == TokKind::Op && (x == "(" || x == "[" || x == "{")) ++depth;
+      else if (t[i].kind == TokKind::Op && (x == ")" || x == "]" || x == "}")) --depth;
+      else if (depth == 0 && t[i].kind == TokKind::Name && x == "if" && !if_at) if_at = i;
+      else if (depth == 0 && t[i].kind == TokKind::Name && x == "else" && if_at && !else_at) else_at = i;
+    }
+    std::optional<bool> taken;
+    if (if_at && else_at) taken = eval_config_condition(join_tokens(t, if_at + 1, else_at), lookup);
+    if (!taken) {
+      for (const ClassDef* c : classes_in(t, 0, t.size())) built.insert(c);
+      continue;
+    }
+    for (const ClassDef* c : classes_in(t, b, if_at)) (*taken ? built : unbuilt).insert(c);
+    for (const ClassDef* c : classes_in(t, else_at + 1, e)) (*taken ? unbuilt : built).insert(c);
+    notes->push_back(a.targets.front() + " = " + a.value + ": the condition '" + join_tokens(t, if_at + 1, else_at) +
+                     "' is " + (*taken ? "true" : "false") + " with the default configuration");
+  }
+  for (const ClassDef* c : built) unbuilt.erase(c);
+  return unbuilt;
+}
+
 void Analyzer::decide_mlp_and_arch() {
   Decision& d5 = d("mlp_activation");
   Decision& d6 = d("architecture");
@@ -246,10 +337,14 @@ void Analyzer::decide_mlp_and_arch() {
   }
   const ClassDef* dense = nullptr;
   const ClassDef* moe = nullptr;
+  std::vector<std::string> choice_notes;
+  const std::set<const ClassDef*> unbuilt = mlp_classes_not_built(&choice_notes);
   for (auto& [attr, c] : s.mlp_candidates) {
+    if (unbuilt.count(c)) continue;
     if (is_moe_class(*c)) { if (!moe) moe = c; }
     else if (!dense) dense = c;
   }
+  for (const auto& n : choice_notes) d6.notes.push_back(n);
   // No MLP module: the feed-forward may be written inline in the decoder layer (BART, BioGPT, OPT:
   // `self.fc1 = nn.Linear(...)`, `self.fc2 = ...`, `self.activation_fn = ACT2FN[...]`); the layer
   // itself is then the MLP class the activation is read from.
@@ -349,6 +444,31 @@ void Analyzer::decide_mlp_and_arch() {
       for (const auto& a : s.decoder->init_assignments_to(s.mlp_attr)) cond += a.value + " ";
       for (const auto& st : s.decoder->method("__init__")->body)
         if (st.keyword() == "if" || st.keyword() == "elif") cond += st.text + " ";
+      // The condition may go through an attribute of the layer (`self.moe_enabled = layer_idx >=
+      // config.num_dense_layers`, then `if self.moe_enabled:`).
+      static const std::regex self_attr(R"(self\.(\w+))");
+      std::set<std::string> via;
+      for (auto it = std::sregex_iterator(cond.begin(), cond.end(), self_attr); it != std::sregex_iterator(); ++it)
+        if ((*it)[1] != s.mlp_attr) via.insert((*it)[1]);
+      for (const auto& v : via)
+        for (const auto& a : s.decoder->init_assignments_to(v)) cond += a.value + " ";
+      // A per-layer list whose default is None is filled by the configuration class from other
+      // fields (`mlp_layer_types = ["dense" if i < self.first_k_dense_replace else "sparse" ...]`):
+      // those fields decide, so they are read as well.
+      static const std::regex cfg_ref(R"(config\.(\w+))");
+      std::set<std::string> filled;
+      for (auto it = std::sregex_iterator(cond.begin(), cond.end(), cfg_ref); it != std::sregex_iterator(); ++it)
+        if (auto def = config_default((*it)[1]); def && *def == "None") filled.insert((*it)[1]);
+      if (cfg_module)
+        for (const auto& cc : cfg_module->classes)
+          for (const auto& fn : cc.methods)
+            for (const auto& st : fn.body) {
+              auto a = as_assignment(st);
+              if (!a || a->targets.size() != 1 || !starts_with(a->targets.front(), "self.") ||
+                  !filled.count(a->targets.front().substr(5)))
+                continue;
+              cond += std::regex_replace(a->value, self_attr, "config.$1") + " ";
+            }
       static const std::regex cattr(R"(config\.(\w+))");
       for (auto it = std::sregex_iterator(cond.begin(), cond.end(), cattr); it != std::sregex_iterator(); ++it) {
         std::string name = (*it)[1];

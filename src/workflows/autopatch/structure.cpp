@@ -239,7 +239,7 @@ void find_structure(Structure& s) {
   // Base text model: a class with `self.layers = nn.ModuleList([...])` and embed_tokens.
   const ClassDef* best = nullptr;
   int best_score = -1;
-  std::string layer_cls;
+  std::string layer_cls, stack_attr;
   for (const auto& c : s.m.classes) {
     bool has_embedding = false;
     for (const auto& a : c.init_assignments())
@@ -262,17 +262,47 @@ void find_structure(Structure& s) {
         best_score = score;
         best = &c;
         layer_cls = locals.front();
+        stack_attr = attr;
       }
     }
   }
+  // A stack whose layer classes come from a lookup this reading does not follow (Jamba, Zamba2:
+  // `layer_class = ALL_DECODER_LAYER_TYPES[...]`, then `layers.append(layer_class(...))`) still
+  // names the base model: the text class with embed_tokens and a ModuleList of layers.
+  if (!best)
+    for (const auto& c : s.m.classes) {
+      if (is_vision_name(c.name) || c.init_assignments_to("embed_tokens").empty()) continue;
+      bool stack = false;
+      for (const auto& a : c.init_assignments_to("layers")) stack |= contains(a.value, "ModuleList(");
+      if (stack) { best = &c; stack_attr = "layers"; break; }
+    }
   s.base_model = best;
   if (!layer_cls.empty()) s.decoder = s.m.find_class(layer_cls);
   if (!s.decoder)
     for (const auto& c : s.m.classes)
       if (ends_with(c.name, "DecoderLayer") && !is_vision_name(c.name)) { s.decoder = &c; break; }
   if (s.base_model) {
-    for (const auto& na : norm_attrs(s, *s.base_model))
-      if (na.attr != "embed_tokens") s.final_norm = na;  // the last norm assigned is the final one
+    // The final norm is the one the base model's forward applies last, after the layer stack
+    // (Gemma 3n assigns per_layer_projection_norm after norm but uses it on the per-layer inputs
+    // before the layers; TrOCR's layernorm_embedding, before the layers, is no final norm). A
+    // forward that does not show the stack or calls no norm: the last norm assigned.
+    const std::vector<NormAttr> base_norms = norm_attrs(s, *s.base_model);
+    for (const auto& na : base_norms)
+      if (na.attr != "embed_tokens" && na.attr != stack_attr) s.final_norm = na;
+    const std::vector<Statement> fwd = method_with_helpers(*s.base_model, "forward");
+    size_t from = 0;
+    for (size_t i = 0; i < fwd.size(); ++i)
+      if (!stack_attr.empty() && contains(fwd[i].text, "self." + stack_attr)) from = i + 1;
+    std::optional<NormAttr> last;
+    bool any_call = false;
+    for (size_t i = 0; i < fwd.size(); ++i)
+      for (const auto& na : base_norms) {
+        if (na.attr == "embed_tokens" || na.attr == stack_attr || !contains(fwd[i].text, "self." + na.attr + "(")) continue;
+        any_call = true;
+        if (i >= from) last = na;
+      }
+    if (last) s.final_norm = last;
+    else if (any_call && from > 0) s.final_norm.reset();
   }
   if (!s.decoder) return;
   s.decoder_norms = norm_attrs(s, *s.decoder);
@@ -379,6 +409,10 @@ std::optional<bool> eval_expr(std::string cond, const ConfigLookup& def) {
 }
 
 }  // namespace
+
+std::optional<bool> eval_config_condition(const std::string& cond, const ConfigLookup& def) {
+  return eval_expr(cond, def);
+}
 
 // Lines of `f` inside if/elif/else branches the default configuration does not take (Falcon's
 // decoder builds ln_attn/ln_mlp only `if config.new_decoder_architecture and ...`, else
