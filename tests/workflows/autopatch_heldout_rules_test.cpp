@@ -167,3 +167,37 @@ TEST(AutopatchHeldoutRules, FinalNormIsTheOneAppliedAfterTheLayers) {
   ASSERT_TRUE(nn.decided()) << dump(p);
   EXPECT_EQ(nn.value["final"].as<std::string>(), "norm") << dump(p);
 }
+
+TEST(AutopatchHeldoutRules, LayerIndexComparedWithAFieldThatLeavesLayersOnBothSidesIsHybrid) {
+  const std::string choice =
+      "        self.mlp = LlamaSparseMoe(config) if layer_idx >= config.moe_layer_start_index else LlamaMLP(config)\n";
+  Llama one(moe_choice(choice), config_field("moe_layer_start_index", "1"));
+  ModelProfile p = one.analyse();
+  EXPECT_EQ(p.decision("architecture").value_string(), "hybrid") << dump(p);
+  Llama zero(moe_choice(choice), config_field("moe_layer_start_index", "0"));
+  EXPECT_EQ(zero.analyse().decision("architecture").value_string(), "moe");
+}
+
+TEST(AutopatchHeldoutRules, PerLayerListFilledByTheConfigurationDecidesHybrid) {
+  const std::string choice =
+      "        self.mlp = LlamaSparseMoe(config) if config.mlp_layer_types[layer_idx] == \"sparse\" else LlamaMLP(config)\n";
+  auto filled = [](const std::string& fill, const std::string& local = "") {
+    Llama::Edits e = config_field("mlp_layer_types", "None");
+    e.push_back({"        super().__init__(**kwargs)", "        if self.mlp_layer_types is None:\n" + local +
+                                                         "            self.mlp_layer_types = " + fill +
+                                                         "\n        super().__init__(**kwargs)"});
+    return e;
+  };
+  Llama single(moe_choice(choice), filled("[\"dense\"] + [\"sparse\"] * (self.num_hidden_layers - 1)"));
+  ModelProfile p = single.analyse();
+  EXPECT_EQ(p.decision("architecture").value_string(), "hybrid") << dump(p);
+  Llama repeated(moe_choice(choice),
+                 filled("[\"dense\"] * n_dense + [\"sparse\"] * (self.num_hidden_layers - n_dense)",
+                        "            n_dense = min(3, self.num_hidden_layers)\n"));
+  EXPECT_EQ(repeated.analyse().decision("architecture").value_string(), "hybrid");
+  // A local read from kwargs with 0 as its default: no dense layer.
+  Llama none(moe_choice(choice),
+             filled("[\"dense\" if i < k else \"sparse\" for i in range(self.num_hidden_layers)]",
+                    "            k = kwargs.get(\"first_k_dense_replace\", 0)\n"));
+  EXPECT_EQ(none.analyse().decision("architecture").value_string(), "moe");
+}

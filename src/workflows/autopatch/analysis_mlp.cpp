@@ -7,6 +7,64 @@
 
 namespace liger::autopatch::detail {
 
+namespace {
+
+// A number written in a configuration class: a literal, min()/max() of such, a field (its
+// default) or a local of `fn` (`n = kwargs.get("first_k_dense_replace", 1)`,
+// `n = min(self.first_k_dense_replace, self.num_hidden_layers)`); nullopt otherwise.
+std::optional<double> config_number(std::string e, const FunctionDef& fn, const ConfigLookup& field, int depth = 3) {
+  e = strip_parens(e);
+  static const std::regex num(R"(-?[0-9]+(\.[0-9]*)?)");
+  if (std::regex_match(e, num)) return std::atof(e.c_str());
+  if (depth <= 0) return std::nullopt;
+  static const std::regex minmax(R"(^(min|max)\((.*)\)$)");
+  std::smatch m;
+  if (std::regex_match(e, m, minmax)) {
+    std::optional<double> out;
+    for (const auto& arg : split_top_level(m[2].str(), ',')) {
+      auto v = config_number(arg, fn, field, depth - 1);
+      if (!v) return std::nullopt;
+      out = !out ? *v : (m[1] == "min" ? std::min(*out, *v) : std::max(*out, *v));
+    }
+    return out;
+  }
+  static const std::regex name(R"(^(self\.)?(\w+)$)");
+  if (!std::regex_match(e, m, name)) return std::nullopt;
+  if (!m[1].matched)
+    for (const auto& st : fn.body) {
+      auto a = as_assignment(st);
+      if (!a || a->targets.size() != 1 || a->targets.front() != m[2].str()) continue;
+      static const std::regex kw(R"(kwargs\.(?:get|pop)\(["']\w+["'],(-?[0-9.]+)\))");
+      std::smatch k;
+      if (std::regex_match(a->value, k, kw)) return std::atof(k[1].str().c_str());
+      return config_number(a->value, fn, field, depth - 1);
+    }
+  auto d = field(m[2]);
+  if (d && std::regex_match(*d, num)) return std::atof(d->c_str());
+  return std::nullopt;
+}
+
+// How many layers a per-layer list filled in the configuration class gives its first kind, when
+// it names two kinds: `["dense"] * n + ["sparse"] * (N - n)`, `["dense"] + ["sparse"] * (N - 1)`,
+// `["dense" if i < k else "sparse" for i in range(N)]`; nullopt when that cannot be told.
+std::optional<double> first_kind_count(const std::string& value, const FunctionDef& fn, const ConfigLookup& field) {
+  static const std::regex label(R"(["'](\w+)["'])");
+  std::set<std::string> kinds;
+  for (auto it = std::sregex_iterator(value.begin(), value.end(), label); it != std::sregex_iterator(); ++it)
+    kinds.insert((*it)[1]);
+  if (kinds.size() != 2) return std::nullopt;
+  std::smatch m;
+  static const std::regex repeated(R"(^\[["']\w+["']\]\*(.+?)\+\[)");
+  static const std::regex single(R"(^\[["']\w+["']\]\+)");
+  static const std::regex comprehension(R"(^\[["']\w+["']\s*if\s+\w+\s*<\s*(.+?)\s+else\b)");
+  if (std::regex_search(value, m, repeated)) return config_number(m[1], fn, field);
+  if (std::regex_search(value, m, single)) return 1;
+  if (std::regex_search(value, m, comprehension)) return config_number(m[1], fn, field);
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::string Analyzer::map_activation(const std::string& act) {
   static const std::set<std::string> silu = {"silu", "swish"};
   static const std::set<std::string> gelu_tanh = {"gelu_pytorch_tanh", "gelu_new", "gelu_tanh"};
@@ -457,6 +515,7 @@ void Analyzer::decide_mlp_and_arch() {
       // those fields decide, so they are read as well.
       static const std::regex cfg_ref(R"(config\.(\w+))");
       std::set<std::string> filled;
+      std::optional<bool> filled_split;
       for (auto it = std::sregex_iterator(cond.begin(), cond.end(), cfg_ref); it != std::sregex_iterator(); ++it)
         if (auto def = config_default((*it)[1]); def && *def == "None") filled.insert((*it)[1]);
       if (cfg_module)
@@ -468,6 +527,12 @@ void Analyzer::decide_mlp_and_arch() {
                   !filled.count(a->targets.front().substr(5)))
                 continue;
               cond += std::regex_replace(a->value, self_attr, "config.$1") + " ";
+              const ConfigLookup numeric = [&](const std::string& f) { return config_default(f); };
+              if (auto n = first_kind_count(a->value, fn, numeric)) {
+                filled_split = *n > 0;
+                d6.notes.push_back("config." + a->targets.front().substr(5) + " defaults to None and is filled as " +
+                                   a->value + ": " + (*n > 0 ? "its first layers are of another kind" : "one kind for every layer"));
+              }
             }
       static const std::regex cattr(R"(config\.(\w+))");
       for (auto it = std::sregex_iterator(cond.begin(), cond.end(), cattr); it != std::sregex_iterator(); ++it) {
@@ -483,6 +548,32 @@ void Analyzer::decide_mlp_and_arch() {
           d6.notes.push_back("config." + name + " defaults to " + *def + ": some layers are dense");
         }
       }
+      // Whatever the field is called: a comparison of the layer index with a field whose default
+      // leaves layers on both sides (`layer_idx >= config.moe_layer_start_index` with 1: layer 0 is
+      // dense, ERNIE 4.5 MoE), or a modulus above 1 (`(layer_idx + 1) % config.interval == 0`).
+      static const std::regex cmp_idx(R"(layer_idx\)?\s*(>=|>|<=|<)\s*\(?(?:self\.)?config\.(\w+))");
+      static const std::regex idx_cmp(R"((?:self\.)?config\.(\w+)\)?\s*(>=|>|<=|<)\s*\(?layer_idx)");
+      static const std::regex modulus(R"(%\s*\(?(?:self\.)?config\.(\w+))");
+      auto numeric_default = [&](const std::string& name) -> std::optional<double> {
+        auto def = config_default(name);
+        if (!def || !std::regex_match(*def, std::regex(R"(-?[0-9]+(\.[0-9]*)?)"))) return std::nullopt;
+        return std::atof(def->c_str());
+      };
+      auto note_split = [&](const std::string& name, const std::string& why) {
+        if (hybrid) return;
+        hybrid = true;
+        d6.notes.push_back("config." + name + " defaults to " + config_default(name).value_or("?") + ": " + why);
+      };
+      for (auto it = std::sregex_iterator(cond.begin(), cond.end(), cmp_idx); it != std::sregex_iterator(); ++it)
+        if (auto v = numeric_default((*it)[2]); v && (*v > 0 || ((*it)[1] == ">" && *v == 0)))
+          note_split((*it)[2], "the layer index is compared with it, so the first layers differ from the rest");
+      for (auto it = std::sregex_iterator(cond.begin(), cond.end(), idx_cmp); it != std::sregex_iterator(); ++it)
+        if (auto v = numeric_default((*it)[1]); v && (*v > 0 || ((*it)[2] == "<" && *v == 0)))
+          note_split((*it)[1], "the layer index is compared with it, so the first layers differ from the rest");
+      for (auto it = std::sregex_iterator(cond.begin(), cond.end(), modulus); it != std::sregex_iterator(); ++it)
+        if (auto v = numeric_default((*it)[1]); v && *v > 1)
+          note_split((*it)[1], "the layer index is taken modulo it, so layers alternate");
+      if (filled_split) hybrid = *filled_split;
       if (hybrid) decide(d6, "hybrid", 0.85);
       else {
         decide(d6, "moe", 0.8);

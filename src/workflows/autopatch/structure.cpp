@@ -266,16 +266,18 @@ void find_structure(Structure& s) {
       }
     }
   }
-  // A stack whose layer classes come from a lookup this reading does not follow (Jamba, Zamba2:
-  // `layer_class = ALL_DECODER_LAYER_TYPES[...]`, then `layers.append(layer_class(...))`) still
-  // names the base model: the text class with embed_tokens and a ModuleList of layers.
+  // A stack whose layer classes come from a lookup this reading does not follow (Jamba:
+  // `layer_class = ALL_DECODER_LAYER_TYPES[...]`, then `layers.append(layer_class(...))`; Zamba2:
+  // `self.layers = self.get_layers()`) still names the base model: the text class with
+  // embed_tokens and a `layers` attribute.
   if (!best)
-    for (const auto& c : s.m.classes) {
-      if (is_vision_name(c.name) || c.init_assignments_to("embed_tokens").empty()) continue;
-      bool stack = false;
-      for (const auto& a : c.init_assignments_to("layers")) stack |= contains(a.value, "ModuleList(");
-      if (stack) { best = &c; stack_attr = "layers"; break; }
-    }
+    for (const auto& c : s.m.classes)
+      if (!is_vision_name(c.name) && !c.init_assignments_to("embed_tokens").empty() &&
+          !c.init_assignments_to("layers").empty()) {
+        best = &c;
+        stack_attr = "layers";
+        break;
+      }
   s.base_model = best;
   if (!layer_cls.empty()) s.decoder = s.m.find_class(layer_cls);
   if (!s.decoder)
