@@ -3,7 +3,8 @@
 // trimmed llama fixture, so CI (no transformers installed) fails when one regresses.
 //   - an MoE block the default configuration never builds (Doge's `is_moe=False`) -> dense; dense
 //     layers chosen by the layer index through an attribute (AFMoE) -> hybrid;
-//   - torch's nn.LayerNorm built with bias=False (DBRX) -> the library LayerNorm is declined;
+//   - torch's nn.LayerNorm built with bias=False (DBRX) or its bias set to None afterwards (MPT) ->
+//     the library LayerNorm is declined;
 //   - a gated MLP that does more than down(act(gate) * up) (Seed-OSS's dropout on the output,
 //     BitNet's norm on the product) -> the SwiGLU patch is declined;
 //   - the final norm is the one applied after the layer stack, not the last one assigned (Gemma 3n).
@@ -128,6 +129,11 @@ TEST(AutopatchHeldoutRules, TorchLayerNormWithoutBiasIsDeclined) {
   EXPECT_NE(find_item(q.apply, "layer_norm"), nullptr) << dump(q);
   Llama affine(Llama::Edits{{norm, "        self.norm = nn.LayerNorm(config.hidden_size, elementwise_affine=False)"}});
   EXPECT_NE(find_item(affine.analyse().declined, "layer_norm"), nullptr);
+  // Removed after construction (MPT).
+  Llama removed(Llama::Edits{{norm, "        self.norm = nn.LayerNorm(config.hidden_size)\n        self.norm.bias = None"}});
+  EXPECT_NE(find_item(removed.analyse().declined, "layer_norm"), nullptr);
+  Llama plain(Llama::Edits{{norm, "        self.norm = nn.LayerNorm(config.hidden_size)"}});
+  EXPECT_NE(find_item(plain.analyse().apply, "layer_norm"), nullptr);
 }
 
 TEST(AutopatchHeldoutRules, GatedMlpThatDoesMoreThanTheKernelIsDeclined) {

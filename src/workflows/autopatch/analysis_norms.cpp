@@ -279,6 +279,16 @@ void Analyzer::decide_norms() {
         for (const auto& c : m.classes)
           for (const auto& a : c.init_assignments()) {
             if (a.line != na.line || !a.call) continue;
+            // Removed after construction (MPT: `self.norm_1.bias = None`).
+            for (const auto& st : c.method("__init__")->body) {
+              auto r = as_assignment(st);
+              if (!r || r->targets.size() != 1 || r->value != "None" ||
+                  (r->targets.front() != "self." + na.attr + ".bias" && r->targets.front() != "self." + na.attr + ".weight"))
+                continue;
+              bias = false;
+              lnd["no_bias"] = st.text;
+              d1.evidence.push_back(ev(st.line));
+            }
             for (const char* flag : {"bias", "elementwise_affine"}) {
               auto kw = a.call->kwargs.find(flag);
               if (kw == a.call->kwargs.end()) continue;
