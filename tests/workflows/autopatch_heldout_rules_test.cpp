@@ -207,3 +207,25 @@ TEST(AutopatchHeldoutRules, PerLayerListFilledByTheConfigurationDecidesHybrid) {
                     "            k = kwargs.get(\"first_k_dense_replace\", 0)\n"));
   EXPECT_EQ(none.analyse().decision("architecture").value_string(), "moe");
 }
+
+TEST(AutopatchHeldoutRules, HybridStackTakesTheSoftmaxAttentionLayerAsTheDecoder) {
+  // The linear-attention layer is named first in the stack's conditional expression (OLMo-Hybrid).
+  Llama t(Llama::Edits{
+      {"class LlamaDecoderLayer(nn.Module):",
+       "class LlamaLinearAttentionDecoderLayer(nn.Module):\n"
+       "    def __init__(self, config, layer_idx):\n"
+       "        super().__init__()\n"
+       "        self.linear_attn = nn.Linear(config.hidden_size, config.hidden_size)\n"
+       "        self.mlp = LlamaMLP(config)\n\n"
+       "    def forward(self, hidden_states, **kwargs):\n"
+       "        return hidden_states + self.mlp(self.linear_attn(hidden_states))\n\n\n"
+       "class LlamaDecoderLayer(nn.Module):"},
+      {"[LlamaDecoderLayer(config, layer_idx) for layer_idx in range(config.num_hidden_layers)]",
+       "[LlamaLinearAttentionDecoderLayer(config, layer_idx) if layer_idx % 2 else LlamaDecoderLayer(config, layer_idx)"
+       " for layer_idx in range(config.num_hidden_layers)]"}});
+  ModelProfile p = t.analyse();
+  EXPECT_EQ(p.decision("rope").value_string(), "standard") << dump(p);
+  const Decision& nn = p.decision("norm_names");
+  ASSERT_TRUE(nn.decided()) << dump(p);
+  EXPECT_EQ(nn.value["decoder"].size(), 2u) << dump(p);
+}

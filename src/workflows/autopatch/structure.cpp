@@ -253,6 +253,17 @@ void find_structure(Structure& s) {
       auto locals = local_classes_in(s, a);
       if (locals.empty()) locals = layer_classes_via_local_list(s, c, a);
       if (locals.empty()) continue;
+      // Of the layer kinds a hybrid stack chooses between (`XLinearAttentionDecoderLayer(...) if
+      // config.layer_types[i] == "linear_attention" else XAttentionDecoderLayer(...)`, OLMo-Hybrid),
+      // the softmax-attention layer is the decoder: it carries the RoPE the kernels replace.
+      std::stable_sort(locals.begin(), locals.end(), [](const std::string& x, const std::string& y) {
+        auto mixer = [](const std::string& n) {
+          for (const char* w : {"Linear", "Mamba", "Mixer", "DeltaNet", "Conv", "Recurrent", "Ssm", "SSM"})
+            if (contains(n, w)) return true;
+          return false;
+        };
+        return !mixer(x) && mixer(y);
+      });
       int score = 1;
       if (!c.init_assignments_to("embed_tokens").empty()) score += 4;
       else if (has_embedding) score += 3;
