@@ -229,3 +229,31 @@ TEST(AutopatchHeldoutRules, HybridStackTakesTheSoftmaxAttentionLayerAsTheDecoder
   ASSERT_TRUE(nn.decided()) << dump(p);
   EXPECT_EQ(nn.value["decoder"].size(), 2u) << dump(p);
 }
+
+TEST(AutopatchHeldoutRules, NormChosenByAConfigurationConditionIsTheDefaultSide) {
+  // Cohere2-MoE: RMSNorm only when rms_norm_eps is set, None by default; the LayerNorm is the model's.
+  const std::string norm = "        self.norm = LlamaRMSNorm(config.hidden_size, eps=config.rms_norm_eps)";
+  auto edits = [&](const std::string& eps) { return config_field("norm_eps", eps); };
+  const Llama::Edits model{
+      {norm, "        self.norm = (LlamaRMSNorm(config.hidden_size) if config.norm_eps is not None"
+             " else nn.LayerNorm(config.hidden_size))"}};
+  Llama none(model, edits("None"));
+  ModelProfile p = none.analyse();
+  EXPECT_EQ(p.decision("norm_names").value["final"].as<std::string>(), "norm") << dump(p);
+  EXPECT_EQ(p.decision("norm_type").value_string(), "both") << dump(p);  // decoder RMSNorm, final LayerNorm
+  Llama set(model, edits("1e-6"));
+  EXPECT_EQ(set.analyse().decision("norm_type").value_string(), "RMSNorm");
+}
+
+TEST(AutopatchHeldoutRules, FilledListCountReadThroughAConditionalNumber) {
+  const std::string choice =
+      "        self.mlp = LlamaSparseMoe(config) if config.mlp_layer_types[layer_idx] == \"sparse\" else LlamaMLP(config)\n";
+  Llama::Edits e = config_field("mlp_layer_types", "None");
+  e.push_back({"        super().__init__(**kwargs)",
+               "        if self.mlp_layer_types is None:\n"
+               "            self.mlp_layer_types = [\"dense\"] * (1 if self.num_hidden_layers > 0 else 0) + "
+               "[\"sparse\"] * (self.num_hidden_layers - 1)\n        super().__init__(**kwargs)"});
+  Llama t(moe_choice(choice), e);
+  ModelProfile p = t.analyse();
+  EXPECT_EQ(p.decision("architecture").value_string(), "hybrid") << dump(p);
+}

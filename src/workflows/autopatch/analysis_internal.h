@@ -116,6 +116,9 @@ struct Structure {
   // Decoder norm attributes assigned only in branches the default configuration does not take.
   std::vector<NormAttr> skipped_norms;
   std::vector<std::string> skipped_why;
+  // The configuration's default for a field, as written (set by the Analyzer): lets the structure
+  // pick the class a conditional expression builds by default.
+  std::function<std::optional<std::string>(const std::string&)> config_default;
 
   explicit Structure(const PythonModule& mod) : m(mod) {}
 };
@@ -132,6 +135,10 @@ void find_structure(Structure& s);
 // A config attribute's default as Python text ("False", "None", "2"), nullopt when unknown.
 using ConfigLookup = std::function<std::optional<std::string>(const std::string&)>;
 std::set<int> inactive_branch_lines(const FunctionDef& f, const ConfigLookup& def, std::vector<std::string>* why);
+// `A if cond else B` at the top level of a value (inside one pair of brackets at most): token
+// indices of the value's start, `if`, `else` and end.
+struct Conditional { size_t begin = 0, if_at = 0, else_at = 0, end = 0; };
+std::optional<Conditional> top_level_conditional(const std::vector<Token>& t);
 // The truth of a condition on the configuration alone (`not config.is_moe`, `config.x is None and
 // config.y == 2`) under its defaults; nullopt when it names anything else or a default is unknown.
 std::optional<bool> eval_config_condition(const std::string& cond, const ConfigLookup& def);

@@ -17,8 +17,18 @@ std::optional<double> config_number(std::string e, const FunctionDef& fn, const 
   static const std::regex num(R"(-?[0-9]+(\.[0-9]*)?)");
   if (std::regex_match(e, num)) return std::atof(e.c_str());
   if (depth <= 0) return std::nullopt;
-  static const std::regex minmax(R"(^(min|max)\((.*)\)$)");
   std::smatch m;
+  // `1 if self.num_hidden_layers > 0 else 0` (HY-V3): a comparison of two such numbers.
+  static const std::regex ternary(R"(^(.+?)\s*\bif\s+(.+?)\s*(>=|<=|==|!=|>|<)\s*(.+?)\s+else\b\s*(.+)$)");
+  if (std::regex_match(e, m, ternary)) {
+    auto l = config_number(m[2], fn, field, depth - 1), r = config_number(m[4], fn, field, depth - 1);
+    if (!l || !r) return std::nullopt;
+    const std::string op = m[3];
+    const bool yes = op == ">=" ? *l >= *r : op == "<=" ? *l <= *r : op == ">" ? *l > *r : op == "<" ? *l < *r
+                     : op == "==" ? *l == *r : *l != *r;
+    return config_number(yes ? m[1].str() : m[5].str(), fn, field, depth - 1);
+  }
+  static const std::regex minmax(R"(^(min|max)\((.*)\)$)");
   if (std::regex_match(e, m, minmax)) {
     std::optional<double> out;
     for (const auto& arg : split_top_level(m[2].str(), ',')) {
@@ -358,20 +368,11 @@ std::set<const ClassDef*> Analyzer::mlp_classes_not_built(std::vector<std::strin
       for (const auto& w : why) notes->push_back(a.targets.front() + ": " + w);
       continue;
     }
-    // A conditional expression at the top level (inside one pair of brackets at most).
-    size_t b = 0, e = t.size();
-    if (e >= 2 && t[0].text == "(" && t[e - 1].text == ")") { ++b; --e; }
-    size_t if_at = 0, else_at = 0;
-    int depth = 0;
-    for (size_t i = b; i < e; ++i) {
-      const std::string& x = t[i].text;
-      if (t[i].kind == TokKind::Op && (x == "(" || x == "[" || x == "{")) ++depth;
-      else if (t[i].kind == TokKind::Op && (x == ")" || x == "]" || x == "}")) --depth;
-      else if (depth == 0 && t[i].kind == TokKind::Name && x == "if" && !if_at) if_at = i;
-      else if (depth == 0 && t[i].kind == TokKind::Name && x == "else" && if_at && !else_at) else_at = i;
-    }
+    const auto ce = top_level_conditional(t);
+    const size_t b = ce ? ce->begin : 0, e = ce ? ce->end : t.size(), if_at = ce ? ce->if_at : 0,
+                 else_at = ce ? ce->else_at : 0;
     std::optional<bool> taken;
-    if (if_at && else_at) taken = eval_config_condition(join_tokens(t, if_at + 1, else_at), lookup);
+    if (ce) taken = eval_config_condition(join_tokens(t, if_at + 1, else_at), lookup);
     if (!taken) {
       for (const ClassDef* c : classes_in(t, 0, t.size())) built.insert(c);
       continue;

@@ -20,6 +20,7 @@ ModelProfile Analyzer::run() {
     x.undecided = "not analysed";
     p.decisions.push_back(x);
   }
+  s.config_default = [this](const std::string& a) { return config_default_raw(a); };
   find_structure(s);
   // Decoder norms built only by a configuration other than the default one are not the model's
   // (Falcon: ln_attn / ln_mlp with new_decoder_architecture, default False).

@@ -142,7 +142,15 @@ std::vector<NormAttr> norm_attrs(const Structure& s, const ClassDef& c, const st
   std::set<std::string> seen;
   for (const auto& a : c.init_assignments()) {
     if (skip_lines && skip_lines->count(a.line)) continue;
-    for (const auto& call : find_calls(a.value_tokens, a.line)) {
+    // `A(...) if config.x is not None else B(...)` (Cohere2-MoE: RMSNorm only when rms_norm_eps
+    // is set, None by default): the side the default configuration takes.
+    std::vector<Token> side = a.value_tokens;
+    const auto& t = a.value_tokens;
+    if (auto ce = top_level_conditional(t); ce && s.config_default)
+      if (auto taken = eval_config_condition(join_tokens(t, ce->if_at + 1, ce->else_at), s.config_default))
+        side = *taken ? std::vector<Token>(t.begin() + static_cast<long>(ce->begin), t.begin() + static_cast<long>(ce->if_at))
+                      : std::vector<Token>(t.begin() + static_cast<long>(ce->else_at) + 1, t.begin() + static_cast<long>(ce->end));
+    for (const auto& call : find_calls(side, a.line)) {
       const NormClass* nc = norm_of_callee(s, call.callee);
       if (!nc) continue;
       std::string attr = a.targets.front().substr(5);
@@ -422,6 +430,22 @@ std::optional<bool> eval_expr(std::string cond, const ConfigLookup& def) {
 }
 
 }  // namespace
+
+std::optional<Conditional> top_level_conditional(const std::vector<Token>& t) {
+  Conditional c;
+  c.end = t.size();
+  if (c.end >= 2 && t[0].text == "(" && t[c.end - 1].text == ")") { ++c.begin; --c.end; }
+  int depth = 0;
+  for (size_t i = c.begin; i < c.end; ++i) {
+    const std::string& x = t[i].text;
+    if (t[i].kind == TokKind::Op && (x == "(" || x == "[" || x == "{")) ++depth;
+    else if (t[i].kind == TokKind::Op && (x == ")" || x == "]" || x == "}")) --depth;
+    else if (depth == 0 && t[i].kind == TokKind::Name && x == "if" && !c.if_at) c.if_at = i;
+    else if (depth == 0 && t[i].kind == TokKind::Name && x == "else" && c.if_at && !c.else_at) c.else_at = i;
+  }
+  if (!c.if_at || !c.else_at) return std::nullopt;
+  return c;
+}
 
 std::optional<bool> eval_config_condition(const std::string& cond, const ConfigLookup& def) {
   return eval_expr(cond, def);
