@@ -257,3 +257,24 @@ TEST(AutopatchHeldoutRules, FilledListCountReadThroughAConditionalNumber) {
   ModelProfile p = t.analyse();
   EXPECT_EQ(p.decision("architecture").value_string(), "hybrid") << dump(p);
 }
+
+TEST(AutopatchHeldoutRules, ConfigDefaultsComeFromTheConfigClassTheTextModelIsAnnotatedWith) {
+  // Qwen3-Omni-MoE: the main config has no hidden_act; a vision config earlier in the file has
+  // gelu_pytorch_tanh, the text config (the decoder's annotation) silu.
+  Llama t(Llama::Edits{{"    def __init__(self, config: LlamaConfig, layer_idx: int):\n        super().__init__()\n"
+                        "        self.self_attn",
+                        "    def __init__(self, config: LlamaTextConfig, layer_idx: int):\n        super().__init__()\n"
+                        "        self.self_attn"}},
+          Llama::Edits{{"class LlamaConfig(PretrainedConfig):",
+                        "class LlamaVisionConfig(PretrainedConfig):\n    model_type = \"llama_vision\"\n\n"
+                        "    def __init__(self, hidden_act=\"gelu_pytorch_tanh\", **kwargs):\n"
+                        "        self.hidden_act = hidden_act\n\n\n"
+                        "class LlamaTextConfig(PretrainedConfig):\n    model_type = \"llama_text\"\n\n"
+                        "    def __init__(self, hidden_act=\"silu\", **kwargs):\n"
+                        "        self.hidden_act = hidden_act\n\n\n"
+                        "class LlamaConfig(PretrainedConfig):"},
+                       {"        hidden_act=\"silu\",\n", ""},
+                       {"        self.hidden_act = hidden_act\n", ""}});
+  ModelProfile p = t.analyse();
+  EXPECT_EQ(p.decision("mlp_activation").value_string(), "swiglu") << dump(p);
+}

@@ -183,14 +183,25 @@ struct Analyzer {
     x.confidence = conf;
   }
 
+  // The config class the text model's classes are annotated with (`config: Qwen3OmniMoeTextConfig`
+  // on the decoder layer): its defaults come first, so a field several config classes of the file
+  // declare (hidden_act: silu for the text model, gelu_pytorch_tanh for the vision tower) is read
+  // from the text model's.
+  std::string text_config_class;
+  std::optional<ConfigParam> config_param(const std::string& attr) const {
+    if (!text_config_class.empty())
+      if (const ConfigClass* c = cfg.find(text_config_class))
+        if (const ConfigParam* p = c->param(attr)) return *p;
+    return cfg.default_of(model_type, attr);
+  }
   // The default as written (quotes kept), for evaluating conditions.
   std::optional<std::string> config_default_raw(const std::string& attr) const {
-    auto prm = cfg.default_of(model_type, attr);
+    auto prm = config_param(attr);
     if (!prm) return std::nullopt;
     return prm->default_value;
   }
   std::optional<std::string> config_default(const std::string& attr) const {
-    auto prm = cfg.default_of(model_type, attr);
+    auto prm = config_param(attr);
     if (!prm) return std::nullopt;
     return unquote(prm->default_value);
   }

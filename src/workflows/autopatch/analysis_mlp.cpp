@@ -605,7 +605,7 @@ void Analyzer::decide_mlp_and_arch() {
   if (!mi.activation.empty()) d5.details["activation"] = mi.activation;
   if (!mi.config_attr.empty()) {
     d5.details["config_attribute"] = mi.config_attr;
-    if (auto prm = cfg.default_of(model_type, mi.config_attr)) {
+    if (auto prm = config_param(mi.config_attr)) {
       d5.details["config_default"] = unquote(prm->default_value);
     }
   }
@@ -618,7 +618,7 @@ void Analyzer::decide_mlp_and_arch() {
   if (!mi.scaled.empty()) d5.details["scaled"] = mi.scaled;
   for (int l : mi.lines) d5.evidence.push_back(ev(l));
   if (!mi.config_attr.empty())
-    if (auto prm = cfg.default_of(model_type, mi.config_attr)) d5.evidence.push_back(cfg_ev(prm->line));
+    if (auto prm = config_param(mi.config_attr)) d5.evidence.push_back(cfg_ev(prm->line));
   if (mi.kind.empty()) undecide(d5, mi.why);
   else {
     decide(d5, mi.kind, mi.kind == "other" ? 0.85 : 0.9);
