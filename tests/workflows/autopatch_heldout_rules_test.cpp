@@ -278,3 +278,20 @@ TEST(AutopatchHeldoutRules, ConfigDefaultsComeFromTheConfigClassTheTextModelIsAn
   ModelProfile p = t.analyse();
   EXPECT_EQ(p.decision("mlp_activation").value_string(), "swiglu") << dump(p);
 }
+
+TEST(AutopatchHeldoutRules, AttentionOneModuleDeeperIsFollowed) {
+  // DBRX: the decoder holds a norm-attention-norm wrapper whose `attn` is the rotary attention.
+  Llama t(Llama::Edits{
+      {"class LlamaDecoderLayer(nn.Module):",
+       "class LlamaNormAttentionNorm(nn.Module):\n"
+       "    def __init__(self, config, layer_idx):\n"
+       "        super().__init__()\n"
+       "        self.attn = LlamaAttention(config=config, layer_idx=layer_idx)\n\n"
+       "    def forward(self, hidden_states, **kwargs):\n"
+       "        return self.attn(hidden_states, **kwargs)\n\n\n"
+       "class LlamaDecoderLayer(nn.Module):"},
+      {"        self.self_attn = LlamaAttention(config=config, layer_idx=layer_idx)",
+       "        self.norm_attn_norm = LlamaNormAttentionNorm(config, layer_idx)"}});
+  ModelProfile p = t.analyse();
+  EXPECT_EQ(p.decision("rope").value_string(), "standard") << dump(p);
+}

@@ -371,7 +371,53 @@ void find_structure(Structure& s) {
       }
     }
   }
-  if (s.attention) s.attention_norms = norm_attrs(s, *s.attention);
+  // A wrapper that holds the attention one module deeper (DBRX: DbrxBlock.norm_attn_norm is a
+  // DbrxNormAttentionNorm holding `attn = DbrxAttention(...)` between two norms; T5-style
+  // `self_attention` layers): the inner class is the attention when the wrapper shows none of its
+  // own; the wrapper's norms stay with the attention's.
+  std::vector<NormAttr> wrapper_norms;
+  auto inner_attention = [&](const ClassDef& wrapper, std::string* inner_attr, int* line) -> const ClassDef* {
+    for (const auto& a : wrapper.init_assignments()) {
+      const std::string attr = a.targets.front().substr(5);
+      if (!contains(attr, "attn") && !contains(attr, "attention")) continue;
+      const auto locals = local_classes_in(s, a);
+      const ClassDef* inner = locals.empty() ? nullptr : s.m.find_class(locals.front());
+      if (!inner || inner == &wrapper || softmax_attention_evidence(s.m, *inner) == 0) continue;
+      *inner_attr = attr;
+      *line = a.line;
+      return inner;
+    }
+    return nullptr;
+  };
+  if (s.attention && softmax_attention_evidence(s.m, *s.attention) == 0) {
+    std::string attr;
+    int line = 0;
+    if (const ClassDef* inner = inner_attention(*s.attention, &attr, &line)) {
+      wrapper_norms = norm_attrs(s, *s.attention);
+      s.attention = inner;
+      s.attention_attr += "." + attr;
+      s.attention_line = line;
+    }
+  }
+  if (!s.attention)
+    for (const auto& a : s.decoder->init_assignments()) {
+      const auto locals = local_classes_in(s, a);
+      const ClassDef* wrapper = locals.empty() ? nullptr : s.m.find_class(locals.front());
+      if (!wrapper || s.norms.count(wrapper->name) || wrapper == s.decoder) continue;
+      std::string attr;
+      int line = 0;
+      if (const ClassDef* inner = inner_attention(*wrapper, &attr, &line)) {
+        wrapper_norms = norm_attrs(s, *wrapper);
+        s.attention = inner;
+        s.attention_attr = a.targets.front().substr(5) + "." + attr;
+        s.attention_line = line;
+        break;
+      }
+    }
+  if (s.attention) {
+    s.attention_norms = wrapper_norms;
+    for (const auto& na : norm_attrs(s, *s.attention)) s.attention_norms.push_back(na);
+  }
   for (auto& lm : s.linear_mixers) lm.norms = norm_attrs(s, *lm.cls);
 }
 
