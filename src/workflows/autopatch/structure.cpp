@@ -312,8 +312,10 @@ void find_structure(Structure& s) {
       if (na.attr != "embed_tokens" && na.attr != stack_attr) s.final_norm = na;
     const std::vector<Statement> fwd = method_with_helpers(*s.base_model, "forward");
     size_t from = 0;
+    // `self.h` must not match `self.hidden_size` (Falcon's stack is `h`).
+    const std::regex stack_ref("self\\." + stack_attr + "\\b");
     for (size_t i = 0; i < fwd.size(); ++i)
-      if (!stack_attr.empty() && contains(fwd[i].text, "self." + stack_attr)) from = i + 1;
+      if (!stack_attr.empty() && std::regex_search(fwd[i].text, stack_ref)) from = i + 1;
     std::optional<NormAttr> last;
     bool any_call = false;
     for (size_t i = 0; i < fwd.size(); ++i)
