@@ -116,6 +116,9 @@ struct Structure {
   // Decoder norm attributes assigned only in branches the default configuration does not take.
   std::vector<NormAttr> skipped_norms;
   std::vector<std::string> skipped_why;
+  // The configuration's default for a field, as written (set by the Analyzer): lets the structure
+  // pick the class a conditional expression builds by default.
+  std::function<std::optional<std::string>(const std::string&)> config_default;
 
   explicit Structure(const PythonModule& mod) : m(mod) {}
 };
@@ -132,6 +135,13 @@ void find_structure(Structure& s);
 // A config attribute's default as Python text ("False", "None", "2"), nullopt when unknown.
 using ConfigLookup = std::function<std::optional<std::string>(const std::string&)>;
 std::set<int> inactive_branch_lines(const FunctionDef& f, const ConfigLookup& def, std::vector<std::string>* why);
+// `A if cond else B` at the top level of a value (inside one pair of brackets at most): token
+// indices of the value's start, `if`, `else` and end.
+struct Conditional { size_t begin = 0, if_at = 0, else_at = 0, end = 0; };
+std::optional<Conditional> top_level_conditional(const std::vector<Token>& t);
+// The truth of a condition on the configuration alone (`not config.is_moe`, `config.x is None and
+// config.y == 2`) under its defaults; nullopt when it names anything else or a default is unknown.
+std::optional<bool> eval_config_condition(const std::string& cond, const ConfigLookup& def);
 
 // ---------------------------------------------------------------------------------------------
 // The decisions
@@ -173,14 +183,25 @@ struct Analyzer {
     x.confidence = conf;
   }
 
+  // The config class the text model's classes are annotated with (`config: Qwen3OmniMoeTextConfig`
+  // on the decoder layer): its defaults come first, so a field several config classes of the file
+  // declare (hidden_act: silu for the text model, gelu_pytorch_tanh for the vision tower) is read
+  // from the text model's.
+  std::string text_config_class;
+  std::optional<ConfigParam> config_param(const std::string& attr) const {
+    if (!text_config_class.empty())
+      if (const ConfigClass* c = cfg.find(text_config_class))
+        if (const ConfigParam* p = c->param(attr)) return *p;
+    return cfg.default_of(model_type, attr);
+  }
   // The default as written (quotes kept), for evaluating conditions.
   std::optional<std::string> config_default_raw(const std::string& attr) const {
-    auto prm = cfg.default_of(model_type, attr);
+    auto prm = config_param(attr);
     if (!prm) return std::nullopt;
     return prm->default_value;
   }
   std::optional<std::string> config_default(const std::string& attr) const {
-    auto prm = cfg.default_of(model_type, attr);
+    auto prm = config_param(attr);
     if (!prm) return std::nullopt;
     return unquote(prm->default_value);
   }
@@ -224,6 +245,7 @@ struct Analyzer {
   static std::string map_activation(const std::string& act);
   MlpInfo analyse_mlp(const ClassDef& c);
   static bool is_moe_class(const ClassDef& c);
+  std::set<const ClassDef*> mlp_classes_not_built(std::vector<std::string>* notes) const;
   void decide_mlp_and_arch();
 
   // ---- 8: RoPE (analysis_rope.cpp) -------------------------------------------------------------

@@ -7,6 +7,74 @@
 
 namespace liger::autopatch::detail {
 
+namespace {
+
+// A number written in a configuration class: a literal, min()/max() of such, a field (its
+// default) or a local of `fn` (`n = kwargs.get("first_k_dense_replace", 1)`,
+// `n = min(self.first_k_dense_replace, self.num_hidden_layers)`); nullopt otherwise.
+std::optional<double> config_number(std::string e, const FunctionDef& fn, const ConfigLookup& field, int depth = 3) {
+  e = strip_parens(e);
+  static const std::regex num(R"(-?[0-9]+(\.[0-9]*)?)");
+  if (std::regex_match(e, num)) return std::atof(e.c_str());
+  if (depth <= 0) return std::nullopt;
+  std::smatch m;
+  // `1 if self.num_hidden_layers > 0 else 0` (HY-V3): a comparison of two such numbers.
+  static const std::regex ternary(R"(^(.+?)\s*\bif\s+(.+?)\s*(>=|<=|==|!=|>|<)\s*(.+?)\s+else\b\s*(.+)$)");
+  if (std::regex_match(e, m, ternary)) {
+    auto l = config_number(m[2], fn, field, depth - 1), r = config_number(m[4], fn, field, depth - 1);
+    if (!l || !r) return std::nullopt;
+    const std::string op = m[3];
+    const bool yes = op == ">=" ? *l >= *r : op == "<=" ? *l <= *r : op == ">" ? *l > *r : op == "<" ? *l < *r
+                     : op == "==" ? *l == *r : *l != *r;
+    return config_number(yes ? m[1].str() : m[5].str(), fn, field, depth - 1);
+  }
+  static const std::regex minmax(R"(^(min|max)\((.*)\)$)");
+  if (std::regex_match(e, m, minmax)) {
+    std::optional<double> out;
+    for (const auto& arg : split_top_level(m[2].str(), ',')) {
+      auto v = config_number(arg, fn, field, depth - 1);
+      if (!v) return std::nullopt;
+      out = !out ? *v : (m[1] == "min" ? std::min(*out, *v) : std::max(*out, *v));
+    }
+    return out;
+  }
+  static const std::regex name(R"(^(self\.)?(\w+)$)");
+  if (!std::regex_match(e, m, name)) return std::nullopt;
+  if (!m[1].matched)
+    for (const auto& st : fn.body) {
+      auto a = as_assignment(st);
+      if (!a || a->targets.size() != 1 || a->targets.front() != m[2].str()) continue;
+      static const std::regex kw(R"(kwargs\.(?:get|pop)\(["']\w+["'],(-?[0-9.]+)\))");
+      std::smatch k;
+      if (std::regex_match(a->value, k, kw)) return std::atof(k[1].str().c_str());
+      return config_number(a->value, fn, field, depth - 1);
+    }
+  auto d = field(m[2]);
+  if (d && std::regex_match(*d, num)) return std::atof(d->c_str());
+  return std::nullopt;
+}
+
+// How many layers a per-layer list filled in the configuration class gives its first kind, when
+// it names two kinds: `["dense"] * n + ["sparse"] * (N - n)`, `["dense"] + ["sparse"] * (N - 1)`,
+// `["dense" if i < k else "sparse" for i in range(N)]`; nullopt when that cannot be told.
+std::optional<double> first_kind_count(const std::string& value, const FunctionDef& fn, const ConfigLookup& field) {
+  static const std::regex label(R"(["'](\w+)["'])");
+  std::set<std::string> kinds;
+  for (auto it = std::sregex_iterator(value.begin(), value.end(), label); it != std::sregex_iterator(); ++it)
+    kinds.insert((*it)[1]);
+  if (kinds.size() != 2) return std::nullopt;
+  std::smatch m;
+  static const std::regex repeated(R"(^\[["']\w+["']\]\*(.+?)\+\[)");
+  static const std::regex single(R"(^\[["']\w+["']\]\+)");
+  static const std::regex comprehension(R"(^\[["']\w+["']\s*if\s+\w+\s*<\s*(.+?)\s+else\b)");
+  if (std::regex_search(value, m, repeated)) return config_number(m[1], fn, field);
+  if (std::regex_search(value, m, single)) return 1;
+  if (std::regex_search(value, m, comprehension)) return config_number(m[1], fn, field);
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::string Analyzer::map_activation(const std::string& act) {
   static const std::set<std::string> silu = {"silu", "swish"};
   static const std::set<std::string> gelu_tanh = {"gelu_pytorch_tanh", "gelu_new", "gelu_tanh"};
@@ -180,6 +248,40 @@ Analyzer::MlpInfo Analyzer::analyse_mlp(const ClassDef& c) {
       all_values[a->targets.front()].push_back(rhs);
     }
   }
+  // The fused forward computes down(act(gate(x)) * up(x)) and nothing else: a step the MLP's own
+  // forward takes between the product and the down projection (BitNet's ffn_sub_norm) or after
+  // it (Seed-OSS's dropout on the output) would be left out, so the patch is declined.
+  if (r.gated && r.scaled.empty() && !r.down.empty()) {
+    for (const auto& a : c.init_assignments_to(r.down))
+      if (a.call && !ends_with(a.call->callee, "Linear"))
+        r.scaled = c.name + " applies self." + r.down + " (" + a.call->callee +
+                   ") to the gated product before its down projection; the library kernel computes act(gate(x)) * up(x) only";
+    bool after = false;
+    std::string result;
+    for (const auto& st : fwd->body) {
+      if (!r.scaled.empty()) break;
+      auto a = as_assignment(st);
+      if (!after) {
+        if (contains(st.text, "self." + r.down + "(")) {
+          after = true;
+          if (a && a->targets.size() == 1) result = a->targets.front();
+          // The statement itself must be the projection alone (`self.dropout(self.down_proj(h))`,
+          // `self.down_proj(h) * self.scale` are more).
+          const std::string e = strip_parens(a ? a->value : returned_expr(st));
+          if ((a || st.keyword() == "return") &&
+              (!starts_with(e, "self." + r.down + "(") || split_top_level(e, '*').size() > 1 ||
+               split_top_level(e, '+').size() > 1 || split_top_level(e, '/').size() > 1)) {
+            r.scaled = c.name + " computes '" + e + "' around its down projection; the fused forward would leave it out";
+            r.lines.push_back(st.line);
+          }
+        }
+        continue;
+      }
+      if (st.keyword() == "return" && strip_parens(returned_expr(st)) == result) continue;
+      r.scaled = c.name + " computes '" + st.text + "' after its down projection; the fused forward would leave it out";
+      r.lines.push_back(st.line);
+    }
+  }
   if (r.activation.empty() && r.config_attr.empty()) {
     // An activation written out in the forward or its helpers (GPT-OSS experts:
     // `glu = gate * torch.sigmoid(gate * self.alpha); (up + 1) * glu`): no library kernel
@@ -236,6 +338,54 @@ bool Analyzer::is_moe_class(const ClassDef& c) {
   return false;
 }
 
+// MLP classes the decoder layer builds only under a condition the default configuration does not
+// meet: an `if config.x:` branch not taken, or the untaken side of a conditional expression
+// (`DogeMLP(config) if not config.is_moe else DogeCDMoE(config)`: with is_moe=False no layer has
+// the MoE block, so the model is dense). A condition on anything but the configuration (the
+// layer index) keeps both classes.
+std::set<const ClassDef*> Analyzer::mlp_classes_not_built(std::vector<std::string>* notes) const {
+  std::set<const ClassDef*> unbuilt, built;
+  const FunctionDef* init = s.decoder ? s.decoder->method("__init__") : nullptr;
+  if (!init) return unbuilt;
+  std::set<std::string> attrs;
+  for (const auto& [attr, c] : s.mlp_candidates) attrs.insert(attr);
+  const ConfigLookup lookup = [&](const std::string& a) { return config_default_raw(a); };
+  std::vector<std::string> why;
+  const std::set<int> inactive = inactive_branch_lines(*init, lookup, &why);
+  auto classes_in = [&](const std::vector<Token>& t, size_t b, size_t e) {
+    std::vector<const ClassDef*> out;
+    for (size_t i = b; i < e && i < t.size(); ++i)
+      if (t[i].kind == TokKind::Name)
+        if (const ClassDef* c = m.find_class(t[i].text)) out.push_back(c);
+    return out;
+  };
+  for (const auto& a : s.decoder->init_assignments()) {
+    if (a.targets.size() != 1 || !starts_with(a.targets.front(), "self.") || !attrs.count(a.targets.front().substr(5)))
+      continue;
+    const auto& t = a.value_tokens;
+    if (inactive.count(a.line)) {
+      for (const ClassDef* c : classes_in(t, 0, t.size())) unbuilt.insert(c);
+      for (const auto& w : why) notes->push_back(a.targets.front() + ": " + w);
+      continue;
+    }
+    const auto ce = top_level_conditional(t);
+    const size_t b = ce ? ce->begin : 0, e = ce ? ce->end : t.size(), if_at = ce ? ce->if_at : 0,
+                 else_at = ce ? ce->else_at : 0;
+    std::optional<bool> taken;
+    if (ce) taken = eval_config_condition(join_tokens(t, if_at + 1, else_at), lookup);
+    if (!taken) {
+      for (const ClassDef* c : classes_in(t, 0, t.size())) built.insert(c);
+      continue;
+    }
+    for (const ClassDef* c : classes_in(t, b, if_at)) (*taken ? built : unbuilt).insert(c);
+    for (const ClassDef* c : classes_in(t, else_at + 1, e)) (*taken ? unbuilt : built).insert(c);
+    notes->push_back(a.targets.front() + " = " + a.value + ": the condition '" + join_tokens(t, if_at + 1, else_at) +
+                     "' is " + (*taken ? "true" : "false") + " with the default configuration");
+  }
+  for (const ClassDef* c : built) unbuilt.erase(c);
+  return unbuilt;
+}
+
 void Analyzer::decide_mlp_and_arch() {
   Decision& d5 = d("mlp_activation");
   Decision& d6 = d("architecture");
@@ -246,10 +396,14 @@ void Analyzer::decide_mlp_and_arch() {
   }
   const ClassDef* dense = nullptr;
   const ClassDef* moe = nullptr;
+  std::vector<std::string> choice_notes;
+  const std::set<const ClassDef*> unbuilt = mlp_classes_not_built(&choice_notes);
   for (auto& [attr, c] : s.mlp_candidates) {
+    if (unbuilt.count(c)) continue;
     if (is_moe_class(*c)) { if (!moe) moe = c; }
     else if (!dense) dense = c;
   }
+  for (const auto& n : choice_notes) d6.notes.push_back(n);
   // No MLP module: the feed-forward may be written inline in the decoder layer (BART, BioGPT, OPT:
   // `self.fc1 = nn.Linear(...)`, `self.fc2 = ...`, `self.activation_fn = ACT2FN[...]`); the layer
   // itself is then the MLP class the activation is read from.
@@ -349,6 +503,38 @@ void Analyzer::decide_mlp_and_arch() {
       for (const auto& a : s.decoder->init_assignments_to(s.mlp_attr)) cond += a.value + " ";
       for (const auto& st : s.decoder->method("__init__")->body)
         if (st.keyword() == "if" || st.keyword() == "elif") cond += st.text + " ";
+      // The condition may go through an attribute of the layer (`self.moe_enabled = layer_idx >=
+      // config.num_dense_layers`, then `if self.moe_enabled:`).
+      static const std::regex self_attr(R"(self\.(\w+))");
+      std::set<std::string> via;
+      for (auto it = std::sregex_iterator(cond.begin(), cond.end(), self_attr); it != std::sregex_iterator(); ++it)
+        if ((*it)[1] != s.mlp_attr) via.insert((*it)[1]);
+      for (const auto& v : via)
+        for (const auto& a : s.decoder->init_assignments_to(v)) cond += a.value + " ";
+      // A per-layer list whose default is None is filled by the configuration class from other
+      // fields (`mlp_layer_types = ["dense" if i < self.first_k_dense_replace else "sparse" ...]`):
+      // those fields decide, so they are read as well.
+      static const std::regex cfg_ref(R"(config\.(\w+))");
+      std::set<std::string> filled;
+      std::optional<bool> filled_split;
+      for (auto it = std::sregex_iterator(cond.begin(), cond.end(), cfg_ref); it != std::sregex_iterator(); ++it)
+        if (auto def = config_default((*it)[1]); def && *def == "None") filled.insert((*it)[1]);
+      if (cfg_module)
+        for (const auto& cc : cfg_module->classes)
+          for (const auto& fn : cc.methods)
+            for (const auto& st : fn.body) {
+              auto a = as_assignment(st);
+              if (!a || a->targets.size() != 1 || !starts_with(a->targets.front(), "self.") ||
+                  !filled.count(a->targets.front().substr(5)))
+                continue;
+              cond += std::regex_replace(a->value, self_attr, "config.$1") + " ";
+              const ConfigLookup numeric = [&](const std::string& f) { return config_default(f); };
+              if (auto n = first_kind_count(a->value, fn, numeric)) {
+                filled_split = *n > 0;
+                d6.notes.push_back("config." + a->targets.front().substr(5) + " defaults to None and is filled as " +
+                                   a->value + ": " + (*n > 0 ? "its first layers are of another kind" : "one kind for every layer"));
+              }
+            }
       static const std::regex cattr(R"(config\.(\w+))");
       for (auto it = std::sregex_iterator(cond.begin(), cond.end(), cattr); it != std::sregex_iterator(); ++it) {
         std::string name = (*it)[1];
@@ -363,6 +549,32 @@ void Analyzer::decide_mlp_and_arch() {
           d6.notes.push_back("config." + name + " defaults to " + *def + ": some layers are dense");
         }
       }
+      // Whatever the field is called: a comparison of the layer index with a field whose default
+      // leaves layers on both sides (`layer_idx >= config.moe_layer_start_index` with 1: layer 0 is
+      // dense, ERNIE 4.5 MoE), or a modulus above 1 (`(layer_idx + 1) % config.interval == 0`).
+      static const std::regex cmp_idx(R"(layer_idx\)?\s*(>=|>|<=|<)\s*\(?(?:self\.)?config\.(\w+))");
+      static const std::regex idx_cmp(R"((?:self\.)?config\.(\w+)\)?\s*(>=|>|<=|<)\s*\(?layer_idx)");
+      static const std::regex modulus(R"(%\s*\(?(?:self\.)?config\.(\w+))");
+      auto numeric_default = [&](const std::string& name) -> std::optional<double> {
+        auto def = config_default(name);
+        if (!def || !std::regex_match(*def, std::regex(R"(-?[0-9]+(\.[0-9]*)?)"))) return std::nullopt;
+        return std::atof(def->c_str());
+      };
+      auto note_split = [&](const std::string& name, const std::string& why) {
+        if (hybrid) return;
+        hybrid = true;
+        d6.notes.push_back("config." + name + " defaults to " + config_default(name).value_or("?") + ": " + why);
+      };
+      for (auto it = std::sregex_iterator(cond.begin(), cond.end(), cmp_idx); it != std::sregex_iterator(); ++it)
+        if (auto v = numeric_default((*it)[2]); v && (*v > 0 || ((*it)[1] == ">" && *v == 0)))
+          note_split((*it)[2], "the layer index is compared with it, so the first layers differ from the rest");
+      for (auto it = std::sregex_iterator(cond.begin(), cond.end(), idx_cmp); it != std::sregex_iterator(); ++it)
+        if (auto v = numeric_default((*it)[1]); v && (*v > 0 || ((*it)[2] == "<" && *v == 0)))
+          note_split((*it)[1], "the layer index is compared with it, so the first layers differ from the rest");
+      for (auto it = std::sregex_iterator(cond.begin(), cond.end(), modulus); it != std::sregex_iterator(); ++it)
+        if (auto v = numeric_default((*it)[1]); v && *v > 1)
+          note_split((*it)[1], "the layer index is taken modulo it, so layers alternate");
+      if (filled_split) hybrid = *filled_split;
       if (hybrid) decide(d6, "hybrid", 0.85);
       else {
         decide(d6, "moe", 0.8);
@@ -393,7 +605,7 @@ void Analyzer::decide_mlp_and_arch() {
   if (!mi.activation.empty()) d5.details["activation"] = mi.activation;
   if (!mi.config_attr.empty()) {
     d5.details["config_attribute"] = mi.config_attr;
-    if (auto prm = cfg.default_of(model_type, mi.config_attr)) {
+    if (auto prm = config_param(mi.config_attr)) {
       d5.details["config_default"] = unquote(prm->default_value);
     }
   }
@@ -406,7 +618,7 @@ void Analyzer::decide_mlp_and_arch() {
   if (!mi.scaled.empty()) d5.details["scaled"] = mi.scaled;
   for (int l : mi.lines) d5.evidence.push_back(ev(l));
   if (!mi.config_attr.empty())
-    if (auto prm = cfg.default_of(model_type, mi.config_attr)) d5.evidence.push_back(cfg_ev(prm->line));
+    if (auto prm = config_param(mi.config_attr)) d5.evidence.push_back(cfg_ev(prm->line));
   if (mi.kind.empty()) undecide(d5, mi.why);
   else {
     decide(d5, mi.kind, mi.kind == "other" ? 0.85 : 0.9);

@@ -269,6 +269,40 @@ void Analyzer::decide_norms() {
         bias = has_bias_param && contains(body, "self.bias");
       }
       lnd["line"] = ln->cls->line;
+    } else {
+      // torch's LayerNorm built without its bias or without any affine parameters
+      // (`nn.LayerNorm(d, bias=False)`, DBRX; `elementwise_affine=False`): the library LayerNorm
+      // needs both. A flag read from the configuration is taken at its default; one that cannot
+      // be told counts as missing, so the kernel is declined rather than applied on a guess.
+      for (const auto& na : attrs) {
+        if (na.cls != ln->name) continue;
+        for (const auto& c : m.classes)
+          for (const auto& a : c.init_assignments()) {
+            if (a.line != na.line || !a.call) continue;
+            // Removed after construction (MPT: `self.norm_1.bias = None`).
+            for (const auto& st : c.method("__init__")->body) {
+              auto r = as_assignment(st);
+              if (!r || r->targets.size() != 1 || r->value != "None" ||
+                  (r->targets.front() != "self." + na.attr + ".bias" && r->targets.front() != "self." + na.attr + ".weight"))
+                continue;
+              bias = false;
+              lnd["no_bias"] = st.text;
+              d1.evidence.push_back(ev(st.line));
+            }
+            for (const char* flag : {"bias", "elementwise_affine"}) {
+              auto kw = a.call->kwargs.find(flag);
+              if (kw == a.call->kwargs.end()) continue;
+              std::string v = kw->second;
+              static const std::regex cfg(R"(^(?:self\.)?config\.(\w+)$)");
+              std::smatch mm;
+              if (std::regex_match(v, mm, cfg)) v = config_default_raw(mm[1]).value_or("?");
+              if (v == "True") continue;
+              bias = false;
+              lnd["no_bias"] = na.attr + " = " + a.value + (v == "False" ? "" : " (" + std::string(flag) + " cannot be told)");
+              d1.evidence.push_back(ev(a.line));
+            }
+          }
+      }
     }
     lnd["weight_offset"] = offset;
     lnd["bias"] = bias;

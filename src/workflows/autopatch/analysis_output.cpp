@@ -256,7 +256,7 @@ void Analyzer::decide_output() {
     decide(d11, true, 0.95);
     d11.details["config_attribute"] = h->cap_attr;
     if (!h->cap_attr.empty())
-      if (auto prm = cfg.default_of(model_type, h->cap_attr)) {
+      if (auto prm = config_param(h->cap_attr)) {
         d11.details["config_default"] = unquote(prm->default_value);
         d11.evidence.push_back(cfg_ev(prm->line));
       }

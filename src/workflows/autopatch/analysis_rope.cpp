@@ -160,7 +160,7 @@ void Analyzer::decide_rope() {
     auto factor = config_default("partial_rotary_factor");
     dd.details["partial_rotary_factor_default"] = factor ? *factor : "absent";
     if (factor) {
-      if (auto prm = cfg.default_of(model_type, "partial_rotary_factor")) dd.evidence.push_back(cfg_ev(prm->line));
+      if (auto prm = config_param("partial_rotary_factor")) dd.evidence.push_back(cfg_ev(prm->line));
     }
     if (attention_slices && !best.partial_capable) variant = "partial";
     else if (!factor || std::atof(factor->c_str()) < 1.0) variant = "partial";

@@ -1,6 +1,7 @@
 #include "workflows/autopatch/model_analysis.h"
 
 #include <algorithm>
+#include <regex>
 #include <set>
 
 #include "liger/error.h"
@@ -20,7 +21,18 @@ ModelProfile Analyzer::run() {
     x.undecided = "not analysed";
     p.decisions.push_back(x);
   }
+  s.config_default = [this](const std::string& a) { return config_default_raw(a); };
   find_structure(s);
+  for (const ClassDef* c : {s.decoder, s.base_model}) {
+    const FunctionDef* init = c ? c->method("__init__") : nullptr;
+    if (!init || !text_config_class.empty()) continue;
+    std::string head;
+    const int last = init->body.empty() ? init->line : init->body.front().line - 1;
+    for (int l = init->line; l <= last && l < init->line + 8; ++l) head += m.line_text(l) + " ";
+    static const std::regex annotated(R"(\bconfig\s*:\s*"?(\w+))");
+    std::smatch mm;
+    if (std::regex_search(head, mm, annotated) && cfg.find(mm[1].str())) text_config_class = mm[1];
+  }
   // Decoder norms built only by a configuration other than the default one are not the model's
   // (Falcon: ln_attn / ln_mlp with new_decoder_architecture, default False).
   if (s.decoder && s.decoder->method("__init__")) {

@@ -105,7 +105,9 @@ void Analyzer::plan_text_kernels() {
       it.reason = it.target + " normalises with (weight + 1) (LayerNorm1P); the library LayerNorm has no weight offset";
       p.declined.push_back(it);
     } else if (!ln["bias"].as<bool>()) {
-      it.reason = it.target + " has no bias parameter; the library LayerNorm computes y = x_hat * w + b with a bias tensor";
+      it.reason = it.target + " has no bias parameter" +
+                  (ln["no_bias"] ? " (" + ln["no_bias"].as<std::string>() + ")" : std::string()) +
+                  "; the library LayerNorm computes y = x_hat * w + b with a bias tensor";
       p.declined.push_back(it);
     } else {
       p.apply.push_back(it);

@@ -142,7 +142,15 @@ std::vector<NormAttr> norm_attrs(const Structure& s, const ClassDef& c, const st
   std::set<std::string> seen;
   for (const auto& a : c.init_assignments()) {
     if (skip_lines && skip_lines->count(a.line)) continue;
-    for (const auto& call : find_calls(a.value_tokens, a.line)) {
+    // `A(...) if config.x is not None else B(...)` (Cohere2-MoE: RMSNorm only when rms_norm_eps
+    // is set, None by default): the side the default configuration takes.
+    std::vector<Token> side = a.value_tokens;
+    const auto& t = a.value_tokens;
+    if (auto ce = top_level_conditional(t); ce && s.config_default)
+      if (auto taken = eval_config_condition(join_tokens(t, ce->if_at + 1, ce->else_at), s.config_default))
+        side = *taken ? std::vector<Token>(t.begin() + static_cast<long>(ce->begin), t.begin() + static_cast<long>(ce->if_at))
+                      : std::vector<Token>(t.begin() + static_cast<long>(ce->else_at) + 1, t.begin() + static_cast<long>(ce->end));
+    for (const auto& call : find_calls(side, a.line)) {
       const NormClass* nc = norm_of_callee(s, call.callee);
       if (!nc) continue;
       std::string attr = a.targets.front().substr(5);
@@ -239,7 +247,7 @@ void find_structure(Structure& s) {
   // Base text model: a class with `self.layers = nn.ModuleList([...])` and embed_tokens.
   const ClassDef* best = nullptr;
   int best_score = -1;
-  std::string layer_cls;
+  std::string layer_cls, stack_attr;
   for (const auto& c : s.m.classes) {
     bool has_embedding = false;
     for (const auto& a : c.init_assignments())
@@ -253,6 +261,17 @@ void find_structure(Structure& s) {
       auto locals = local_classes_in(s, a);
       if (locals.empty()) locals = layer_classes_via_local_list(s, c, a);
       if (locals.empty()) continue;
+      // Of the layer kinds a hybrid stack chooses between (`XLinearAttentionDecoderLayer(...) if
+      // config.layer_types[i] == "linear_attention" else XAttentionDecoderLayer(...)`, OLMo-Hybrid),
+      // the softmax-attention layer is the decoder: it carries the RoPE the kernels replace.
+      std::stable_sort(locals.begin(), locals.end(), [](const std::string& x, const std::string& y) {
+        auto mixer = [](const std::string& n) {
+          for (const char* w : {"Linear", "Mamba", "Mixer", "DeltaNet", "Conv", "Recurrent", "Ssm", "SSM"})
+            if (contains(n, w)) return true;
+          return false;
+        };
+        return !mixer(x) && mixer(y);
+      });
       int score = 1;
       if (!c.init_assignments_to("embed_tokens").empty()) score += 4;
       else if (has_embedding) score += 3;
@@ -262,17 +281,51 @@ void find_structure(Structure& s) {
         best_score = score;
         best = &c;
         layer_cls = locals.front();
+        stack_attr = attr;
       }
     }
   }
+  // A stack whose layer classes come from a lookup this reading does not follow (Jamba:
+  // `layer_class = ALL_DECODER_LAYER_TYPES[...]`, then `layers.append(layer_class(...))`; Zamba2:
+  // `self.layers = self.get_layers()`) still names the base model: the text class with
+  // embed_tokens and a `layers` attribute.
+  if (!best)
+    for (const auto& c : s.m.classes)
+      if (!is_vision_name(c.name) && !c.init_assignments_to("embed_tokens").empty() &&
+          !c.init_assignments_to("layers").empty()) {
+        best = &c;
+        stack_attr = "layers";
+        break;
+      }
   s.base_model = best;
   if (!layer_cls.empty()) s.decoder = s.m.find_class(layer_cls);
   if (!s.decoder)
     for (const auto& c : s.m.classes)
       if (ends_with(c.name, "DecoderLayer") && !is_vision_name(c.name)) { s.decoder = &c; break; }
   if (s.base_model) {
-    for (const auto& na : norm_attrs(s, *s.base_model))
-      if (na.attr != "embed_tokens") s.final_norm = na;  // the last norm assigned is the final one
+    // The final norm is the one the base model's forward applies last, after the layer stack
+    // (Gemma 3n assigns per_layer_projection_norm after norm but uses it on the per-layer inputs
+    // before the layers; TrOCR's layernorm_embedding, before the layers, is no final norm). A
+    // forward that does not show the stack or calls no norm: the last norm assigned.
+    const std::vector<NormAttr> base_norms = norm_attrs(s, *s.base_model);
+    for (const auto& na : base_norms)
+      if (na.attr != "embed_tokens" && na.attr != stack_attr) s.final_norm = na;
+    const std::vector<Statement> fwd = method_with_helpers(*s.base_model, "forward");
+    size_t from = 0;
+    // `self.h` must not match `self.hidden_size` (Falcon's stack is `h`).
+    const std::regex stack_ref("self\\." + stack_attr + "\\b");
+    for (size_t i = 0; i < fwd.size(); ++i)
+      if (!stack_attr.empty() && std::regex_search(fwd[i].text, stack_ref)) from = i + 1;
+    std::optional<NormAttr> last;
+    bool any_call = false;
+    for (size_t i = 0; i < fwd.size(); ++i)
+      for (const auto& na : base_norms) {
+        if (na.attr == "embed_tokens" || na.attr == stack_attr || !contains(fwd[i].text, "self." + na.attr + "(")) continue;
+        any_call = true;
+        if (i >= from) last = na;
+      }
+    if (last) s.final_norm = last;
+    else if (any_call && from > 0) s.final_norm.reset();
   }
   if (!s.decoder) return;
   s.decoder_norms = norm_attrs(s, *s.decoder);
@@ -320,7 +373,53 @@ void find_structure(Structure& s) {
       }
     }
   }
-  if (s.attention) s.attention_norms = norm_attrs(s, *s.attention);
+  // A wrapper that holds the attention one module deeper (DBRX: DbrxBlock.norm_attn_norm is a
+  // DbrxNormAttentionNorm holding `attn = DbrxAttention(...)` between two norms; T5-style
+  // `self_attention` layers): the inner class is the attention when the wrapper shows none of its
+  // own; the wrapper's norms stay with the attention's.
+  std::vector<NormAttr> wrapper_norms;
+  auto inner_attention = [&](const ClassDef& wrapper, std::string* inner_attr, int* line) -> const ClassDef* {
+    for (const auto& a : wrapper.init_assignments()) {
+      const std::string attr = a.targets.front().substr(5);
+      if (!contains(attr, "attn") && !contains(attr, "attention")) continue;
+      const auto locals = local_classes_in(s, a);
+      const ClassDef* inner = locals.empty() ? nullptr : s.m.find_class(locals.front());
+      if (!inner || inner == &wrapper || softmax_attention_evidence(s.m, *inner) == 0) continue;
+      *inner_attr = attr;
+      *line = a.line;
+      return inner;
+    }
+    return nullptr;
+  };
+  if (s.attention && softmax_attention_evidence(s.m, *s.attention) == 0) {
+    std::string attr;
+    int line = 0;
+    if (const ClassDef* inner = inner_attention(*s.attention, &attr, &line)) {
+      wrapper_norms = norm_attrs(s, *s.attention);
+      s.attention = inner;
+      s.attention_attr += "." + attr;
+      s.attention_line = line;
+    }
+  }
+  if (!s.attention)
+    for (const auto& a : s.decoder->init_assignments()) {
+      const auto locals = local_classes_in(s, a);
+      const ClassDef* wrapper = locals.empty() ? nullptr : s.m.find_class(locals.front());
+      if (!wrapper || s.norms.count(wrapper->name) || wrapper == s.decoder) continue;
+      std::string attr;
+      int line = 0;
+      if (const ClassDef* inner = inner_attention(*wrapper, &attr, &line)) {
+        wrapper_norms = norm_attrs(s, *wrapper);
+        s.attention = inner;
+        s.attention_attr = a.targets.front().substr(5) + "." + attr;
+        s.attention_line = line;
+        break;
+      }
+    }
+  if (s.attention) {
+    s.attention_norms = wrapper_norms;
+    for (const auto& na : norm_attrs(s, *s.attention)) s.attention_norms.push_back(na);
+  }
   for (auto& lm : s.linear_mixers) lm.norms = norm_attrs(s, *lm.cls);
 }
 
@@ -379,6 +478,26 @@ std::optional<bool> eval_expr(std::string cond, const ConfigLookup& def) {
 }
 
 }  // namespace
+
+std::optional<Conditional> top_level_conditional(const std::vector<Token>& t) {
+  Conditional c;
+  c.end = t.size();
+  if (c.end >= 2 && t[0].text == "(" && t[c.end - 1].text == ")") { ++c.begin; --c.end; }
+  int depth = 0;
+  for (size_t i = c.begin; i < c.end; ++i) {
+    const std::string& x = t[i].text;
+    if (t[i].kind == TokKind::Op && (x == "(" || x == "[" || x == "{")) ++depth;
+    else if (t[i].kind == TokKind::Op && (x == ")" || x == "]" || x == "}")) --depth;
+    else if (depth == 0 && t[i].kind == TokKind::Name && x == "if" && !c.if_at) c.if_at = i;
+    else if (depth == 0 && t[i].kind == TokKind::Name && x == "else" && c.if_at && !c.else_at) c.else_at = i;
+  }
+  if (!c.if_at || !c.else_at) return std::nullopt;
+  return c;
+}
+
+std::optional<bool> eval_config_condition(const std::string& cond, const ConfigLookup& def) {
+  return eval_expr(cond, def);
+}
 
 // Lines of `f` inside if/elif/else branches the default configuration does not take (Falcon's
 // decoder builds ln_attn/ln_mlp only `if config.new_decoder_architecture and ...`, else
