@@ -548,14 +548,21 @@ bool is_finished(const std::string& status) {
 std::optional<std::string> stale_reason(const ApplyClaim& claim, std::string* status) {
   std::error_code ec;
   if (!claim.run_dir.empty()) {
-    if (!fs::is_regular_file(claim.run_dir / "state.json", ec))
-      return "its run directory " + claim.run_dir.string() + " no longer exists";
+    if (!fs::is_regular_file(claim.run_dir / "state.json", ec)) {
+      if (!fs::exists(claim.run_dir, ec)) return "its run directory " + claim.run_dir.string() + " no longer exists";
+      // The state is lost but the backup says the run's files are in the tree: dropping the
+      // claim would leave them with nobody to restore them. `reject` still can.
+      if (!tree_holds_run_files(claim.run_dir / "backup"))
+        return "its run directory " + claim.run_dir.string() + " has no state.json and no files in the tree";
+      *status = "state.json missing; `liger-agent reject " + claim.run + "` restores its files";
+      return std::nullopt;
+    }
     try {
       const RunState state = RunState::load(claim.run_dir);
       *status = state.status;
       if (is_finished(state.status)) return "the run has finished (" + state.status + ")";
     } catch (const std::exception&) {
-      *status = "state unreadable";
+      *status = "state unreadable; `liger-agent reject " + claim.run + "` restores its files";
     }
     return std::nullopt;
   }

@@ -274,6 +274,15 @@ RunOutcome Engine::drive(const fs::path& given_run_dir) {
     }
     return outcome(message, static_cast<int>(ExitCode::Interrupted));
   };
+  // A stage that threw while a signal was pending: the stage it was in is interrupted, not failed.
+  auto interrupted_after_throw = [&] {
+    for (auto& [name, record] : state.stages)
+      if (record.status == "running") {
+        record.status = "interrupted";
+        record.finished_at = util::now_iso8601();
+      }
+    return interrupted_outcome();
+  };
   auto print_notes = [&](const std::vector<std::string>& notes) {
     for (const auto& note : notes) {
       log->warn("{}", note);
@@ -583,7 +592,10 @@ RunOutcome Engine::drive(const fs::path& given_run_dir) {
     }
   } catch (const Error& error) {
     sync_usage();  // a stage that threw may have asked the LLM before it did
-    if (error.kind() == ErrorKind::Interrupted) return interrupted_outcome();
+    // A signal stops the stage's child processes, and the stage may then trip over what they
+    // left (an empty output, a missing file): that is the interruption, not a failure, and the
+    // run stays resumable.
+    if (error.kind() == ErrorKind::Interrupted || signals::interrupted()) return interrupted_after_throw();
     release_lock_if_tree_clean();
     for (auto& [name, record] : state.stages)
       if (record.status == "running") record.status = "failed";
@@ -599,6 +611,7 @@ RunOutcome Engine::drive(const fs::path& given_run_dir) {
     throw;
   } catch (const std::exception& error) {
     sync_usage();
+    if (signals::interrupted()) return interrupted_after_throw();
     release_lock_if_tree_clean();
     for (auto& [name, record] : state.stages)
       if (record.status == "running") record.status = "failed";

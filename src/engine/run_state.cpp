@@ -142,10 +142,26 @@ RunState RunState::from_json(const nlohmann::json& json) {
   return state;
 }
 
+bool looks_like_run_dir(const std::filesystem::path& dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return false;
+  for (const char* marker : {"state.json", "profile.yaml", "input", "logs", "backup"})
+    if (std::filesystem::exists(dir / marker, ec)) return true;
+  return false;
+}
+
 RunState RunState::load(const std::filesystem::path& run_dir) {
   const auto path = run_dir / "state.json";
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) {
+    if (looks_like_run_dir(run_dir)) {
+      const std::string name = run_dir.filename().string();
+      throw Error(ErrorKind::Failure,
+                  "run directory '" + run_dir.string() + "' has no state.json (it was deleted, or the process was "
+                  "killed while creating the run), so the run cannot be shown or resumed",
+                  "`liger-agent reject " + name + "` puts back any files it applied (from its backup/) and releases "
+                  "its apply lock; then delete the directory and start a new run");
+    }
     throw Error(ErrorKind::Usage, "'" + run_dir.string() + "' is not a run directory (no state.json)",
                 "list runs with `liger-agent runs`");
   }
@@ -154,7 +170,8 @@ RunState RunState::load(const std::filesystem::path& run_dir) {
   } catch (const nlohmann::json::exception& e) {
     throw Error(ErrorKind::Io, "cannot read run state '" + path.string() + "': " + e.what(),
                 "state.json is written atomically, so this file was edited by hand or by another "
-                "tool; restore it or start a new run");
+                "tool; restore it, or `liger-agent reject " + run_dir.filename().string() +
+                    "` puts back any files the run applied and releases its apply lock");
   }
 }
 

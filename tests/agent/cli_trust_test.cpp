@@ -55,6 +55,10 @@ TEST(CliTrust, BadKernelDevInputIsAUsageErrorWithoutARunDirectory) {
   testing::make_checkout(dir.path());  // runs start in a checkout (the tree the workflow would write to)
   fs::create_directories(dir.path() / "adir");
   ASSERT_EQ(::mkfifo((dir.path() / "afifo").c_str(), 0600), 0);
+  // Binary files where source text is expected: an object file's NUL bytes, and UTF-16 source.
+  util::write_file_atomic(dir.path() / "op.o", std::string("\x7f" "ELF\x02\x01\x01\x00\x00\x00 def f(x): return x", 29));
+  util::write_file_atomic(dir.path() / "utf16.py", std::string("\xff\xfe" "d\0e\0f\0", 8));
+  util::write_file_atomic(dir.path() / "modeling_bin.py", std::string("class A:\n    pass\n\xc3\x28\n"));
   std::string long_description;
   while (long_description.size() <= 300) long_description += "dynamic tanh normalization-free layer with alpha ";
   for (const BadInput& c : {
@@ -71,6 +75,9 @@ TEST(CliTrust, BadKernelDevInputIsAUsageErrorWithoutARunDirectory) {
            BadInput{{"kernel-dev", util::read_file(fs::path(LIGER_SOURCE_DIR) / "fuzz/corpus/expr/profile_over_size_limit.txt")},
                     "operations once assignments are substituted"},
            BadInput{{"kernel-dev", "relu squared", "--modify", "no_such_op"}, "no op of that name"},
+           BadInput{{"kernel-dev", (dir.path() / "op.o").string()}, "is not a text file: a NUL byte"},
+           BadInput{{"kernel-dev", (dir.path() / "utf16.py").string()}, "is not a text file"},
+           BadInput{{"autopatch", (dir.path() / "modeling_bin.py").string()}, "is not a text file: a byte that is not UTF-8 (0xc3) at offset 18"},
            BadInput{{"autopatch", std::string(300, 'q')}, "inline text is at most 255 bytes"},
            BadInput{{"autopatch", (dir.path() / "adir").string()}, "is a directory"},
            BadInput{{"autopatch", "qwen3; rm -rf x"}, "neither an existing file nor a model type"},

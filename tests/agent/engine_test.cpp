@@ -183,6 +183,122 @@ TEST(Engine, InterruptLeavesTheRunResumableWithExit130) {
   EXPECT_EQ(count_of(f.counts / "act"), 2);
 }
 
+// A signal stops a stage's tools, and the stage then trips over their missing output: the run
+// must read as interrupted (exit 130, resumable), never as a failure or an internal error.
+TEST(Engine, StageThatThrowsAfterASignalIsInterruptedNotFailed) {
+  for (const bool liger_error : {false, true}) {
+    SCOPED_TRACE(liger_error ? "liger::Error" : "std::out_of_range");
+    Fixture f;
+    auto verify = f.workflow.verify;
+    bool interrupt = true;
+    signals::install_handlers();
+    f.workflow.verify = [verify, &interrupt, liger_error](StageContext& ctx) {
+      if (interrupt) {
+        ::raise(SIGTERM);
+        if (liger_error) throw Error(ErrorKind::Toolchain, "the build tool printed nothing");
+        (void)std::string().substr(1);  // what an empty tool output did to Verify's excerpt
+      }
+      return verify(ctx);
+    };
+    f.register_workflow();
+    Engine engine(f.registry, f.options(CheckpointPolicy::AutoApprove));
+    const RunOutcome first = engine.start(f.request());
+    signals::reset_for_testing();
+    EXPECT_EQ(first.exit_code, 130) << first.message;
+    EXPECT_EQ(first.status, "interrupted");
+    const RunState state = RunState::load(first.run_dir);
+    EXPECT_EQ(state.stages.at("verify").status, "interrupted");
+    EXPECT_FALSE(state.error.has_value()) << state.error->message;
+    EXPECT_NE(first.message.find("liger-agent resume"), std::string::npos) << first.message;
+    EXPECT_NE(first.message.find("liger-agent reject"), std::string::npos) << "the applied files stay: " << first.message;
+
+    interrupt = false;
+    const RunOutcome second = engine.resume(first.run_dir);
+    EXPECT_EQ(second.exit_code, 0) << second.message;
+    EXPECT_EQ(count_of(f.counts / "understand"), 1);
+    EXPECT_EQ(RunState::load(first.run_dir).stages.at("verify").runs, 2) << "resume re-runs the interrupted stage";
+  }
+}
+
+// A run killed after apply whose state.json is then lost (deleted, or garbage): its claim must
+// keep protecting the applied files, every command must say what happened, and `reject` must
+// still put the tree back and release the claim.
+TEST(Engine, RunThatLostItsStateAfterApplyCanStillBeRejected) {
+  for (const bool garbage : {false, true}) {
+    SCOPED_TRACE(garbage ? "state.json garbage" : "state.json deleted");
+    Fixture f;
+    signals::install_handlers();
+    f.workflow.verify = [](StageContext&) -> StageResult {
+      ::raise(SIGTERM);
+      return StageResult{};
+    };
+    f.register_workflow();
+    const auto before = snapshot_tree(f.tree);
+    Engine engine(f.registry, f.options(CheckpointPolicy::AutoApprove));
+    const RunOutcome first = engine.start(f.request());
+    signals::reset_for_testing();
+    ASSERT_EQ(first.exit_code, 130) << first.message;
+    ASSERT_EQ(util::read_file(f.tree / "out/result.txt"), "hello attempt 1\n");
+    if (garbage) util::write_file_atomic(first.run_dir / "state.json", "{\"format_version\": 1, \"name\": [");
+    else fs::remove(first.run_dir / "state.json");
+    const std::string name = first.run_dir.filename().string();
+
+    EXPECT_EQ(find_run(f.runs, name), first.run_dir);
+    try {
+      (void)RunState::load(first.run_dir);
+      FAIL() << "loading a run without a readable state must fail";
+    } catch (const Error& e) {
+      EXPECT_NE(e.hint().find("liger-agent reject " + name), std::string::npos) << e.what() << "\n" << e.hint();
+      if (!garbage) EXPECT_NE(std::string(e.what()).find("has no state.json"), std::string::npos) << e.what();
+    }
+    const auto listed = list_runs(f.runs);
+    ASSERT_EQ(listed.size(), 1u);
+    EXPECT_EQ(listed[0].status, garbage ? "unreadable" : "no-state");
+
+    // Another run's sweep keeps the claim: the applied files still need their owner to restore them.
+    std::vector<std::string> notes;
+    sweep_apply_locks(f.tree, &notes);
+    EXPECT_TRUE(read_apply_lock(f.tree, name).has_value()) << (notes.empty() ? "" : notes.front());
+
+    const RunOutcome rejected = reject_run(first.run_dir);
+    EXPECT_EQ(rejected.exit_code, 0) << rejected.message;
+    EXPECT_EQ(snapshot_tree(f.tree), before) << rejected.message;
+    EXPECT_FALSE(read_apply_lock(f.tree, name).has_value());
+  }
+}
+
+// The tree a lost-state run names in its profile header is only trusted when that tree's apply
+// lock points back at the run: a hand-edited header cannot make `reject` write elsewhere.
+TEST(Engine, RejectOfALostStateRunRefusesATreeWhoseLockIsNotItsOwn) {
+  Fixture f;
+  signals::install_handlers();
+  f.workflow.verify = [](StageContext&) -> StageResult {
+    ::raise(SIGTERM);
+    return StageResult{};
+  };
+  f.register_workflow();
+  Engine engine(f.registry, f.options(CheckpointPolicy::AutoApprove));
+  const RunOutcome first = engine.start(f.request());
+  signals::reset_for_testing();
+  ASSERT_EQ(first.exit_code, 130) << first.message;
+  fs::remove(first.run_dir / "state.json");
+  const fs::path elsewhere = f.dir.path() / "elsewhere";
+  fs::create_directories(elsewhere);
+  std::string profile = util::read_file(first.run_dir / "profile.yaml");
+  const std::size_t at = profile.find("# tree: ");
+  ASSERT_NE(at, std::string::npos) << profile;
+  profile.replace(at, profile.find('\n', at) - at, "# tree: " + elsewhere.string());
+  util::write_file_atomic(first.run_dir / "profile.yaml", profile);
+  try {
+    reject_run(first.run_dir);
+    FAIL() << "reject restored into a tree the run never claimed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tree to restore is unknown"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(fs::is_empty(elsewhere));
+  EXPECT_EQ(util::read_file(f.tree / "out/result.txt"), "hello attempt 1\n");
+}
+
 TEST(Engine, ParkedCheckpointsNeedApproveThenResume) {
   Fixture f;
   f.register_workflow();
