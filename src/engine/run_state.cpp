@@ -90,7 +90,46 @@ nlohmann::json RunState::to_json() const {
   return json;
 }
 
+namespace {
+
+// state.json is the engine's own file, but a crash of another tool, a bad merge or a hand edit
+// can put anything in it. Every value that becomes a size, a path or a lock name is checked
+// here, so a bad one is named as such instead of surfacing later as an allocation failure or a
+// file written outside the run.
+[[noreturn]] void bad_field(const std::string& field, const std::string& why) {
+  throw Error(ErrorKind::Io, "state.json: '" + field + "' " + why);
+}
+
+int bounded_int(const nlohmann::json& json, const char* key, int fallback, int low, int high) {
+  if (!json.contains(key)) return fallback;
+  const auto& value = json.at(key);
+  if (!value.is_number_integer()) bad_field(key, "is not an integer");
+  const auto number = value.get<long long>();
+  if (number < low || number > high)
+    bad_field(key, "is " + value.dump() + ", outside " + std::to_string(low) + ".." + std::to_string(high));
+  return static_cast<int>(number);
+}
+
+// A run name becomes a lock file name and appears in commands the user is told to type.
+void check_run_name(const std::string& name) {
+  if (name.empty() || name.size() > 255 || name == "." || name == ".." ||
+      name.find_first_of(std::string("/\0", 2)) != std::string::npos)
+    bad_field("name", "is not a run directory name");
+}
+
+void check_relative_paths(const char* key, const std::vector<std::string>& files) {
+  for (const auto& file : files) {
+    const std::filesystem::path path(file);
+    bool escapes = file.empty() || path.is_absolute() || file.find('\0') != std::string::npos;
+    for (const auto& part : path) escapes = escapes || part == "..";
+    if (escapes) bad_field(key, "lists '" + file.substr(0, 80) + "', which is not a path inside the tree");
+  }
+}
+
+}  // namespace
+
 RunState RunState::from_json(const nlohmann::json& json) {
+  if (!json.is_object()) bad_field("(document)", "is not a JSON object");
   RunState state;
   state.format_version = json.at("format_version").get<int>();
   state.name = json.at("name").get<std::string>();
@@ -102,8 +141,9 @@ RunState RunState::from_json(const nlohmann::json& json) {
   state.tree_root = json.value("tree_root", "");
   state.schema_path = json.value("schema_path", "");
   state.input = json.value("input", nlohmann::json::object());
-  state.attempt = json.value("attempt", 1);
-  state.max_attempts = json.value("max_attempts", 3);
+  // The attempt limit is a small configured number (default 3); anything else is not ours.
+  state.max_attempts = bounded_int(json, "max_attempts", 3, 1, 1000000);
+  state.attempt = bounded_int(json, "attempt", 1, 1, state.max_attempts);
   if (json.contains("stages")) {
     for (const auto& [stage, record] : json["stages"].items()) {
       state.stages[stage] = StageRecord{record.value("status", "pending"), record.value("runs", 0),
@@ -138,6 +178,13 @@ RunState RunState::from_json(const nlohmann::json& json) {
                               json["error"].value("hint", "")};
   }
   state.diagnosis = json.value("diagnosis", "");
+  check_run_name(state.name);
+  if (state.workflow.empty()) bad_field("workflow", "is empty");
+  if (!state.tree_root.is_absolute()) bad_field("tree_root", "is not an absolute path");
+  check_relative_paths("staged_files", state.staged_files);
+  check_relative_paths("applied_files", state.applied_files);
+  for (const auto& [stage, record] : state.stages)
+    if (record.runs < 0) bad_field("stages." + stage + ".runs", "is negative");
   if (json.contains("usage") && json["usage"].is_object()) state.usage = json["usage"];
   return state;
 }
@@ -167,7 +214,8 @@ RunState RunState::load(const std::filesystem::path& run_dir) {
   }
   try {
     return from_json(nlohmann::json::parse(util::read_file(path)));
-  } catch (const nlohmann::json::exception& e) {
+  } catch (const std::exception& e) {
+    // nlohmann's type and parse errors, and the checks of from_json above.
     throw Error(ErrorKind::Io, "cannot read run state '" + path.string() + "': " + e.what(),
                 "state.json is written atomically, so this file was edited by hand or by another "
                 "tool; restore it, or `liger-agent reject " + run_dir.filename().string() +

@@ -299,6 +299,44 @@ TEST(Engine, RejectOfALostStateRunRefusesATreeWhoseLockIsNotItsOwn) {
   EXPECT_EQ(util::read_file(f.tree / "out/result.txt"), "hello attempt 1\n");
 }
 
+// Values in a damaged state.json that would become a size, a lock file name or a path outside
+// the tree are refused when the state is read, naming the field: never an allocation failure
+// ("vector::_M_default_append" from attempt = -1) or a write outside the run.
+TEST(Engine, DamagedStateValuesAreNamedWhenTheStateIsRead) {
+  Fixture f;
+  f.register_workflow();
+  Engine engine(f.registry, f.options(CheckpointPolicy::Park));
+  const RunOutcome parked = engine.start(f.request());
+  ASSERT_EQ(parked.exit_code, 3) << parked.message;
+  const nlohmann::json good = nlohmann::json::parse(util::read_file(parked.run_dir / "state.json"));
+  const std::vector<std::pair<std::string, nlohmann::json>> cases = {
+      {"attempt", -1},
+      {"attempt", nlohmann::json::parse("1180591620717411303424")},
+      {"attempt", "2"},
+      {"max_attempts", 0},
+      {"name", "../../elsewhere"},
+      {"name", ""},
+      {"workflow", ""},
+      {"tree_root", "relative/tree"},
+      {"staged_files", nlohmann::json::array({"../outside.txt"})},
+      {"applied_files", nlohmann::json::array({"/etc/passwd"})},
+  };
+  for (const auto& [field, value] : cases) {
+    SCOPED_TRACE(field + " = " + value.dump());
+    nlohmann::json damaged = good;
+    damaged[field] = value;
+    util::write_file_atomic(parked.run_dir / "state.json", damaged.dump());
+    try {
+      (void)RunState::load(parked.run_dir);
+      ADD_FAILURE() << "a damaged state was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("'" + field + "'"), std::string::npos) << e.what();
+      EXPECT_NE(e.hint().find("liger-agent reject"), std::string::npos) << e.hint();
+    }
+    EXPECT_THROW(engine.resume(parked.run_dir), Error);
+  }
+}
+
 TEST(Engine, ParkedCheckpointsNeedApproveThenResume) {
   Fixture f;
   f.register_workflow();
