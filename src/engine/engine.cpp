@@ -66,11 +66,20 @@ void prepare_run_root(const fs::path& root) {
 
 std::shared_ptr<spdlog::logger> make_run_logger(const fs::path& run_dir, const std::string& name, bool quiet,
                                                 int verbosity) {
-  fs::create_directories(run_dir / "logs");
   // Both sinks scrub API keys (and anything shaped like one) before writing. The level is set
   // on the redacting wrapper: spdlog asks the sink the logger holds whether to log.
-  auto file_sink = llm::make_redacting_sink(
-      std::make_shared<spdlog::sinks::basic_file_sink_mt>((run_dir / "logs" / "run.log").string()));
+  std::shared_ptr<spdlog::sinks::sink> file_sink;
+  const fs::path log_path = run_dir / "logs" / "run.log";
+  try {
+    fs::create_directories(run_dir / "logs");
+    file_sink = llm::make_redacting_sink(std::make_shared<spdlog::sinks::basic_file_sink_mt>(log_path.string()));
+  } catch (const std::exception& e) {
+    // spdlog and std::filesystem report this in their own exception types; it is the user's
+    // filesystem (a directory in the log's place, a full disk), not a bug.
+    throw Error(ErrorKind::Io, "cannot open the run log " + log_path.string() + ": " + e.what(),
+                "make " + log_path.string() + " a writable file (remove what is in its place, free disk space), "
+                "then run the command again");
+  }
   file_sink->set_level(spdlog::level::debug);
   auto stderr_sink = llm::make_redacting_sink(std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
   stderr_sink->set_level(quiet ? spdlog::level::err

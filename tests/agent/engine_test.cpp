@@ -337,6 +337,27 @@ TEST(Engine, DamagedStateValuesAreNamedWhenTheStateIsRead) {
   }
 }
 
+// A directory where the run log should be is the user's filesystem, named as such (an Io error
+// with the fix), not spdlog's exception reported as a bug.
+TEST(Engine, RunLogThatCannotBeOpenedIsAnIoErrorNamingIt) {
+  Fixture f;
+  f.register_workflow();
+  Engine engine(f.registry, f.options(CheckpointPolicy::Park));
+  const RunOutcome parked = engine.start(f.request());
+  ASSERT_EQ(parked.exit_code, 3) << parked.message;
+  fs::remove(parked.run_dir / "logs/run.log");
+  fs::create_directories(parked.run_dir / "logs/run.log");
+  Engine yes(f.registry, f.options(CheckpointPolicy::AutoApprove));
+  try {
+    yes.resume(parked.run_dir);
+    FAIL() << "resume wrote no log and said nothing";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Io) << e.what();
+    EXPECT_NE(std::string(e.what()).find("logs/run.log"), std::string::npos) << e.what();
+    EXPECT_FALSE(e.hint().empty());
+  }
+}
+
 TEST(Engine, ParkedCheckpointsNeedApproveThenResume) {
   Fixture f;
   f.register_workflow();
