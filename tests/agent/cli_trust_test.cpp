@@ -75,6 +75,10 @@ TEST(CliTrust, BadKernelDevInputIsAUsageErrorWithoutARunDirectory) {
            BadInput{{"kernel-dev", util::read_file(fs::path(LIGER_SOURCE_DIR) / "fuzz/corpus/expr/profile_over_size_limit.txt")},
                     "operations once assignments are substituted"},
            BadInput{{"kernel-dev", "relu squared", "--modify", "no_such_op"}, "no op of that name"},
+           // A name the pattern allows that the generated C++ / Python cannot use.
+           BadInput{{"kernel-dev", "relu squared", "--name", "class"}, "is a reserved word"},
+           BadInput{{"kernel-dev", "relu squared", "--name", "Import"}, "is a reserved word"},
+           BadInput{{"kernel-dev", "relu squared", "--name", "torch"}, "is a reserved word"},
            BadInput{{"kernel-dev", (dir.path() / "op.o").string()}, "is not a text file: a NUL byte"},
            BadInput{{"kernel-dev", (dir.path() / "utf16.py").string()}, "is not a text file"},
            BadInput{{"autopatch", (dir.path() / "modeling_bin.py").string()}, "is not a text file: a byte that is not UTF-8 (0xc3) at offset 18"},
@@ -195,6 +199,28 @@ TEST(CliTrust, EditedProfileWithCodeOrAPathAsOpNameIsRefusedAtApproval) {
     EXPECT_NE(result.exit_code, 0) << "an unapproved, invalid profile must not reach Act";
     EXPECT_FALSE(fs::exists(dir.path() / "runs" / run / "staging/kernels/src/tmp"));
   }
+}
+
+// A keyword passes the pattern but not the schema's reserved list: refused at approval, naming
+// the field and why, so it never reaches Act (where it would be C++ that cannot compile).
+TEST(CliTrust, EditedProfileWithAKeywordAsOpNameIsRefusedAtApproval) {
+  TempDir dir;
+  testing::make_checkout(dir.path());
+  const std::vector<std::string> base = {"--json", "--run-dir", (dir.path() / "runs").string()};
+  auto args = base;
+  args.insert(args.end(), {"kernel-dev", "ReLU squared activation function"});
+  auto result = run_cli(dir.path(), args);
+  ASSERT_EQ(result.exit_code, 3) << result.out << result.err;
+  const std::string run = result.json()["run"];
+  set_op_name(dir.path() / "runs" / run / "profile.yaml", "namespace");
+  args = base;
+  args.insert(args.end(), {"approve", run});
+  result = run_cli(dir.path(), args);
+  EXPECT_EQ(result.exit_code, 2) << result.out << result.err;
+  const std::string message = result.json()["error"]["message"];
+  EXPECT_TRUE(std::regex_search(message, std::regex("identity\\.op_name: is a reserved word")))
+      << message;
+  EXPECT_NE(message.find("C++ or Python keyword"), std::string::npos) << message;
 }
 
 struct Survey {
