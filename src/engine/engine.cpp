@@ -196,6 +196,10 @@ RunOutcome Engine::drive(const fs::path& given_run_dir) {
                 "review it and run `liger-agent approve " + state.name + "` again, then `liger-agent resume " +
                     state.name + "`");
   }
+  // The workflow's schema, not the path state.json records: state.json is a file on disk, and
+  // a path in it must not choose the rules the profile is checked against (the data directory
+  // may also have moved since the run started).
+  state.schema_path = fs::absolute(workflow.profile_schema);
   const profile::Schema schema = profile::Schema::load_file(state.schema_path);
   auto log = make_run_logger(run_dir, state.name, options_.quiet, options_.verbosity);
   // One LLM per run: every stage of this invocation shares the provider; the ledger starts

@@ -178,6 +178,7 @@ RunState RunState::from_json(const nlohmann::json& json) {
                               json["error"].value("hint", "")};
   }
   state.diagnosis = json.value("diagnosis", "");
+  if (!state.input.is_object()) bad_field("input", "is not a JSON object");
   check_run_name(state.name);
   if (state.workflow.empty()) bad_field("workflow", "is empty");
   if (!state.tree_root.is_absolute()) bad_field("tree_root", "is not an absolute path");

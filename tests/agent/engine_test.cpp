@@ -320,6 +320,7 @@ TEST(Engine, DamagedStateValuesAreNamedWhenTheStateIsRead) {
       {"tree_root", "relative/tree"},
       {"staged_files", nlohmann::json::array({"../outside.txt"})},
       {"applied_files", nlohmann::json::array({"/etc/passwd"})},
+      {"input", "x"},
   };
   for (const auto& [field, value] : cases) {
     SCOPED_TRACE(field + " = " + value.dump());
@@ -356,6 +357,33 @@ TEST(Engine, RunLogThatCannotBeOpenedIsAnIoErrorNamingIt) {
     EXPECT_NE(std::string(e.what()).find("logs/run.log"), std::string::npos) << e.what();
     EXPECT_FALSE(e.hint().empty());
   }
+}
+
+// state.json names a schema, but the run is checked against its workflow's: a schema_path
+// pointed at a permissive file does not let an invalid profile through to Act.
+TEST(Engine, ResumeChecksTheProfileAgainstTheWorkflowSchemaNotTheOneStateNames) {
+  Fixture f;
+  f.register_workflow();
+  Engine engine(f.registry, f.options(CheckpointPolicy::Park));
+  const RunOutcome parked = engine.start(f.request());
+  ASSERT_EQ(parked.exit_code, 3) << parked.message;
+  util::write_file_atomic(f.dir.path() / "anything.yaml", "type: any\n");
+  nlohmann::json state = nlohmann::json::parse(util::read_file(parked.run_dir / "state.json"));
+  state["schema_path"] = (f.dir.path() / "anything.yaml").string();
+  util::write_file_atomic(parked.run_dir / "state.json", state.dump());
+  std::string profile = util::read_file(parked.run_dir / "profile.yaml");
+  profile.replace(profile.find("mode: fast"), 10, "mode: bogus");
+  util::write_file_atomic(parked.run_dir / "profile.yaml", profile);
+  ASSERT_EQ(approve_run(parked.run_dir).exit_code, 0);
+  Engine yes(f.registry, f.options(CheckpointPolicy::AutoApprove));
+  try {
+    const RunOutcome outcome = yes.resume(parked.run_dir);
+    FAIL() << "resumed past an invalid profile: " << outcome.message;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), ExitCode::Usage) << e.what();
+    EXPECT_NE(std::string(e.what()).find("mode"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(count_of(f.counts / "act"), 0);
 }
 
 TEST(Engine, ParkedCheckpointsNeedApproveThenResume) {
