@@ -59,6 +59,12 @@ TEST(CliTrust, BadKernelDevInputIsAUsageErrorWithoutARunDirectory) {
   util::write_file_atomic(dir.path() / "op.o", std::string("\x7f" "ELF\x02\x01\x01\x00\x00\x00 def f(x): return x", 29));
   util::write_file_atomic(dir.path() / "utf16.py", std::string("\xff\xfe" "d\0e\0f\0", 8));
   util::write_file_atomic(dir.path() / "modeling_bin.py", std::string("class A:\n    pass\n\xc3\x28\n"));
+  // Checkouts whose kernels/ops.yaml a bad merge garbled, or a truncated write emptied.
+  testing::make_checkout(dir.path() / "garbled");
+  util::write_file_atomic(dir.path() / "garbled/kernels/ops.yaml",
+                          util::read_file(dir.path() / "kernels/ops.yaml") + "<<<<<<< HEAD\n  - name: [\n");
+  testing::make_checkout(dir.path() / "emptied");
+  util::write_file_atomic(dir.path() / "emptied/kernels/ops.yaml", "");
   std::string long_description;
   while (long_description.size() <= 300) long_description += "dynamic tanh normalization-free layer with alpha ";
   for (const BadInput& c : {
@@ -80,6 +86,8 @@ TEST(CliTrust, BadKernelDevInputIsAUsageErrorWithoutARunDirectory) {
            BadInput{{"kernel-dev", "relu squared", "--name", "Import"}, "is a reserved word"},
            BadInput{{"kernel-dev", "relu squared", "--name", "torch"}, "is a reserved word"},
            BadInput{{"kernel-dev", (dir.path() / "op.o").string()}, "is not a text file: a NUL byte"},
+           BadInput{{"kernel-dev", "relu squared", "--tree", (dir.path() / "garbled").string()}, "cannot be read"},
+           BadInput{{"kernel-dev", "relu squared", "--tree", (dir.path() / "emptied").string()}, "is not the op list"},
            BadInput{{"kernel-dev", (dir.path() / "utf16.py").string()}, "is not a text file"},
            BadInput{{"autopatch", (dir.path() / "modeling_bin.py").string()}, "is not a text file: a byte that is not UTF-8 (0xc3) at offset 18"},
            BadInput{{"autopatch", std::string(300, 'q')}, "inline text is at most 255 bytes"},
