@@ -629,9 +629,20 @@ RunOutcome Engine::drive(const fs::path& given_run_dir) {
     for (auto& [name, record] : state.stages)
       if (record.status == "running") record.status = "failed";
     state.status = "failed";
-    state.error = ErrorRecord{"internal", error.what(), ""};
+    // Stages read JSON only from what the run recorded (state.json's `input`) and from answers
+    // that are validated before use: a JSON type error is a value edited into the run's files,
+    // which the user can fix, not a defect of the agent.
+    const bool recorded_value = dynamic_cast<const nlohmann::json::type_error*>(&error) != nullptr;
+    state.error = ErrorRecord{recorded_value ? "io" : "internal", error.what(), ""};
     state.save(run_dir);
     write_reports(run_dir, state);
+    if (recorded_value) {
+      throw Error(ErrorKind::Io,
+                  "run '" + state.name + "' failed: a value recorded in " + (run_dir / "state.json").string() +
+                      " has the wrong type (" + error.what() + ")",
+                  "state.json is written atomically, so it was edited by hand or by another tool: restore it, or "
+                  "`liger-agent reject " + state.name + "` and start a new run");
+    }
     throw Error(ErrorKind::Internal, std::string("run '") + state.name + "' failed: " + error.what(),
                 "see " + (run_dir / "logs/run.log").string());
   }

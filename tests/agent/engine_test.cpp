@@ -386,6 +386,33 @@ TEST(Engine, ResumeChecksTheProfileAgainstTheWorkflowSchemaNotTheOneStateNames) 
   EXPECT_EQ(count_of(f.counts / "act"), 0);
 }
 
+// A stage reading a recorded input value of the wrong type (state.json's `input` edited by hand)
+// ends with an Io error naming state.json and the fix, not an internal error.
+TEST(Engine, RecordedInputOfTheWrongTypeIsNamedNotAnInternalError) {
+  Fixture f;
+  auto act = f.workflow.act;
+  f.workflow.act = [act](StageContext& ctx) {
+    if (ctx.input.value("fast", false)) return act(ctx);  // throws json::type_error on a string
+    return act(ctx);
+  };
+  f.register_workflow();
+  Engine engine(f.registry, f.options(CheckpointPolicy::Park));
+  const RunOutcome parked = engine.start(f.request());
+  ASSERT_EQ(parked.exit_code, 3) << parked.message;
+  nlohmann::json state = nlohmann::json::parse(util::read_file(parked.run_dir / "state.json"));
+  state["input"]["fast"] = "yes";
+  util::write_file_atomic(parked.run_dir / "state.json", state.dump());
+  Engine yes(f.registry, f.options(CheckpointPolicy::AutoApprove));
+  try {
+    yes.resume(parked.run_dir);
+    FAIL() << "resumed with a recorded value of the wrong type";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Io) << e.what();
+    EXPECT_NE(std::string(e.what()).find("state.json"), std::string::npos) << e.what();
+    EXPECT_NE(e.hint().find("liger-agent reject"), std::string::npos) << e.hint();
+  }
+}
+
 TEST(Engine, ParkedCheckpointsNeedApproveThenResume) {
   Fixture f;
   f.register_workflow();
