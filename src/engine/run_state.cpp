@@ -186,7 +186,16 @@ RunState RunState::from_json(const nlohmann::json& json) {
   check_relative_paths("applied_files", state.applied_files);
   for (const auto& [stage, record] : state.stages)
     if (record.runs < 0) bad_field("stages." + stage + ".runs", "is negative");
-  if (json.contains("usage") && json["usage"].is_object()) state.usage = json["usage"];
+  if (json.contains("usage") && json["usage"].is_object()) {
+    state.usage = json["usage"];
+    // Read the way a resumed run reads it, so a damaged ledger is named here with the file.
+    try {
+      llm::UsageLedger probe;
+      probe.add_json(state.usage);
+    } catch (const nlohmann::json::exception& e) {
+      bad_field("usage", std::string("cannot be read: ") + e.what());
+    }
+  }
   return state;
 }
 

@@ -321,6 +321,7 @@ TEST(Engine, DamagedStateValuesAreNamedWhenTheStateIsRead) {
       {"staged_files", nlohmann::json::array({"../outside.txt"})},
       {"applied_files", nlohmann::json::array({"/etc/passwd"})},
       {"input", "x"},
+      {"usage", nlohmann::json::parse(R"({"by_model": [{"provider": "x", "model": "y", "cost_usd": "free"}]})")},
   };
   for (const auto& [field, value] : cases) {
     SCOPED_TRACE(field + " = " + value.dump());
