@@ -495,6 +495,16 @@ RunDirectoryLock::RunDirectoryLock(const fs::path& run_dir) {
   }
 }
 
+bool run_is_driven(const fs::path& run_dir) {
+  const int fd = ::open((run_dir / ".run.lock").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;  // never driven, or its lock file is gone: nobody holds it
+  // A shared probe: held for an instant, it can only collide with a process starting to drive
+  // the run at that very moment (which then says the run is busy).
+  const bool held = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  ::close(fd);
+  return held;
+}
+
 RunDirectoryLock::~RunDirectoryLock() {
   if (fd_ >= 0) ::close(fd_);
 }

@@ -18,6 +18,13 @@ namespace liger::engine {
 
 namespace {
 
+// `running` in state.json with no process driving the run: the process was killed (SIGKILL, a
+// crash, a power cut). Shown as `killed`, so `runs` and `show` do not claim work is going on.
+std::string shown_status(const fs::path& run_dir, const std::string& status) {
+  return status == "running" && !run_is_driven(run_dir) ? "killed" : status;
+}
+
+
 bool is_run_dir(const fs::path& dir) {
   std::error_code ec;
   return fs::is_regular_file(dir / "state.json", ec);
@@ -88,7 +95,7 @@ std::vector<RunSummary> list_runs(const fs::path& run_root) {
     try {
       const RunState state = RunState::load(entry.path());
       summary.workflow = state.workflow;
-      summary.status = state.status;
+      summary.status = shown_status(entry.path(), state.status);
       summary.pending_checkpoint = state.pending_checkpoint();
       summary.created_at = state.created_at;
       const long long created = util::parse_iso8601(state.created_at);
@@ -102,7 +109,11 @@ std::vector<RunSummary> list_runs(const fs::path& run_root) {
   return runs;
 }
 
-nlohmann::json read_run_state(const fs::path& run_dir) { return RunState::load(run_dir).to_json(); }
+nlohmann::json read_run_state(const fs::path& run_dir) {
+  nlohmann::json state = RunState::load(run_dir).to_json();
+  state["status"] = shown_status(run_dir, state["status"].get<std::string>());
+  return state;
+}
 
 namespace {
 

@@ -414,6 +414,27 @@ TEST(Engine, RecordedInputOfTheWrongTypeIsNamedNotAnInternalError) {
   }
 }
 
+// A run SIGKILLed mid-stage keeps `running` in its state; `runs` and `show` must not claim it is
+// still going: nobody holds its run lock, so it is shown `killed`, and `running` only while a
+// process holds the lock.
+TEST(Engine, RunningRunWithoutAProcessIsShownKilled) {
+  Fixture f;
+  f.register_workflow();
+  Engine engine(f.registry, f.options(CheckpointPolicy::Park));
+  const RunOutcome parked = engine.start(f.request());
+  ASSERT_EQ(parked.exit_code, 3) << parked.message;
+  RunState state = RunState::load(parked.run_dir);
+  state.status = "running";  // what a SIGKILL mid-stage leaves
+  state.save(parked.run_dir);
+  EXPECT_EQ(list_runs(f.runs).at(0).status, "killed");
+  EXPECT_EQ(read_run_state(parked.run_dir)["status"], "killed");
+  {
+    RunDirectoryLock driving(parked.run_dir);
+    EXPECT_EQ(list_runs(f.runs).at(0).status, "running");
+    EXPECT_EQ(read_run_state(parked.run_dir)["status"], "running");
+  }
+}
+
 TEST(Engine, ParkedCheckpointsNeedApproveThenResume) {
   Fixture f;
   f.register_workflow();
