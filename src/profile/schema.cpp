@@ -38,10 +38,6 @@ struct SchemaNode {
   std::vector<std::string> under;
   std::optional<std::regex> key_pattern;  // map keys (open maps and `values:` maps)
   std::string key_pattern_text;
-  // Words a string may not be although the pattern allows them (a name that becomes a C++ and
-  // Python identifier cannot be a keyword of either), with the reason shown to whoever wrote it.
-  std::set<std::string> reserved;
-  std::string reserved_reason;
 };
 
 namespace {
@@ -86,8 +82,7 @@ ValueType parse_type(const std::string& origin, const YAML::Node& node) {
 std::shared_ptr<const SchemaNode> parse_node(const std::string& origin, const YAML::Node& yaml) {
   static const std::set<std::string> known = {"type",    "required",   "enum", "min",   "max",         "fields",
                                               "open",    "items",      "values", "description", "readonly", "reason",
-                                              "pattern", "max_length", "path", "under", "key_pattern",
-                                              "reserved", "reserved_reason"};
+                                              "pattern", "max_length", "path", "under", "key_pattern"};
   auto node = std::make_shared<SchemaNode>();
   if (yaml.IsScalar()) {  // shorthand: `name: string`
     node->types.push_back(parse_type(origin, yaml));
@@ -119,12 +114,6 @@ std::shared_ptr<const SchemaNode> parse_node(const std::string& origin, const YA
   if (yaml["enum"]) {
     if (!yaml["enum"].IsSequence()) throw schema_error(origin, yaml["enum"], "enum must be a list");
     for (const auto& v : yaml["enum"]) node->allowed.push_back(v.Scalar());
-  }
-  if (yaml["reserved"]) {
-    if (!yaml["reserved"].IsSequence()) throw schema_error(origin, yaml["reserved"], "reserved must be a list");
-    for (const auto& v : yaml["reserved"]) node->reserved.insert(v.Scalar());
-    if (!yaml["reserved_reason"]) throw schema_error(origin, yaml, "a reserved list needs a `reserved_reason:`");
-    node->reserved_reason = yaml["reserved_reason"].as<std::string>();
   }
   if (yaml["fields"]) {
     if (!yaml["fields"].IsMap()) throw schema_error(origin, yaml["fields"], "fields must be a map");
@@ -326,10 +315,6 @@ class Validator {
     if (schema.pattern && !std::regex_match(text, *schema.pattern)) {
       add(report.errors, path, value, describe(value), "a value matching the pattern " + schema.pattern_text,
           "does not match the pattern");
-    }
-    if (schema.reserved.count(text)) {
-      add(report.errors, path, value, describe(value), "another name (" + schema.reserved_reason + ")",
-          "is a reserved word");
     }
     if (schema.relative_path) {
       std::string problem = relative_path_problem(text);

@@ -209,11 +209,13 @@ TEST(CliTrust, EditedProfileWithCodeOrAPathAsOpNameIsRefusedAtApproval) {
   }
 }
 
-// A keyword passes the pattern but not the schema's reserved list: refused at approval, naming
-// the field and why, so it never reaches Act (where it would be C++ that cannot compile).
-TEST(CliTrust, EditedProfileWithAKeywordAsOpNameIsRefusedAtApproval) {
+// A keyword passes the schema's pattern but cannot name an op: a hand edit to one is refused
+// before anything is staged or applied, naming the field and why (it would be C++ that cannot
+// compile and a Python module that cannot be imported).
+TEST(CliTrust, EditedProfileWithAKeywordAsOpNameIsRefusedBeforeAnythingIsStaged) {
   TempDir dir;
   testing::make_checkout(dir.path());
+  const auto before = snapshot_tree(dir.path() / "kernels");
   const std::vector<std::string> base = {"--json", "--run-dir", (dir.path() / "runs").string()};
   auto args = base;
   args.insert(args.end(), {"kernel-dev", "ReLU squared activation function"});
@@ -223,12 +225,16 @@ TEST(CliTrust, EditedProfileWithAKeywordAsOpNameIsRefusedAtApproval) {
   set_op_name(dir.path() / "runs" / run / "profile.yaml", "namespace");
   args = base;
   args.insert(args.end(), {"approve", run});
+  ASSERT_EQ(run_cli(dir.path(), args).exit_code, 0);
+  args = base;
+  args.insert(args.end(), {"resume", run, "--yes"});
   result = run_cli(dir.path(), args);
-  EXPECT_EQ(result.exit_code, 2) << result.out << result.err;
+  EXPECT_EQ(result.exit_code, 1) << result.out << result.err;
   const std::string message = result.json()["error"]["message"];
-  EXPECT_TRUE(std::regex_search(message, std::regex("identity\\.op_name: is a reserved word")))
-      << message;
-  EXPECT_NE(message.find("C++ or Python keyword"), std::string::npos) << message;
+  EXPECT_NE(message.find("identity.op_name 'namespace' is a reserved word"), std::string::npos) << message;
+  EXPECT_EQ(message.find("bug in liger-agent"), std::string::npos) << message;
+  EXPECT_FALSE(fs::exists(dir.path() / "runs" / run / "staging/kernels/src/namespace"));
+  EXPECT_EQ(snapshot_tree(dir.path() / "kernels"), before);
 }
 
 struct Survey {

@@ -362,16 +362,10 @@ void check_request(const nlohmann::json& arguments, const std::string& input_tex
                   "use a short snake_case name, e.g. --" + std::string(flag) + " quick_gelu");
     }
   }
-  // The schema's other rules on the name (reserved words), before a run exists: only the
-  // identity.op_name errors of a document holding just that name.
   if (const std::string name = arguments.value("name", ""); !name.empty()) {
-    YAML::Node document;
-    document["identity"]["op_name"] = op_name_for(name);
-    for (const auto& issue : profile_schema().validate(document).errors)
-      if (issue.path == "identity.op_name")
-        throw Error(ErrorKind::Usage, "--name '" + name + "' gives the op name '" + op_name_for(name) + "', which " +
-                                          issue.message + "; expected " + issue.expected,
-                    "pick another --name, e.g. --name " + op_name_for(name) + "_op");
+    if (const std::string problem = reserved_op_name_problem(op_name_for(name)); !problem.empty())
+      throw Error(ErrorKind::Usage, "--name '" + name + "' gives the op name '" + op_name_for(name) + "', which " + problem,
+                  "pick another --name, e.g. --name " + op_name_for(name) + "_op");
   }
   if (const std::string modify = arguments.value("modify", ""); !modify.empty()) {
     std::error_code ec;
