@@ -1,6 +1,7 @@
 #include "engine/run_state.h"
 
 #include <algorithm>
+#include <regex>
 
 #include "liger/error.h"
 #include "liger/llm/usage.h"
@@ -180,7 +181,9 @@ RunState RunState::from_json(const nlohmann::json& json) {
   state.diagnosis = json.value("diagnosis", "");
   if (!state.input.is_object()) bad_field("input", "is not a JSON object");
   check_run_name(state.name);
-  if (state.workflow.empty()) bad_field("workflow", "is empty");
+  // A workflow name is a registry key and a folder name in the run (kernel-dev/, ...).
+  static const std::regex workflow_name("^[a-z][a-z0-9_-]{0,63}$");
+  if (!std::regex_match(state.workflow, workflow_name)) bad_field("workflow", "is not a workflow name");
   if (!state.tree_root.is_absolute()) bad_field("tree_root", "is not an absolute path");
   check_relative_paths("staged_files", state.staged_files);
   check_relative_paths("applied_files", state.applied_files);

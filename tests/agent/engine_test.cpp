@@ -317,6 +317,7 @@ TEST(Engine, DamagedStateValuesAreNamedWhenTheStateIsRead) {
       {"name", "../../elsewhere"},
       {"name", ""},
       {"workflow", ""},
+      {"workflow", std::string(5000, 'a')},
       {"tree_root", "relative/tree"},
       {"staged_files", nlohmann::json::array({"../outside.txt"})},
       {"applied_files", nlohmann::json::array({"/etc/passwd"})},
