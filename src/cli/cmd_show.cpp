@@ -46,6 +46,12 @@ void register_show_command(CLI::App& app, GlobalOptions& options) {
                 << "attempt:   " << state["attempt"].get<int>() << " of " << state["max_attempts"].get<int>() << "\n"
                 << "created:   " << state["created_at"].get<std::string>() << "\n"
                 << "tree:      " << state["tree_root"].get<std::string>() << "\n";
+      if (state["status"] == "killed") {
+        const std::string name = state["name"].get<std::string>();
+        std::cout << "note:      no process drives this run (it was killed mid-" << state["phase"].get<std::string>()
+                  << "); `liger-agent resume " << name << "` continues it, `liger-agent reject " << name
+                  << "` undoes what it applied\n";
+      }
       if (!state["pending_checkpoint"].get<std::string>().empty()) {
         std::cout << "waiting:   " << state["pending_checkpoint"].get<std::string>()
                   << " checkpoint (approve, then resume)\n";

@@ -495,6 +495,16 @@ RunDirectoryLock::RunDirectoryLock(const fs::path& run_dir) {
   }
 }
 
+bool run_is_driven(const fs::path& run_dir) {
+  const int fd = ::open((run_dir / ".run.lock").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;  // never driven, or its lock file is gone: nobody holds it
+  // A shared probe: held for an instant, it can only collide with a process starting to drive
+  // the run at that very moment (which then says the run is busy).
+  const bool held = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  ::close(fd);
+  return held;
+}
+
 RunDirectoryLock::~RunDirectoryLock() {
   if (fd_ >= 0) ::close(fd_);
 }
@@ -548,14 +558,21 @@ bool is_finished(const std::string& status) {
 std::optional<std::string> stale_reason(const ApplyClaim& claim, std::string* status) {
   std::error_code ec;
   if (!claim.run_dir.empty()) {
-    if (!fs::is_regular_file(claim.run_dir / "state.json", ec))
-      return "its run directory " + claim.run_dir.string() + " no longer exists";
+    if (!fs::is_regular_file(claim.run_dir / "state.json", ec)) {
+      if (!fs::exists(claim.run_dir, ec)) return "its run directory " + claim.run_dir.string() + " no longer exists";
+      // The state is lost but the backup says the run's files are in the tree: dropping the
+      // claim would leave them with nobody to restore them. `reject` still can.
+      if (!tree_holds_run_files(claim.run_dir / "backup"))
+        return "its run directory " + claim.run_dir.string() + " has no state.json and no files in the tree";
+      *status = "state.json missing; `liger-agent reject " + claim.run + "` restores its files";
+      return std::nullopt;
+    }
     try {
       const RunState state = RunState::load(claim.run_dir);
       *status = state.status;
       if (is_finished(state.status)) return "the run has finished (" + state.status + ")";
     } catch (const std::exception&) {
-      *status = "state unreadable";
+      *status = "state unreadable; `liger-agent reject " + claim.run + "` restores its files";
     }
     return std::nullopt;
   }

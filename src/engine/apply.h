@@ -94,6 +94,10 @@ class RunDirectoryLock {
   int fd_ = -1;
 };
 
+// Whether a live process holds the run's .run.lock (drives, or rejects, it right now). A run
+// whose state says `running` while nobody holds it was killed.
+bool run_is_driven(const std::filesystem::path& run_dir);
+
 // ---- the apply lock ----
 //
 // A claim is <tree>/.liger-agent/locks/<run>.lock (JSON: run, run_dir, pid, files, created_at).

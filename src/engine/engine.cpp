@@ -66,11 +66,20 @@ void prepare_run_root(const fs::path& root) {
 
 std::shared_ptr<spdlog::logger> make_run_logger(const fs::path& run_dir, const std::string& name, bool quiet,
                                                 int verbosity) {
-  fs::create_directories(run_dir / "logs");
   // Both sinks scrub API keys (and anything shaped like one) before writing. The level is set
   // on the redacting wrapper: spdlog asks the sink the logger holds whether to log.
-  auto file_sink = llm::make_redacting_sink(
-      std::make_shared<spdlog::sinks::basic_file_sink_mt>((run_dir / "logs" / "run.log").string()));
+  std::shared_ptr<spdlog::sinks::sink> file_sink;
+  const fs::path log_path = run_dir / "logs" / "run.log";
+  try {
+    fs::create_directories(run_dir / "logs");
+    file_sink = llm::make_redacting_sink(std::make_shared<spdlog::sinks::basic_file_sink_mt>(log_path.string()));
+  } catch (const std::exception& e) {
+    // spdlog and std::filesystem report this in their own exception types; it is the user's
+    // filesystem (a directory in the log's place, a full disk), not a bug.
+    throw Error(ErrorKind::Io, "cannot open the run log " + log_path.string() + ": " + e.what(),
+                "make " + log_path.string() + " a writable file (remove what is in its place, free disk space), "
+                "then run the command again");
+  }
   file_sink->set_level(spdlog::level::debug);
   auto stderr_sink = llm::make_redacting_sink(std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
   stderr_sink->set_level(quiet ? spdlog::level::err
@@ -187,6 +196,10 @@ RunOutcome Engine::drive(const fs::path& given_run_dir) {
                 "review it and run `liger-agent approve " + state.name + "` again, then `liger-agent resume " +
                     state.name + "`");
   }
+  // The workflow's schema, not the path state.json records: state.json is a file on disk, and
+  // a path in it must not choose the rules the profile is checked against (the data directory
+  // may also have moved since the run started).
+  state.schema_path = fs::absolute(workflow.profile_schema);
   const profile::Schema schema = profile::Schema::load_file(state.schema_path);
   auto log = make_run_logger(run_dir, state.name, options_.quiet, options_.verbosity);
   // One LLM per run: every stage of this invocation shares the provider; the ledger starts
@@ -273,6 +286,15 @@ RunOutcome Engine::drive(const fs::path& given_run_dir) {
                  "` restores the tree instead";
     }
     return outcome(message, static_cast<int>(ExitCode::Interrupted));
+  };
+  // A stage that threw while a signal was pending: the stage it was in is interrupted, not failed.
+  auto interrupted_after_throw = [&] {
+    for (auto& [name, record] : state.stages)
+      if (record.status == "running") {
+        record.status = "interrupted";
+        record.finished_at = util::now_iso8601();
+      }
+    return interrupted_outcome();
   };
   auto print_notes = [&](const std::vector<std::string>& notes) {
     for (const auto& note : notes) {
@@ -583,7 +605,10 @@ RunOutcome Engine::drive(const fs::path& given_run_dir) {
     }
   } catch (const Error& error) {
     sync_usage();  // a stage that threw may have asked the LLM before it did
-    if (error.kind() == ErrorKind::Interrupted) return interrupted_outcome();
+    // A signal stops the stage's child processes, and the stage may then trip over what they
+    // left (an empty output, a missing file): that is the interruption, not a failure, and the
+    // run stays resumable.
+    if (error.kind() == ErrorKind::Interrupted || signals::interrupted()) return interrupted_after_throw();
     release_lock_if_tree_clean();
     for (auto& [name, record] : state.stages)
       if (record.status == "running") record.status = "failed";
@@ -599,13 +624,25 @@ RunOutcome Engine::drive(const fs::path& given_run_dir) {
     throw;
   } catch (const std::exception& error) {
     sync_usage();
+    if (signals::interrupted()) return interrupted_after_throw();
     release_lock_if_tree_clean();
     for (auto& [name, record] : state.stages)
       if (record.status == "running") record.status = "failed";
     state.status = "failed";
-    state.error = ErrorRecord{"internal", error.what(), ""};
+    // Stages read JSON only from what the run recorded (state.json's `input`) and from answers
+    // that are validated before use: a JSON type error is a value edited into the run's files,
+    // which the user can fix, not a defect of the agent.
+    const bool recorded_value = dynamic_cast<const nlohmann::json::type_error*>(&error) != nullptr;
+    state.error = ErrorRecord{recorded_value ? "io" : "internal", error.what(), ""};
     state.save(run_dir);
     write_reports(run_dir, state);
+    if (recorded_value) {
+      throw Error(ErrorKind::Io,
+                  "run '" + state.name + "' failed: a value recorded in " + (run_dir / "state.json").string() +
+                      " has the wrong type (" + error.what() + ")",
+                  "state.json is written atomically, so it was edited by hand or by another tool: restore it, or "
+                  "`liger-agent reject " + state.name + "` and start a new run");
+    }
     throw Error(ErrorKind::Internal, std::string("run '") + state.name + "' failed: " + error.what(),
                 "see " + (run_dir / "logs/run.log").string());
   }

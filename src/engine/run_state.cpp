@@ -1,6 +1,7 @@
 #include "engine/run_state.h"
 
 #include <algorithm>
+#include <regex>
 
 #include "liger/error.h"
 #include "liger/llm/usage.h"
@@ -90,7 +91,46 @@ nlohmann::json RunState::to_json() const {
   return json;
 }
 
+namespace {
+
+// state.json is the engine's own file, but a crash of another tool, a bad merge or a hand edit
+// can put anything in it. Every value that becomes a size, a path or a lock name is checked
+// here, so a bad one is named as such instead of surfacing later as an allocation failure or a
+// file written outside the run.
+[[noreturn]] void bad_field(const std::string& field, const std::string& why) {
+  throw Error(ErrorKind::Io, "state.json: '" + field + "' " + why);
+}
+
+int bounded_int(const nlohmann::json& json, const char* key, int fallback, int low, int high) {
+  if (!json.contains(key)) return fallback;
+  const auto& value = json.at(key);
+  if (!value.is_number_integer()) bad_field(key, "is not an integer");
+  const auto number = value.get<long long>();
+  if (number < low || number > high)
+    bad_field(key, "is " + value.dump() + ", outside " + std::to_string(low) + ".." + std::to_string(high));
+  return static_cast<int>(number);
+}
+
+// A run name becomes a lock file name and appears in commands the user is told to type.
+void check_run_name(const std::string& name) {
+  if (name.empty() || name.size() > 255 || name == "." || name == ".." ||
+      name.find_first_of(std::string("/\0", 2)) != std::string::npos)
+    bad_field("name", "is not a run directory name");
+}
+
+void check_relative_paths(const char* key, const std::vector<std::string>& files) {
+  for (const auto& file : files) {
+    const std::filesystem::path path(file);
+    bool escapes = file.empty() || path.is_absolute() || file.find('\0') != std::string::npos;
+    for (const auto& part : path) escapes = escapes || part == "..";
+    if (escapes) bad_field(key, "lists '" + file.substr(0, 80) + "', which is not a path inside the tree");
+  }
+}
+
+}  // namespace
+
 RunState RunState::from_json(const nlohmann::json& json) {
+  if (!json.is_object()) bad_field("(document)", "is not a JSON object");
   RunState state;
   state.format_version = json.at("format_version").get<int>();
   state.name = json.at("name").get<std::string>();
@@ -102,8 +142,9 @@ RunState RunState::from_json(const nlohmann::json& json) {
   state.tree_root = json.value("tree_root", "");
   state.schema_path = json.value("schema_path", "");
   state.input = json.value("input", nlohmann::json::object());
-  state.attempt = json.value("attempt", 1);
-  state.max_attempts = json.value("max_attempts", 3);
+  // The attempt limit is a small configured number (default 3); anything else is not ours.
+  state.max_attempts = bounded_int(json, "max_attempts", 3, 1, 1000000);
+  state.attempt = bounded_int(json, "attempt", 1, 1, state.max_attempts);
   if (json.contains("stages")) {
     for (const auto& [stage, record] : json["stages"].items()) {
       state.stages[stage] = StageRecord{record.value("status", "pending"), record.value("runs", 0),
@@ -138,23 +179,60 @@ RunState RunState::from_json(const nlohmann::json& json) {
                               json["error"].value("hint", "")};
   }
   state.diagnosis = json.value("diagnosis", "");
-  if (json.contains("usage") && json["usage"].is_object()) state.usage = json["usage"];
+  if (!state.input.is_object()) bad_field("input", "is not a JSON object");
+  check_run_name(state.name);
+  // A workflow name is a registry key and a folder name in the run (kernel-dev/, ...).
+  static const std::regex workflow_name("^[a-z][a-z0-9_-]{0,63}$");
+  if (!std::regex_match(state.workflow, workflow_name)) bad_field("workflow", "is not a workflow name");
+  if (!state.tree_root.is_absolute()) bad_field("tree_root", "is not an absolute path");
+  check_relative_paths("staged_files", state.staged_files);
+  check_relative_paths("applied_files", state.applied_files);
+  for (const auto& [stage, record] : state.stages)
+    if (record.runs < 0) bad_field("stages." + stage + ".runs", "is negative");
+  if (json.contains("usage") && json["usage"].is_object()) {
+    state.usage = json["usage"];
+    // Read the way a resumed run reads it, so a damaged ledger is named here with the file.
+    try {
+      llm::UsageLedger probe;
+      probe.add_json(state.usage);
+    } catch (const nlohmann::json::exception& e) {
+      bad_field("usage", std::string("cannot be read: ") + e.what());
+    }
+  }
   return state;
+}
+
+bool looks_like_run_dir(const std::filesystem::path& dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return false;
+  for (const char* marker : {"state.json", "profile.yaml", "input", "logs", "backup"})
+    if (std::filesystem::exists(dir / marker, ec)) return true;
+  return false;
 }
 
 RunState RunState::load(const std::filesystem::path& run_dir) {
   const auto path = run_dir / "state.json";
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) {
+    if (looks_like_run_dir(run_dir)) {
+      const std::string name = run_dir.filename().string();
+      throw Error(ErrorKind::Failure,
+                  "run directory '" + run_dir.string() + "' has no state.json (it was deleted, or the process was "
+                  "killed while creating the run), so the run cannot be shown or resumed",
+                  "`liger-agent reject " + name + "` puts back any files it applied (from its backup/) and releases "
+                  "its apply lock; then delete the directory and start a new run");
+    }
     throw Error(ErrorKind::Usage, "'" + run_dir.string() + "' is not a run directory (no state.json)",
                 "list runs with `liger-agent runs`");
   }
   try {
     return from_json(nlohmann::json::parse(util::read_file(path)));
-  } catch (const nlohmann::json::exception& e) {
+  } catch (const std::exception& e) {
+    // nlohmann's type and parse errors, and the checks of from_json above.
     throw Error(ErrorKind::Io, "cannot read run state '" + path.string() + "': " + e.what(),
                 "state.json is written atomically, so this file was edited by hand or by another "
-                "tool; restore it or start a new run");
+                "tool; restore it, or `liger-agent reject " + run_dir.filename().string() +
+                    "` puts back any files the run applied and releases its apply lock");
   }
 }
 

@@ -51,6 +51,10 @@ struct ErrorRecord {
   std::string hint;
 };
 
+// A directory the engine made for a run (state.json, or what a run writes first), so a run
+// whose state.json was lost is still found by name and can be rejected.
+bool looks_like_run_dir(const std::filesystem::path& dir);
+
 struct RunState {
   int format_version = 1;
   std::string name;

@@ -1,6 +1,8 @@
 // Run management that needs no workflow: finding, listing, approving and rejecting runs.
 #include <algorithm>
 #include <ctime>
+#include <optional>
+#include <sstream>
 
 #include "engine/apply.h"
 #include "engine/approval.h"
@@ -15,6 +17,13 @@
 namespace liger::engine {
 
 namespace {
+
+// `running` in state.json with no process driving the run: the process was killed (SIGKILL, a
+// crash, a power cut). Shown as `killed`, so `runs` and `show` do not claim work is going on.
+std::string shown_status(const fs::path& run_dir, const std::string& status) {
+  return status == "running" && !run_is_driven(run_dir) ? "killed" : status;
+}
+
 
 bool is_run_dir(const fs::path& dir) {
   std::error_code ec;
@@ -40,6 +49,11 @@ fs::path find_run(const fs::path& run_root, const std::string& spec) {
   if (spec.empty()) throw Error(ErrorKind::Usage, "no run given", "name a run; `liger-agent runs` lists them");
   if (is_run_dir(spec)) return fs::path(spec);
   if (is_run_dir(run_root / spec)) return run_root / spec;
+  // Named exactly but without a readable state: returned, so RunState::load says what is wrong
+  // and `reject` can still undo what the run applied.
+  if (spec.find('/') == std::string::npos && spec != "." && spec != ".." && looks_like_run_dir(run_root / spec))
+    return run_root / spec;
+  if (looks_like_run_dir(spec) && fs::exists(fs::path(spec) / "logs")) return fs::path(spec);
   if (std::error_code ec; fs::exists(run_root, ec) && !fs::is_directory(run_root, ec)) {
     throw Error(ErrorKind::Usage,
                 "the run directory root '" + run_root.string() + "' (--run-dir, config key run_dir) is not a directory",
@@ -71,21 +85,23 @@ std::vector<RunSummary> list_runs(const fs::path& run_root) {
   std::error_code ec;
   if (!fs::is_directory(run_root, ec)) return runs;
   const long long now = static_cast<long long>(std::time(nullptr));
-  for (const auto& entry : fs::directory_iterator(run_root)) {
-    if (!is_run_dir(entry.path())) continue;
+  for (const auto& entry : fs::directory_iterator(run_root, ec)) {
+    // A run that lost its state.json is listed too: it may hold files in the tree, and
+    // `reject` is how they go back.
+    if (!looks_like_run_dir(entry.path())) continue;
     RunSummary summary;
     summary.run_dir = entry.path();
     summary.name = entry.path().filename().string();
     try {
       const RunState state = RunState::load(entry.path());
       summary.workflow = state.workflow;
-      summary.status = state.status;
+      summary.status = shown_status(entry.path(), state.status);
       summary.pending_checkpoint = state.pending_checkpoint();
       summary.created_at = state.created_at;
       const long long created = util::parse_iso8601(state.created_at);
       summary.age_seconds = created < 0 ? -1 : now - created;
     } catch (const Error&) {
-      summary.status = "unreadable";
+      summary.status = is_run_dir(entry.path()) ? "unreadable" : "no-state";
     }
     runs.push_back(std::move(summary));
   }
@@ -93,7 +109,11 @@ std::vector<RunSummary> list_runs(const fs::path& run_root) {
   return runs;
 }
 
-nlohmann::json read_run_state(const fs::path& run_dir) { return RunState::load(run_dir).to_json(); }
+nlohmann::json read_run_state(const fs::path& run_dir) {
+  nlohmann::json state = RunState::load(run_dir).to_json();
+  state["status"] = shown_status(run_dir, state["status"].get<std::string>());
+  return state;
+}
 
 namespace {
 
@@ -182,8 +202,78 @@ RunOutcome approve_run(const fs::path& run_dir, const std::string& approved_by) 
                     0);
 }
 
+namespace {
+
+// The tree a run works on, from its profile's header ("# tree: <path>"), for a run whose
+// state.json is gone or unreadable.
+std::optional<fs::path> tree_from_profile_header(const fs::path& run_dir) {
+  for (const char* file : {"profile.yaml", "profile.understood.yaml"}) {
+    std::error_code ec;
+    if (!fs::is_regular_file(run_dir / file, ec) || fs::file_size(run_dir / file, ec) > (1u << 20)) continue;
+    std::istringstream in(util::read_file(run_dir / file));
+    for (std::string line; std::getline(in, line) && line.starts_with("#");) {
+      if (line.starts_with("# tree: ")) return fs::path(line.substr(8));
+    }
+  }
+  return std::nullopt;
+}
+
+// reject for a run whose state is lost: restores the tree from backup/ and releases the claim,
+// which is all a rejection must guarantee; the run directory is left for the user to delete.
+RunOutcome reject_stateless_run(const fs::path& run_dir, const Error& why) {
+  const std::string name = run_dir.filename().string();
+  const fs::path backup_dir = run_dir / "backup";
+  RunDirectoryLock run_lock(run_dir);
+  std::optional<fs::path> tree;
+  if (tree_holds_run_files(backup_dir)) {
+    tree = tree_from_profile_header(run_dir);
+    // The header is text anyone can edit: only a tree whose apply lock names this very run
+    // directory is restored into.
+    std::error_code ec;
+    const auto claim = tree ? read_apply_lock(*tree, name) : std::nullopt;
+    if (!claim || !fs::equivalent(claim->run_dir, run_dir, ec)) tree.reset();
+  }
+  RunState state;
+  state.name = name;
+  state.status = "rejected";
+  if (tree_holds_run_files(backup_dir)) {
+    if (!tree) {
+      throw Error(ErrorKind::Failure,
+                  "cannot reject run '" + name + "': " + why.what() +
+                      ", and no tree's apply lock names this run directory, so the tree to restore is unknown",
+                  "put the files listed in " + (backup_dir / "manifest.json").string() + " back by hand from " +
+                      (backup_dir / "files").string() + ", then delete " + run_dir.string());
+    }
+    remove_orphan_run_temps(run_dir);
+    const RestoreReport restored = restore_backups(backup_dir, *tree);
+    if (!restored.tree_unchanged()) {
+      throw Error(ErrorKind::Failure, "cannot finish rejecting run '" + name + "': " + restored.summary(),
+                  "fix those paths (the originals are under " + (backup_dir / "files").string() + "), then `liger-agent reject " +
+                      name + "` again");
+    }
+    release_apply_lock(*tree, name);
+    return outcome_of(run_dir, state,
+                      "rejected run '" + name + "' (its state was lost: " + why.what() + "); " + restored.summary() +
+                          "; delete " + run_dir.string() + " when you no longer need its files",
+                      0);
+  }
+  if (auto header_tree = tree_from_profile_header(run_dir)) release_apply_lock(*header_tree, name);
+  return outcome_of(run_dir, state,
+                    "rejected run '" + name + "' (its state was lost: " + why.what() +
+                        "); it had not changed the tree; delete " + run_dir.string(),
+                    0);
+}
+
+}  // namespace
+
 RunOutcome reject_run(const fs::path& run_dir, const std::string& reason) {
-  RunState state = RunState::load(run_dir);
+  RunState state;
+  try {
+    state = RunState::load(run_dir);
+  } catch (const Error& e) {
+    if (!looks_like_run_dir(run_dir)) throw;
+    return reject_stateless_run(run_dir, e);
+  }
   if (state.status == "completed" || state.status == "rejected") {
     throw Error(ErrorKind::Usage, "run '" + state.name + "' has already finished (" + state.status + ")",
                 "nothing to reject");

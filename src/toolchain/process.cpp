@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -153,6 +154,7 @@ ProcessResult run_process(const ProcessOptions& options) {
     throw Error(ErrorKind::Io, std::string("cannot create a pipe: ") + std::strerror(errno));
 
   const auto started = std::chrono::steady_clock::now();
+  const pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) throw Error(ErrorKind::Io, std::string("cannot fork: ") + std::strerror(errno));
   if (pid == 0) {
@@ -167,6 +169,10 @@ ProcessResult run_process(const ProcessOptions& options) {
     }
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
+    // A SIGKILLed agent cannot stop its tools: the kernel does, so a resumed run never races a
+    // build the dead process left running in the same build directory.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) _exit(127);  // the parent died before prctl took effect
     if (!options.cwd.empty() && ::chdir(options.cwd.c_str()) != 0) _exit(127);
     for (const auto& [key, value] : options.env) ::setenv(key.c_str(), value.c_str(), 1);
     std::vector<char*> argv;

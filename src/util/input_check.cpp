@@ -56,6 +56,34 @@ std::string shown(const std::string& arg) {
   return "'" + text + "'";
 }
 
+// A binary file (an object file, an image, a model checkpoint, a file in UTF-16) given where
+// source text is expected: refused before a run exists, naming the first byte that is not text.
+// Only the first few MiB are read: the callers' size limits are far below that.
+void check_text_file(const std::string& path, const std::string& what) {
+  constexpr std::size_t kScanBytes = 8u << 20;
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (!file) return;  // unreadable files are reported by whoever reads them
+  std::string head(kScanBytes, '\0');
+  head.resize(std::fread(head.data(), 1, head.size(), file));
+  std::fclose(file);
+  std::size_t bad = head.find('\0');
+  const char* problem = "a NUL byte";
+  if (bad == std::string::npos) {
+    // A multi-byte character cut by the scan limit is not an error.
+    bad = first_invalid_utf8(head);
+    if (bad != std::string::npos && head.size() == kScanBytes && head.size() - bad < 4) bad = std::string::npos;
+    problem = "a byte that is not UTF-8";
+  }
+  if (bad == std::string::npos) return;
+  char byte[8];
+  std::snprintf(byte, sizeof(byte), "0x%02x", static_cast<unsigned char>(head[bad]));
+  throw Error(ErrorKind::Usage,
+              what + " " + shown(path) + " is not a text file: " + problem + " (" + byte + ") at offset " +
+                  std::to_string(bad),
+              "pass a UTF-8 text file (Python source, or the request itself as text); convert other encodings "
+              "first, e.g. iconv -f UTF-16 -t UTF-8");
+}
+
 }  // namespace
 
 bool valid_utf8(std::string_view text) { return first_invalid_utf8(text) == std::string_view::npos; }
@@ -74,6 +102,7 @@ Argument classify_argument(const std::string& arg, const std::string& what, std:
                                           std::strerror(errno) + ")",
                     "check its permissions, or pass a different file");
       }
+      check_text_file(arg, what);
       result.is_file = true;
       result.file = arg;
       return result;

@@ -55,6 +55,16 @@ TEST(CliTrust, BadKernelDevInputIsAUsageErrorWithoutARunDirectory) {
   testing::make_checkout(dir.path());  // runs start in a checkout (the tree the workflow would write to)
   fs::create_directories(dir.path() / "adir");
   ASSERT_EQ(::mkfifo((dir.path() / "afifo").c_str(), 0600), 0);
+  // Binary files where source text is expected: an object file's NUL bytes, and UTF-16 source.
+  util::write_file_atomic(dir.path() / "op.o", std::string("\x7f" "ELF\x02\x01\x01\x00\x00\x00 def f(x): return x", 29));
+  util::write_file_atomic(dir.path() / "utf16.py", std::string("\xff\xfe" "d\0e\0f\0", 8));
+  util::write_file_atomic(dir.path() / "modeling_bin.py", std::string("class A:\n    pass\n\xc3\x28\n"));
+  // Checkouts whose kernels/ops.yaml a bad merge garbled, or a truncated write emptied.
+  testing::make_checkout(dir.path() / "garbled");
+  util::write_file_atomic(dir.path() / "garbled/kernels/ops.yaml",
+                          util::read_file(dir.path() / "kernels/ops.yaml") + "<<<<<<< HEAD\n  - name: [\n");
+  testing::make_checkout(dir.path() / "emptied");
+  util::write_file_atomic(dir.path() / "emptied/kernels/ops.yaml", "");
   std::string long_description;
   while (long_description.size() <= 300) long_description += "dynamic tanh normalization-free layer with alpha ";
   for (const BadInput& c : {
@@ -71,6 +81,15 @@ TEST(CliTrust, BadKernelDevInputIsAUsageErrorWithoutARunDirectory) {
            BadInput{{"kernel-dev", util::read_file(fs::path(LIGER_SOURCE_DIR) / "fuzz/corpus/expr/profile_over_size_limit.txt")},
                     "operations once assignments are substituted"},
            BadInput{{"kernel-dev", "relu squared", "--modify", "no_such_op"}, "no op of that name"},
+           // A name the pattern allows that the generated C++ / Python cannot use.
+           BadInput{{"kernel-dev", "relu squared", "--name", "class"}, "is a reserved word"},
+           BadInput{{"kernel-dev", "relu squared", "--name", "Import"}, "is a reserved word"},
+           BadInput{{"kernel-dev", "relu squared", "--name", "torch"}, "is a reserved word"},
+           BadInput{{"kernel-dev", (dir.path() / "op.o").string()}, "is not a text file: a NUL byte"},
+           BadInput{{"kernel-dev", "relu squared", "--tree", (dir.path() / "garbled").string()}, "cannot be read"},
+           BadInput{{"kernel-dev", "relu squared", "--tree", (dir.path() / "emptied").string()}, "is not the op list"},
+           BadInput{{"kernel-dev", (dir.path() / "utf16.py").string()}, "is not a text file"},
+           BadInput{{"autopatch", (dir.path() / "modeling_bin.py").string()}, "is not a text file: a byte that is not UTF-8 (0xc3) at offset 18"},
            BadInput{{"autopatch", std::string(300, 'q')}, "inline text is at most 255 bytes"},
            BadInput{{"autopatch", (dir.path() / "adir").string()}, "is a directory"},
            BadInput{{"autopatch", "qwen3; rm -rf x"}, "neither an existing file nor a model type"},
@@ -188,6 +207,34 @@ TEST(CliTrust, EditedProfileWithCodeOrAPathAsOpNameIsRefusedAtApproval) {
     EXPECT_NE(result.exit_code, 0) << "an unapproved, invalid profile must not reach Act";
     EXPECT_FALSE(fs::exists(dir.path() / "runs" / run / "staging/kernels/src/tmp"));
   }
+}
+
+// A keyword passes the schema's pattern but cannot name an op: a hand edit to one is refused
+// before anything is staged or applied, naming the field and why (it would be C++ that cannot
+// compile and a Python module that cannot be imported).
+TEST(CliTrust, EditedProfileWithAKeywordAsOpNameIsRefusedBeforeAnythingIsStaged) {
+  TempDir dir;
+  testing::make_checkout(dir.path());
+  const auto before = snapshot_tree(dir.path() / "kernels");
+  const std::vector<std::string> base = {"--json", "--run-dir", (dir.path() / "runs").string()};
+  auto args = base;
+  args.insert(args.end(), {"kernel-dev", "ReLU squared activation function"});
+  auto result = run_cli(dir.path(), args);
+  ASSERT_EQ(result.exit_code, 3) << result.out << result.err;
+  const std::string run = result.json()["run"];
+  set_op_name(dir.path() / "runs" / run / "profile.yaml", "namespace");
+  args = base;
+  args.insert(args.end(), {"approve", run});
+  ASSERT_EQ(run_cli(dir.path(), args).exit_code, 0);
+  args = base;
+  args.insert(args.end(), {"resume", run, "--yes"});
+  result = run_cli(dir.path(), args);
+  EXPECT_EQ(result.exit_code, 1) << result.out << result.err;
+  const std::string message = result.json()["error"]["message"];
+  EXPECT_NE(message.find("identity.op_name 'namespace' is a reserved word"), std::string::npos) << message;
+  EXPECT_EQ(message.find("bug in liger-agent"), std::string::npos) << message;
+  EXPECT_FALSE(fs::exists(dir.path() / "runs" / run / "staging/kernels/src/namespace"));
+  EXPECT_EQ(snapshot_tree(dir.path() / "kernels"), before);
 }
 
 struct Survey {

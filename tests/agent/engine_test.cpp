@@ -183,6 +183,259 @@ TEST(Engine, InterruptLeavesTheRunResumableWithExit130) {
   EXPECT_EQ(count_of(f.counts / "act"), 2);
 }
 
+// A signal stops a stage's tools, and the stage then trips over their missing output: the run
+// must read as interrupted (exit 130, resumable), never as a failure or an internal error.
+TEST(Engine, StageThatThrowsAfterASignalIsInterruptedNotFailed) {
+  for (const bool liger_error : {false, true}) {
+    SCOPED_TRACE(liger_error ? "liger::Error" : "std::out_of_range");
+    Fixture f;
+    auto verify = f.workflow.verify;
+    bool interrupt = true;
+    signals::install_handlers();
+    f.workflow.verify = [verify, &interrupt, liger_error](StageContext& ctx) {
+      if (interrupt) {
+        ::raise(SIGTERM);
+        if (liger_error) throw Error(ErrorKind::Toolchain, "the build tool printed nothing");
+        (void)std::string().substr(1);  // what an empty tool output did to Verify's excerpt
+      }
+      return verify(ctx);
+    };
+    f.register_workflow();
+    Engine engine(f.registry, f.options(CheckpointPolicy::AutoApprove));
+    const RunOutcome first = engine.start(f.request());
+    signals::reset_for_testing();
+    EXPECT_EQ(first.exit_code, 130) << first.message;
+    EXPECT_EQ(first.status, "interrupted");
+    const RunState state = RunState::load(first.run_dir);
+    EXPECT_EQ(state.stages.at("verify").status, "interrupted");
+    EXPECT_FALSE(state.error.has_value()) << state.error->message;
+    EXPECT_NE(first.message.find("liger-agent resume"), std::string::npos) << first.message;
+    EXPECT_NE(first.message.find("liger-agent reject"), std::string::npos) << "the applied files stay: " << first.message;
+
+    interrupt = false;
+    const RunOutcome second = engine.resume(first.run_dir);
+    EXPECT_EQ(second.exit_code, 0) << second.message;
+    EXPECT_EQ(count_of(f.counts / "understand"), 1);
+    EXPECT_EQ(RunState::load(first.run_dir).stages.at("verify").runs, 2) << "resume re-runs the interrupted stage";
+  }
+}
+
+// A run killed after apply whose state.json is then lost (deleted, or garbage): its claim must
+// keep protecting the applied files, every command must say what happened, and `reject` must
+// still put the tree back and release the claim.
+TEST(Engine, RunThatLostItsStateAfterApplyCanStillBeRejected) {
+  for (const bool garbage : {false, true}) {
+    SCOPED_TRACE(garbage ? "state.json garbage" : "state.json deleted");
+    Fixture f;
+    signals::install_handlers();
+    f.workflow.verify = [](StageContext&) -> StageResult {
+      ::raise(SIGTERM);
+      return StageResult{};
+    };
+    f.register_workflow();
+    const auto before = snapshot_tree(f.tree);
+    Engine engine(f.registry, f.options(CheckpointPolicy::AutoApprove));
+    const RunOutcome first = engine.start(f.request());
+    signals::reset_for_testing();
+    ASSERT_EQ(first.exit_code, 130) << first.message;
+    ASSERT_EQ(util::read_file(f.tree / "out/result.txt"), "hello attempt 1\n");
+    if (garbage) util::write_file_atomic(first.run_dir / "state.json", "{\"format_version\": 1, \"name\": [");
+    else fs::remove(first.run_dir / "state.json");
+    const std::string name = first.run_dir.filename().string();
+
+    EXPECT_EQ(find_run(f.runs, name), first.run_dir);
+    try {
+      (void)RunState::load(first.run_dir);
+      FAIL() << "loading a run without a readable state must fail";
+    } catch (const Error& e) {
+      EXPECT_NE(e.hint().find("liger-agent reject " + name), std::string::npos) << e.what() << "\n" << e.hint();
+      if (!garbage) EXPECT_NE(std::string(e.what()).find("has no state.json"), std::string::npos) << e.what();
+    }
+    const auto listed = list_runs(f.runs);
+    ASSERT_EQ(listed.size(), 1u);
+    EXPECT_EQ(listed[0].status, garbage ? "unreadable" : "no-state");
+
+    // Another run's sweep keeps the claim: the applied files still need their owner to restore them.
+    std::vector<std::string> notes;
+    sweep_apply_locks(f.tree, &notes);
+    EXPECT_TRUE(read_apply_lock(f.tree, name).has_value()) << (notes.empty() ? "" : notes.front());
+
+    const RunOutcome rejected = reject_run(first.run_dir);
+    EXPECT_EQ(rejected.exit_code, 0) << rejected.message;
+    EXPECT_EQ(snapshot_tree(f.tree), before) << rejected.message;
+    EXPECT_FALSE(read_apply_lock(f.tree, name).has_value());
+  }
+}
+
+// The tree a lost-state run names in its profile header is only trusted when that tree's apply
+// lock points back at the run: a hand-edited header cannot make `reject` write elsewhere.
+TEST(Engine, RejectOfALostStateRunRefusesATreeWhoseLockIsNotItsOwn) {
+  Fixture f;
+  signals::install_handlers();
+  f.workflow.verify = [](StageContext&) -> StageResult {
+    ::raise(SIGTERM);
+    return StageResult{};
+  };
+  f.register_workflow();
+  Engine engine(f.registry, f.options(CheckpointPolicy::AutoApprove));
+  const RunOutcome first = engine.start(f.request());
+  signals::reset_for_testing();
+  ASSERT_EQ(first.exit_code, 130) << first.message;
+  fs::remove(first.run_dir / "state.json");
+  const fs::path elsewhere = f.dir.path() / "elsewhere";
+  fs::create_directories(elsewhere);
+  std::string profile = util::read_file(first.run_dir / "profile.yaml");
+  const std::size_t at = profile.find("# tree: ");
+  ASSERT_NE(at, std::string::npos) << profile;
+  profile.replace(at, profile.find('\n', at) - at, "# tree: " + elsewhere.string());
+  util::write_file_atomic(first.run_dir / "profile.yaml", profile);
+  try {
+    reject_run(first.run_dir);
+    FAIL() << "reject restored into a tree the run never claimed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tree to restore is unknown"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(fs::is_empty(elsewhere));
+  EXPECT_EQ(util::read_file(f.tree / "out/result.txt"), "hello attempt 1\n");
+}
+
+// Values in a damaged state.json that would become a size, a lock file name or a path outside
+// the tree are refused when the state is read, naming the field: never an allocation failure
+// ("vector::_M_default_append" from attempt = -1) or a write outside the run.
+TEST(Engine, DamagedStateValuesAreNamedWhenTheStateIsRead) {
+  Fixture f;
+  f.register_workflow();
+  Engine engine(f.registry, f.options(CheckpointPolicy::Park));
+  const RunOutcome parked = engine.start(f.request());
+  ASSERT_EQ(parked.exit_code, 3) << parked.message;
+  const nlohmann::json good = nlohmann::json::parse(util::read_file(parked.run_dir / "state.json"));
+  const std::vector<std::pair<std::string, nlohmann::json>> cases = {
+      {"attempt", -1},
+      {"attempt", nlohmann::json::parse("1180591620717411303424")},
+      {"attempt", "2"},
+      {"max_attempts", 0},
+      {"name", "../../elsewhere"},
+      {"name", ""},
+      {"workflow", ""},
+      {"workflow", std::string(5000, 'a')},
+      {"tree_root", "relative/tree"},
+      {"staged_files", nlohmann::json::array({"../outside.txt"})},
+      {"applied_files", nlohmann::json::array({"/etc/passwd"})},
+      {"input", "x"},
+      {"usage", nlohmann::json::parse(R"({"by_model": [{"provider": "x", "model": "y", "cost_usd": "free"}]})")},
+  };
+  for (const auto& [field, value] : cases) {
+    SCOPED_TRACE(field + " = " + value.dump());
+    nlohmann::json damaged = good;
+    damaged[field] = value;
+    util::write_file_atomic(parked.run_dir / "state.json", damaged.dump());
+    try {
+      (void)RunState::load(parked.run_dir);
+      ADD_FAILURE() << "a damaged state was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("'" + field + "'"), std::string::npos) << e.what();
+      EXPECT_NE(e.hint().find("liger-agent reject"), std::string::npos) << e.hint();
+    }
+    EXPECT_THROW(engine.resume(parked.run_dir), Error);
+  }
+}
+
+// A directory where the run log should be is the user's filesystem, named as such (an Io error
+// with the fix), not spdlog's exception reported as a bug.
+TEST(Engine, RunLogThatCannotBeOpenedIsAnIoErrorNamingIt) {
+  Fixture f;
+  f.register_workflow();
+  Engine engine(f.registry, f.options(CheckpointPolicy::Park));
+  const RunOutcome parked = engine.start(f.request());
+  ASSERT_EQ(parked.exit_code, 3) << parked.message;
+  fs::remove(parked.run_dir / "logs/run.log");
+  fs::create_directories(parked.run_dir / "logs/run.log");
+  Engine yes(f.registry, f.options(CheckpointPolicy::AutoApprove));
+  try {
+    yes.resume(parked.run_dir);
+    FAIL() << "resume wrote no log and said nothing";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Io) << e.what();
+    EXPECT_NE(std::string(e.what()).find("logs/run.log"), std::string::npos) << e.what();
+    EXPECT_FALSE(e.hint().empty());
+  }
+}
+
+// state.json names a schema, but the run is checked against its workflow's: a schema_path
+// pointed at a permissive file does not let an invalid profile through to Act.
+TEST(Engine, ResumeChecksTheProfileAgainstTheWorkflowSchemaNotTheOneStateNames) {
+  Fixture f;
+  f.register_workflow();
+  Engine engine(f.registry, f.options(CheckpointPolicy::Park));
+  const RunOutcome parked = engine.start(f.request());
+  ASSERT_EQ(parked.exit_code, 3) << parked.message;
+  util::write_file_atomic(f.dir.path() / "anything.yaml", "type: any\n");
+  nlohmann::json state = nlohmann::json::parse(util::read_file(parked.run_dir / "state.json"));
+  state["schema_path"] = (f.dir.path() / "anything.yaml").string();
+  util::write_file_atomic(parked.run_dir / "state.json", state.dump());
+  std::string profile = util::read_file(parked.run_dir / "profile.yaml");
+  profile.replace(profile.find("mode: fast"), 10, "mode: bogus");
+  util::write_file_atomic(parked.run_dir / "profile.yaml", profile);
+  ASSERT_EQ(approve_run(parked.run_dir).exit_code, 0);
+  Engine yes(f.registry, f.options(CheckpointPolicy::AutoApprove));
+  try {
+    const RunOutcome outcome = yes.resume(parked.run_dir);
+    FAIL() << "resumed past an invalid profile: " << outcome.message;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), ExitCode::Usage) << e.what();
+    EXPECT_NE(std::string(e.what()).find("mode"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(count_of(f.counts / "act"), 0);
+}
+
+// A stage reading a recorded input value of the wrong type (state.json's `input` edited by hand)
+// ends with an Io error naming state.json and the fix, not an internal error.
+TEST(Engine, RecordedInputOfTheWrongTypeIsNamedNotAnInternalError) {
+  Fixture f;
+  auto act = f.workflow.act;
+  f.workflow.act = [act](StageContext& ctx) {
+    if (ctx.input.value("fast", false)) return act(ctx);  // throws json::type_error on a string
+    return act(ctx);
+  };
+  f.register_workflow();
+  Engine engine(f.registry, f.options(CheckpointPolicy::Park));
+  const RunOutcome parked = engine.start(f.request());
+  ASSERT_EQ(parked.exit_code, 3) << parked.message;
+  nlohmann::json state = nlohmann::json::parse(util::read_file(parked.run_dir / "state.json"));
+  state["input"]["fast"] = "yes";
+  util::write_file_atomic(parked.run_dir / "state.json", state.dump());
+  Engine yes(f.registry, f.options(CheckpointPolicy::AutoApprove));
+  try {
+    yes.resume(parked.run_dir);
+    FAIL() << "resumed with a recorded value of the wrong type";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Io) << e.what();
+    EXPECT_NE(std::string(e.what()).find("state.json"), std::string::npos) << e.what();
+    EXPECT_NE(e.hint().find("liger-agent reject"), std::string::npos) << e.hint();
+  }
+}
+
+// A run SIGKILLed mid-stage keeps `running` in its state; `runs` and `show` must not claim it is
+// still going: nobody holds its run lock, so it is shown `killed`, and `running` only while a
+// process holds the lock.
+TEST(Engine, RunningRunWithoutAProcessIsShownKilled) {
+  Fixture f;
+  f.register_workflow();
+  Engine engine(f.registry, f.options(CheckpointPolicy::Park));
+  const RunOutcome parked = engine.start(f.request());
+  ASSERT_EQ(parked.exit_code, 3) << parked.message;
+  RunState state = RunState::load(parked.run_dir);
+  state.status = "running";  // what a SIGKILL mid-stage leaves
+  state.save(parked.run_dir);
+  EXPECT_EQ(list_runs(f.runs).at(0).status, "killed");
+  EXPECT_EQ(read_run_state(parked.run_dir)["status"], "killed");
+  {
+    RunDirectoryLock driving(parked.run_dir);
+    EXPECT_EQ(list_runs(f.runs).at(0).status, "running");
+    EXPECT_EQ(read_run_state(parked.run_dir)["status"], "running");
+  }
+}
+
 TEST(Engine, ParkedCheckpointsNeedApproveThenResume) {
   Fixture f;
   f.register_workflow();

@@ -80,7 +80,14 @@ StageResult act(StageContext& ctx) {
   StageResult result;
   fs::create_directories(work_dir(ctx));
   const fs::path templates = data_dir() / "templates/kernel_dev";
-  KernelProfile p = current_profile(ctx);
+  KernelProfile p;
+  try {
+    p = current_profile(ctx);
+  } catch (const std::runtime_error& e) {
+    // The schema passed but the values cannot make an op (a hand edit approved as is).
+    return result.fail(std::string("the approved profile cannot be rendered: ") + e.what(),
+                       "edit profile.yaml, `liger-agent approve <run>`, then `liger-agent resume <run>`");
+  }
   const std::string modify = ctx.input.value("modify", "");
 
   if (ctx.attempt > 1 && !ctx.previous_failures.empty()) {

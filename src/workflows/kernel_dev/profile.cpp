@@ -986,6 +986,8 @@ KernelProfile profile_from_yaml(const YAML::Node& root) {
     if (!id) throw std::runtime_error("missing 'identity'");
     p.op_name = str(id, "op_name");
     if (p.op_name.empty()) throw std::runtime_error("identity.op_name is empty");
+    if (const std::string problem = reserved_op_name_problem(p.op_name); !problem.empty())
+      throw std::runtime_error("identity.op_name '" + p.op_name + "' " + problem + "; add a word, e.g. " + p.op_name + "_op");
     p.display_name = str(id, "display_name");
     p.c_prefix = str(id, "c_prefix");
     p.cpp_namespace = str(id, "cpp_namespace");
@@ -1097,6 +1099,27 @@ std::string profile_to_text(const KernelProfile& profile) {
 // Input checks (before a run exists)
 
 std::string op_name_for(const std::string& name) { return snake_case(name); }
+
+std::string reserved_op_name_problem(const std::string& op_name) {
+  // Lower-case words only: op names are snake_case, so True/None/False cannot occur.
+  static const std::set<std::string> reserved = {
+      "alignas", "alignof", "and", "and_eq", "as", "asm", "assert", "async", "auto", "await", "bitand", "bitor",
+      "bool", "break", "case", "catch", "char", "char8_t", "char16_t", "char32_t", "class", "compl", "concept",
+      "const", "consteval", "constexpr", "constinit", "const_cast", "continue", "co_await", "co_return",
+      "co_yield", "decltype", "def", "default", "del", "delete", "do", "double", "dynamic_cast", "elif", "else",
+      "enum", "except", "explicit", "export", "extern", "false", "finally", "float", "for", "friend", "from",
+      "global", "goto", "if", "import", "in", "inline", "int", "is", "lambda", "long", "mutable", "namespace",
+      "new", "noexcept", "nonlocal", "not", "not_eq", "nullptr", "operator", "or", "or_eq", "pass", "private",
+      "protected", "public", "raise", "register", "reinterpret_cast", "requires", "return", "short", "signed",
+      "sizeof", "static", "static_assert", "static_cast", "struct", "switch", "template", "this", "thread_local",
+      "throw", "true", "try", "typedef", "typeid", "typename", "union", "unsigned", "using", "virtual", "void",
+      "volatile", "wchar_t", "while", "with", "xor", "xor_eq", "yield",
+      // what liger_kernels' generated Python imports or is made of
+      "torch", "annotations", "functional", "modules", "ops", "compile", "transformers"};
+  if (!reserved.count(op_name)) return "";
+  return "is a reserved word: the op name becomes a C++ namespace and a Python module and function, so it cannot "
+         "be a C++ or Python keyword or a module name the generated Python imports";
+}
 
 std::optional<InputProblem> input_problem(const AnalysisRequest& request, const KnowledgeBase& knowledge,
                                           bool llm_available) {

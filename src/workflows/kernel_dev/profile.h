@@ -249,5 +249,9 @@ std::optional<InputProblem> input_problem(const AnalysisRequest& request, const 
 
 // The op name a --name / --modify value stands for (snake_case), as the analyser uses it.
 std::string op_name_for(const std::string& name);
+// Why `op_name` cannot name an op although it is snake_case (a C++ or Python keyword, or a module
+// the generated Python imports: the name becomes a C++ namespace and a Python module and
+// function), or "" when it can.
+std::string reserved_op_name_problem(const std::string& op_name);
 
 }  // namespace liger::kernel_dev

@@ -56,6 +56,8 @@ std::string module_params_arg(const KernelProfile& p) {
 }
 
 std::string tail_lines(const std::string& text, std::size_t lines = 40) {
+  // A tool stopped by a signal may have printed nothing.
+  if (text.empty()) return text;
   std::size_t at = text.size(), count = 0;
   while (at > 0 && count <= lines) {
     at = text.rfind('\n', at - 1);

@@ -331,6 +331,22 @@ namespace {
 void check_request(const nlohmann::json& arguments, const std::string& input_text, const fs::path& tree,
                    const Config& config) {
   input::require_checkout(tree, {"kernels/ops.yaml"}, "--tree");
+  // Act adds the op to kernels/ops.yaml by editing its text: a file that does not parse (a bad
+  // merge, a truncated write) would be edited into a bigger mess and the run would "complete".
+  {
+    const fs::path ops = tree / "kernels/ops.yaml";
+    const std::string fix = "fix " + ops.string() + " (`git diff kernels/ops.yaml` shows what changed; `git checkout "
+                            "kernels/ops.yaml` restores it), then run kernel-dev again";
+    YAML::Node root;
+    try {
+      root = profile::load_yaml_file(ops);
+    } catch (const Error& e) {
+      throw Error(ErrorKind::Usage, std::string("kernel-dev adds the op to kernels/ops.yaml, which cannot be read: ") + e.what(), fix);
+    }
+    const YAML::Node list = root.IsMap() ? root["ops"] : root;
+    if (!root.IsDefined() || root.IsNull() || !list || !(list.IsSequence() || list.IsNull()))
+      throw Error(ErrorKind::Usage, ops.string() + " is not the op list kernel-dev adds to (expected `ops:` followed by a list of ops)", fix);
+  }
   static const std::regex op_pattern("^[a-z][a-z0-9_]{0,63}$");
   static const std::regex given_pattern("^[A-Za-z][A-Za-z0-9_ -]{0,63}$");
   for (const char* flag : {"name", "modify"}) {
@@ -345,6 +361,11 @@ void check_request(const nlohmann::json& arguments, const std::string& input_tex
                       "a snake_case name matching ^[a-z][a-z0-9_]{0,63}$)",
                   "use a short snake_case name, e.g. --" + std::string(flag) + " quick_gelu");
     }
+  }
+  if (const std::string name = arguments.value("name", ""); !name.empty()) {
+    if (const std::string problem = reserved_op_name_problem(op_name_for(name)); !problem.empty())
+      throw Error(ErrorKind::Usage, "--name '" + name + "' gives the op name '" + op_name_for(name) + "', which " + problem,
+                  "pick another --name, e.g. --name " + op_name_for(name) + "_op");
   }
   if (const std::string modify = arguments.value("modify", ""); !modify.empty()) {
     std::error_code ec;
