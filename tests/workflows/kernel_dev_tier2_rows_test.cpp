@@ -205,8 +205,8 @@ TEST(KernelDevTier2Rows, RenderedRowKernelHoldsTheRowInRegisters) {
   const auto softmax = kd::render(analyse("def f(x): return torch.softmax(x, dim=-1)"), kSource / "templates/kernel_dev");
   const std::string cu = file(softmax, "softmax/softmax.cu").content;
   for (const char* expected :
-       {"template <typename T, int VEC, int CHUNKS>\n__global__ void softmax_forward_kernel(Params p)",
-        "template <typename T, int VEC, int CHUNKS>\n__global__ void softmax_backward_kernel(Params p)",
+       {"template <typename T, int VEC, int CHUNKS, int PREFETCH>\n__global__ void softmax_forward_kernel(Params p)",
+        "template <typename T, int VEC, int CHUNKS, int PREFETCH>\n__global__ void softmax_backward_kernel(Params p)",
         "const int chunks = resident_chunks(p.cols, threads, vec, elem, tensors_held);",
         "case 1: return go(std::integral_constant<int, 1>{});", "case 8: return go(std::integral_constant<int, 8>{});",
         "default: return go(std::integral_constant<int, 0>{});", "static const int largest = max_block(kernel);",
@@ -216,15 +216,15 @@ TEST(KernelDevTier2Rows, RenderedRowKernelHoldsTheRowInRegisters) {
   // the chunks from there (chunk_values), and none of them loads from global memory itself.
   const std::string forward = kernel_text(cu, "softmax_forward_kernel");
   ASSERT_FALSE(forward.empty());
-  EXPECT_EQ(count(forward, "load_row<T, VEC, kSlots>("), 1u) << forward;
+  EXPECT_EQ(count(forward, "take_row<T, VEC, kSlots, PREFETCH>("), 1u) << forward;
   EXPECT_EQ(count(forward, "chunk_values<T, VEC, CHUNKS>(xr_, x_row_"), 3u) << forward;
   EXPECT_EQ(count(forward, "load_chunk<"), 0u) << forward;
   EXPECT_EQ(count(forward, "block_all_reduce<"), 2u);
   // Backward: dy and the saved y, one load each; no x, no recomputed statistic.
   const std::string backward = kernel_text(cu, "softmax_backward_kernel");
   ASSERT_FALSE(backward.empty());
-  EXPECT_EQ(count(backward, "load_row<T, VEC, kSlots>("), 2u) << backward;
-  EXPECT_NE(backward.find("load_row<T, VEC, kSlots>(y_row_, p.cols, yr_);"), std::string::npos) << backward;
+  EXPECT_EQ(count(backward, "take_row<T, VEC, kSlots, PREFETCH>("), 2u) << backward;
+  EXPECT_NE(backward.find("take_row<T, VEC, kSlots, PREFETCH>(p.y, p.y_stride, row_, p.rows, p.cols, yr_, yn_);"), std::string::npos) << backward;
   EXPECT_EQ(backward.find("x_row_"), std::string::npos) << backward;
   EXPECT_EQ(count(backward, "block_all_reduce<"), 1u) << backward;
   EXPECT_EQ(cu.find("{{"), std::string::npos);
@@ -237,7 +237,7 @@ TEST(KernelDevTier2Rows, RenderedRowKernelHoldsTheRowInRegisters) {
   const auto l2 = kd::render(analyse("def f(x): return x / x.norm(dim=-1, keepdim=True)"), kSource / "templates/kernel_dev");
   const std::string l2_backward = kernel_text(file(l2, "l2_normalize/l2_normalize.cu").content, "l2_normalize_backward_kernel");
   EXPECT_NE(l2_backward.find("float s;  // recomputed: sum over the row of x^2"), std::string::npos) << l2_backward;
-  EXPECT_NE(l2_backward.find("load_row<T, VEC, kSlots>(x_row_, p.cols, xr_);"), std::string::npos);
+  EXPECT_NE(l2_backward.find("take_row<T, VEC, kSlots, PREFETCH>(p.x, p.x_stride, row_, p.rows, p.cols, xr_, xn_);"), std::string::npos);
   EXPECT_EQ(count(l2_backward, "load_chunk<"), 0u);
 }
 
@@ -365,9 +365,10 @@ TEST(KernelDevTier2Rows, RenderedKernelsCompileWithoutLocalMemory) {
     text << std::ifstream(log).rdbuf();
     const std::string out = text.str();
     ASSERT_EQ(status, 0) << out;
-    // 2 kernels x (3 dtypes: 4 + 4 + 3 vector widths) x 5 chunk counts.
-    EXPECT_EQ(count(out, "Compiling entry function"), 110u) << out;
-    EXPECT_EQ(count(out, "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"), 110u) << out;
+    // 2 kernels x (3 dtypes: 4 + 4 + 3 vector widths) x 5 chunk counts, and the prefetching
+    // variants: 2 kernels x 3 dtypes x the chunk counts 1, 2 and 4 at the widest vector.
+    EXPECT_EQ(count(out, "Compiling entry function"), 128u) << out;
+    EXPECT_EQ(count(out, "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"), 128u) << out;
     fs::remove_all(root);
   }
 }

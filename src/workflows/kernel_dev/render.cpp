@@ -183,6 +183,13 @@ void tier2_tuning(const KernelProfile& p, mu::data& d) {
     d.set(std::string("tuning_row_") + arch, row);
   }
   d.set("config_longest", "{" + std::to_string(scaled(1024)) + "}");
+  // tiling.rows_per_block: rows one block strides over; with more than one, each block prefetches
+  // its next row while the current one is reduced (pipeline depth 2).
+  const int rows_per_block = p.tiling ? std::max(1, p.tiling->rows_per_block) : 1;
+  if (rows_per_block > 4096)
+    throw std::invalid_argument("render: tiling.rows_per_block = " + std::to_string(rows_per_block) + " (want 1..4096)");
+  d.set("rows_per_block", std::to_string(rows_per_block));
+  d.set("pipeline_depth", rows_per_block > 1 ? "2" : "1");
 }
 
 mu::data context(const KernelProfile& p) {
