@@ -366,9 +366,9 @@ TEST(KernelDevTier2Rows, RenderedKernelsCompileWithoutLocalMemory) {
     const std::string out = text.str();
     ASSERT_EQ(status, 0) << out;
     // 2 kernels x (3 dtypes: 4 + 4 + 3 vector widths) x 5 chunk counts, and the prefetching
-    // variants: 2 kernels x 3 dtypes x the chunk counts 1, 2 and 4 at the widest vector.
-    EXPECT_EQ(count(out, "Compiling entry function"), 128u) << out;
-    EXPECT_EQ(count(out, "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"), 128u) << out;
+    // variants: 2 kernels x 3 dtypes x the chunk counts 1 and 2 at the widest vector.
+    EXPECT_EQ(count(out, "Compiling entry function"), 122u) << out;
+    EXPECT_EQ(count(out, "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"), 122u) << out;
     fs::remove_all(root);
   }
 }

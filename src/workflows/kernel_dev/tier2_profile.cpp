@@ -173,8 +173,11 @@ void derive_tier2(KernelProfile& p, const Program& program, const KnowledgeBase&
   // more columns each win the forward and 256 the sum of both.
   t.threads_per_block = 256;
   t.vector_bytes = 16;
-  t.rows_per_block = 1;
-  t.grid = "x: rows (blocks stride over rows)";
+  // Two rows per block, the second prefetched while the first is reduced: on an H100 (bf16
+  // 16384x4096, 2026-11-26) softmax 124.8 -> 104.7 us forward, 188 -> 149 us backward; layer norm
+  // 125 -> 109 and 238 -> 188 us. 4 and 8 rows per block measured within 6% of 2.
+  t.rows_per_block = 2;
+  t.grid = "x: rows / rows_per_block (each block strides over its rows, prefetching the next)";
   t.parameter_gradients = "none (no learnable parameters)";
   t.reason = "a row is reduced inside one block, so no inter-block synchronisation; with the row in registers each "
              "tensor crosses DRAM once however many reductions the row program has";
