@@ -339,9 +339,34 @@ mu::data tier2_context(const KernelProfile& p, const std::filesystem::path& temp
   d.set("dinput", "d" + code.input);
   d.set("first_input", code.input);
   d.set("inputs", mu::list{mu::object{{"name", code.input}, {"index", "0"}}});
-  d.set("learnable", mu::list{});
   d.set("scalar_params", mu::list{});
-  d.set("channel_params", mu::list{});
+  // Learnable per-column weights: read per column by every pass, each with its gradient's
+  // per-row contribution (summed over rows by the kernel's second reduction).
+  mu::list weights;
+  for (std::size_t i = 0; i < code.weights.size(); ++i) {
+    const std::string& w = code.weights[i];
+    double init = 1.0;
+    for (const auto& l : p.learnable_parameters)
+      if (l.name == w) init = l.value;
+    const RowPassCode& g = code.param_grads[i];
+    weights.push_back(mu::object{{"name", w},
+                                 {"cindex", std::to_string(i)},
+                                 {"pindex", std::to_string(i)},
+                                 {"init_text", number_text(init)},
+                                 {"shape", "channel"},
+                                 {"grad_expression", free_text(g.expression)},
+                                 {"grad_cuda_inner", indented(g.cuda, 2)},
+                                 {"grad_row_cuda", g.row_cuda.empty() ? "" : indented(g.row_cuda, 4)},
+                                 {"grad_reference", indented(g.reference, 0)},
+                                 {"grad_python", g.python},
+                                 {"last", mu::data(i + 1 == code.weights.size())}});
+  }
+  d.set("learnable", weights);
+  d.set("channel_params", weights);
+  d.set("weights", weights);
+  d.set("has_weights", mu::data(!code.weights.empty()));
+  d.set("no_weights", mu::data(code.weights.empty()));
+  d.set("n_weights", std::to_string(code.weights.size()));
 
   auto passes = [](const std::vector<RowPassCode>& list) {
     mu::list out;
@@ -415,8 +440,10 @@ mu::data tier2_context(const KernelProfile& p, const std::filesystem::path& temp
   std::string backward;
   for (const auto& r : code.backward_reductions) backward += r.name + " = " + r.op + "(" + r.expression + "); ";
   // The reference header lists the gradients one per line; a Tier-2 op has one, through its rows.
-  d.set("gradients",
-        mu::list{mu::object{{"row_text", free_text("per row: " + backward + "d" + code.input + " = " + code.grad_input.expression)}}});
+  mu::list gradient_lines{mu::object{{"row_text", free_text("per row: " + backward + "d" + code.input + " = " + code.grad_input.expression)}}};
+  for (const auto& g : code.param_grads)
+    gradient_lines.push_back(mu::object{{"row_text", free_text(g.name + " = sum over rows of (" + g.expression + ")")}});
+  d.set("gradients", gradient_lines);
 
   mu::list saved;
   if (code.saves_input) saved.push_back(mu::object{{"name", code.input}});

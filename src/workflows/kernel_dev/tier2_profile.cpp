@@ -159,7 +159,18 @@ void derive_tier2(KernelProfile& p, const Program& program, const KnowledgeBase&
   g.wrt = x;
   g.kind = "input";
   g.expression = "reverse-mode through the row reductions: " + joined(d.backward_text, "; ");
-  p.gradients = std::vector<GradientSpec>{g};
+  std::vector<GradientSpec> gradients{g};
+  for (const auto& pg : r.param_gradients) {
+    GradientSpec w;
+    w.wrt = pg.name;
+    w.kind = "learnable";
+    w.expression = "sum over rows of (" + pg.expression + ")";
+    w.reduction = true;
+    w.reduction_note = "per-column weight: its contributions from every row are summed (fp32 partial sums per block "
+                       "of rows, then a second kernel sums the blocks in a fixed order: deterministic)";
+    gradients.push_back(w);
+  }
+  p.gradients = gradients;
 
   TilingSpec t;
   t.strategy = "one row per block, the row held in registers (chunks of 16 bytes per thread, loaded once); one pass "
@@ -175,7 +186,15 @@ void derive_tier2(KernelProfile& p, const Program& program, const KnowledgeBase&
   t.vector_bytes = 16;
   t.rows_per_block = 1;
   t.grid = "x: rows (blocks stride over rows)";
-  t.parameter_gradients = "none (no learnable parameters)";
+  if (r.param_gradients.empty()) {
+    t.parameter_gradients = "none (no learnable parameters)";
+  } else {
+    t.grid = "x: min(rows, 4 x SMs) in the backward (each block strides over rows and sums its weight gradients)";
+    t.parameter_gradients = "each backward block accumulates its rows' weight-gradient contributions per column in fp32 "
+                            "(registers when the row is resident, else its own row of the fp32 workspace), writes one "
+                            "partial row per weight, and a second kernel sums the partials over the blocks in a fixed "
+                            "order (deterministic)";
+  }
   t.reason = "a row is reduced inside one block, so no inter-block synchronisation; with the row in registers each "
              "tensor crosses DRAM once however many reductions the row program has";
   p.tiling = t;
