@@ -350,6 +350,29 @@ TEST(KernelDevTier2Weights, RenderedReferenceTestsCheckTheWeightGradient) {
   EXPECT_NE(log.find("dweight["), std::string::npos) << log;
 }
 
+// The Python binding takes the weights after the input, returns their gradients from autograd, and
+// its module owns them as parameters: the rendered file parses, and says so.
+TEST(KernelDevTier2Weights, PythonOpTakesTheWeightsAndReturnsTheirGradients) {
+  const auto p = analyse(kLayerNorm);
+  const fs::path root = fs::temp_directory_path() / ("liger_tier2_weights_py_" + std::to_string(::getpid()));
+  write_tree(p, root);
+  const fs::path op = root / ("kernels/python/liger_kernels/ops/" + p.op_name + ".py");
+  std::stringstream text;
+  text << std::ifstream(op).rdbuf();
+  const std::string py = text.str();
+  EXPECT_NE(py.find("def my_layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = "), std::string::npos) << py;
+  EXPECT_NE(py.find("self.weight = torch.nn.Parameter(torch.full((hidden_size,), 1.0))"), std::string::npos) << py;
+  EXPECT_NE(py.find("self.bias = torch.nn.Parameter(torch.full((hidden_size,), 0.0))"), std::string::npos) << py;
+  EXPECT_NE(py.find("liger_my_layer_norm_backward_workspace_size"), std::string::npos) << py;
+  EXPECT_NE(py.find("def reference(x: Tensor, weight: Tensor, bias: Tensor, "), std::string::npos) << py;
+  if (std::system("command -v python3 >/dev/null 2>&1") == 0) {
+    const std::string check = "python3 -c \"import ast,sys; ast.parse(open(sys.argv[1]).read())\" " + op.string() + " >" +
+                              (root / "py.log").string() + " 2>&1";
+    EXPECT_EQ(std::system(check.c_str()), 0) << std::ifstream(root / "py.log").rdbuf();
+  }
+  fs::remove_all(root);
+}
+
 // The backward with weight gradients keeps the row (and the per-thread weight sums) in registers:
 // no stack frame, no spills, in every instantiation; -Werror all-warnings.
 TEST(KernelDevTier2Weights, RenderedKernelsCompileWithoutLocalMemory) {
