@@ -183,6 +183,10 @@ def main():
         n, shape, init = spec.split(":")
         size = (1,) if shape == "scalar" else (cols,)
         params[n] = torch.full(size, float(init), device=dev, dtype=dtype)
+        if shape == "channel":
+            # A per-column weight away from its init value (ones, zeros): a kernel that drops the
+            # weight, or applies it to the wrong column, must disagree.
+            params[n] += 0.5 * torch.randn(size, device=dev, dtype=dtype)
 
     def step(v):
         return (v > 0).to(v.dtype)

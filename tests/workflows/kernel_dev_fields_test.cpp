@@ -52,6 +52,12 @@ YAML::Node base(const std::string& name) {
     return kd::profile_to_yaml(kd::analyse({"fused linear JSD distillation beta 0.5 temperature 2", kd::InputKind::Auto, ""}, kb()));
   if (name == "segment")  // a segment reduction: the segment section (segment.cpp)
     return kd::profile_to_yaml(kd::analyse({"max pooling over jagged rows given offsets", kd::InputKind::Auto, ""}, kb()));
+  if (name == "weights")  // Tier 2 with a learnable per-column weight: row_program.backward.param_gradients
+    return kd::profile_to_yaml(kd::analyse({"class RmsScale(nn.Module):\n    def __init__(self, d):\n        super().__init__()\n"
+                                            "        self.weight = nn.Parameter(torch.ones(d))\n    def forward(self, x):\n"
+                                            "        return self.weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)",
+                                            kd::InputKind::Auto, ""},
+                                           kb()));
   const std::string request = name == "dyt" ? "dynamic tanh" : "leaky ReLU with negative slope 0.2";
   return kd::profile_to_yaml(kd::analyse({request, kd::InputKind::Auto, ""}, kb()));
 }
@@ -69,7 +75,7 @@ YAML::Node at(YAML::Node root, const std::string& path) { return liger::testing:
 
 struct FieldCase {
   std::string field;  // schema path, list items as "[]": "inputs[].name"
-  std::string base;   // dyt | leaky | softmax | segment
+  std::string base;   // dyt | leaky | softmax | segment | weights
   std::string path;   // the profile path edited
   std::string value;  // the new value, as YAML
 };
@@ -153,6 +159,8 @@ const std::vector<FieldCase> kCases = {
     {"row_program.backward.reductions[].op", "softmax", "row_program.backward.reductions[0].op", "mean"},
     {"row_program.backward.reductions[].expression", "softmax", "row_program.backward.reductions[0].expression", "dy * y * 2"},
     {"row_program.backward.grad_input", "softmax", "row_program.backward.grad_input", "y * (dy - 2 * g)"},
+    {"row_program.backward.param_gradients[].name", "weights", "row_program.backward.param_gradients[0].name", "scale"},
+    {"row_program.backward.param_gradients[].expression", "weights", "row_program.backward.param_gradients[0].expression", "dy * x"},
     {"row_program.pytorch_reference", "softmax", "row_program.pytorch_reference", "torch.nn.functional.softmax(x, -1)"},
     {"segment.reduce", "segment", "segment.reduce", "min"},
     {"segment.index", "segment", "segment.index", "lengths"},

@@ -398,7 +398,8 @@ TEST(KernelDevProfile, Tier2RowProgramProblemsNameTheFieldAndTheFix) {
   EXPECT_NE(problems.find("op 'prod' is not one of sum, mean, max, min"), std::string::npos) << problems;
   problems = problems_of(softmax_profile([](YAML::Node& n) { n["row_program"]["backward"]["reductions"][0]["name"] = "t0"; }));
   EXPECT_NE(problems.find("name 't0' is reserved"), std::string::npos) << problems;
-  // Learnable parameters are out of scope for Tier 2; a row program needs Tier 2 and one tensor each way.
+  // A learnable per-column weight needs its gradient in backward.param_gradients; a learnable
+  // scalar is out of scope; a row program needs Tier 2 and one tensor each way.
   problems = problems_of(softmax_profile([](YAML::Node& n) {
     YAML::Node w;
     w["name"] = "w";
@@ -406,7 +407,15 @@ TEST(KernelDevProfile, Tier2RowProgramProblemsNameTheFieldAndTheFix) {
     w["init"] = 1.0;
     n["learnable_parameters"].push_back(w);
   }));
-  EXPECT_NE(problems.find("learnable parameters are out of scope"), std::string::npos) << problems;
+  EXPECT_NE(problems.find("no gradient for the learnable parameter 'w'"), std::string::npos) << problems;
+  problems = problems_of(softmax_profile([](YAML::Node& n) {
+    YAML::Node w;
+    w["name"] = "w";
+    w["shape"] = "scalar";
+    w["init"] = 1.0;
+    n["learnable_parameters"].push_back(w);
+  }));
+  EXPECT_NE(problems.find("learnable parameter 'w' is a scalar"), std::string::npos) << problems;
   problems = problems_of(softmax_profile([](YAML::Node& n) { n["tier"]["value"] = 1; }));
   EXPECT_NE(problems.find("only a Tier-2 (row reduction) profile has a row program"), std::string::npos) << problems;
   problems = problems_of(softmax_profile([](YAML::Node& n) { n["inputs"].push_back(n["inputs"][0]); }));

@@ -338,11 +338,12 @@ TEST(KernelDevTier2Offline, DeclinesWhatTheRowTemplateCannotGenerate) {
     std::string source, says;
   };
   const std::vector<Case> cases = {
-      // Weights: a cross-row reduction for their gradient.
-      {"def f(x, w): return F.rms_norm(x, (x.shape[-1],), weight=w)", "cross-row reduction"},
-      {"class RMSNorm(nn.Module):\n    def __init__(self, d):\n        super().__init__()\n        self.weight = nn.Parameter(torch.ones(d))\n"
-       "    def forward(self, x):\n        return self.weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)",
-       "cross-row reduction"},
+      // A weight passed as a second tensor input (a learnable nn.Parameter is generated:
+      // kernel_dev_tier2_weights_test.cpp), a learnable scalar, and nn.LayerNorm's implicit weight.
+      {"def f(x, w): return F.rms_norm(x, (x.shape[-1],), weight=w)", "input tensors"},
+      {"class ScaledSoftmax(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.scale = nn.Parameter(torch.tensor(1.0))\n"
+       "    def forward(self, x):\n        return torch.softmax(self.scale * x, dim=-1)",
+       "learnable scalar"},
       {"class M(nn.Module):\n    def __init__(self, d):\n        super().__init__()\n        self.norm = nn.LayerNorm(d)\n"
        "    def forward(self, x):\n        return self.norm(x)",
        "cross-row reduction"},

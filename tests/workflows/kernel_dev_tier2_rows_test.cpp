@@ -209,7 +209,8 @@ TEST(KernelDevTier2Rows, RenderedRowKernelHoldsTheRowInRegisters) {
         "template <typename T, int VEC, int CHUNKS, int PREFETCH>\n__global__ void softmax_backward_kernel(Params p)",
         "const int chunks = resident_chunks(p.cols, threads, vec, elem, tensors_held);",
         "case 1: return go(std::integral_constant<int, 1>{});", "case 8: return go(std::integral_constant<int, 8>{});",
-        "default: return go(std::integral_constant<int, 0>{});", "static const int largest = max_block(kernel);",
+        "default: return go(std::integral_constant<int, 0>{});", "static const int largest_resident = max_block(resident);",
+        "const int chosen_chunks = stages == 1 ? 0 : chunks;",
         "regs[i] = load_vector<T, VEC>(row + c);"})
     EXPECT_NE(cu.find(expected), std::string::npos) << expected;
   // Forward: x is loaded once per row into registers; the three passes (max, sum, output) read

@@ -966,6 +966,16 @@ YAML::Node profile_to_yaml(const KernelProfile& p) {
     backward["uses"] = r.backward_uses;
     backward["reductions"] = reductions(r.backward_reductions);
     backward["grad_input"] = r.grad_input;
+    if (!r.param_gradients.empty()) {
+      YAML::Node grads(YAML::NodeType::Sequence);
+      for (const auto& g : r.param_gradients) {
+        YAML::Node item;
+        item["name"] = g.name;
+        item["expression"] = g.expression;
+        grads.push_back(item);
+      }
+      backward["param_gradients"] = grads;
+    }
     n["forward"] = forward;
     n["backward"] = backward;
     if (!r.pytorch_reference.empty()) n["pytorch_reference"] = r.pytorch_reference;
@@ -1075,6 +1085,9 @@ KernelProfile profile_from_yaml(const YAML::Node& root) {
       spec.backward_uses = strings_from(r["backward"]["uses"]);
       spec.backward_reductions = reductions(r["backward"]["reductions"]);
       spec.grad_input = str(r["backward"], "grad_input");
+      if (r["backward"]["param_gradients"] && r["backward"]["param_gradients"].IsSequence())
+        for (const auto& g : r["backward"]["param_gradients"])
+          spec.param_gradients.push_back({str(g, "name"), str(g, "expression")});
       spec.pytorch_reference = str(r, "pytorch_reference");
       p.row_program = spec;
     }

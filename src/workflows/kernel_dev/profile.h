@@ -105,6 +105,14 @@ struct RowReduction {
   std::string expression;  // kernel-dev expression language, evaluated per column
 };
 
+// The gradient of a learnable per-column parameter w [cols]: `expression` is its contribution
+// at column j of one row (dy_j dy_j/dw_j plus the reductions' adjoints through w); dw_j is its
+// sum over the rows, made by the kernel's second (deterministic) reduction.
+struct RowParamGradient {
+  std::string name;        // the learnable parameter (a channel parameter of the profile)
+  std::string expression;  // per column of one row; the names of grad_input's scope
+};
+
 struct RowProgramSpec {
   std::vector<RowReduction> forward_reductions;  // may use x, module parameters, n, earlier reductions
   std::string output;                            // y per column; may also use the forward reductions
@@ -113,6 +121,7 @@ struct RowProgramSpec {
   std::vector<std::string> backward_uses;
   std::vector<RowReduction> backward_reductions;  // may use dy, the saved tensors, forward and earlier reductions
   std::string grad_input;                         // dx per column
+  std::vector<RowParamGradient> param_gradients;  // one per learnable per-column parameter
   std::string pytorch_reference;                  // optional eager baseline ("torch.softmax(x, dim=-1)")
 };
 

@@ -980,6 +980,21 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
             if (numeric) {
               params.push_back(ParamDecl{attr, ParamShape::Scalar, d, false});
               translator.self_attributes[attr] = tensor(sym(attr));
+            } else if (value.size() > 2 && (value.front() == '(' || value.front() == '[') &&
+                       (value.back() == ')' || value.back() == ']')) {
+              // A shape (self.normalized_shape = (hidden_size,)): a tuple of its sizes, which the
+              // norms check for one dimension; the sizes themselves are the input's.
+              Value shape;
+              shape.type = Value::Tuple;
+              const std::string inner = value.substr(1, value.size() - 2);
+              std::size_t begin = 0;
+              while (begin < inner.size()) {
+                std::size_t comma = inner.find(',', begin);
+                if (comma == std::string::npos) comma = inner.size();
+                if (comma > begin) shape.items.push_back(tensor(num(0)));
+                begin = comma + 1;
+              }
+              translator.self_attributes[attr] = shape;
             } else if (m.defaults.count(value)) {
               Value s;
               s.type = Value::String;

@@ -168,15 +168,17 @@ std::optional<Value> row_function(const std::string& f, const std::string& fn, c
     throw Reject{fn + "(): normalized_shape has " + std::to_string(shape->second.items.size()) +
                      " dimensions; the Tier-2 row program normalises over the last dimension only",
                  2};
-  for (const char* affine : {"weight", "bias"}) {
-    auto it = bound.find(affine);
-    if (it != bound.end() && it->second.type != Value::None)
-      throw Reject{fn + "() with a " + std::string(affine) +
-                       ": its gradient is a sum over rows (a cross-row reduction), which the Tier-2 row-program "
-                       "template does not generate; normalise without it and apply the " + affine +
-                       " outside (a Tier-1 op), or use the library's " + f + " kernel",
-                   2};
-  }
+  // A weight and bias (per-column tensors: the module's learnable parameters) scale and shift the
+  // normalised row; the Tier-2 derivation gives their gradients (sums over rows).
+  auto affine = [&](Expr normalised) {
+    for (const char* name : {"weight", "bias"}) {
+      auto it = bound.find(name);
+      if (it == bound.end() || it->second.type == Value::None) continue;
+      if (it->second.type != Value::Tensor) throw Reject{fn + "(): " + name + " must be a tensor", 0};
+      normalised = std::string(name) == "weight" ? mul(normalised, it->second.expr) : add(normalised, it->second.expr);
+    }
+    return tensor(normalised);
+  };
   if (flag("elementwise_affine", false))
     throw Reject{fn + " with elementwise_affine=True has a learnable weight: its gradient is a sum over rows (a "
                       "cross-row reduction), which the Tier-2 row-program template does not generate; pass "
@@ -185,9 +187,9 @@ std::optional<Value> row_function(const std::string& f, const std::string& fn, c
   if (f == "rms_norm") {
     if (!bound.count("eps") || bound.at("eps").type == Value::None)
       notes.push_back(fn + "(eps=None) uses torch.finfo(dtype).eps; taken as the fp32 value 1.1920929e-07");
-    return tensor(row_rms_norm(input, tensor_or("eps", num(1.1920928955078125e-07))));
+    return affine(row_rms_norm(input, tensor_or("eps", num(1.1920928955078125e-07))));
   }
-  return tensor(row_layer_norm(input, tensor_or("eps", num(1e-5))));
+  return affine(row_layer_norm(input, tensor_or("eps", num(1e-5))));
 }
 
 Value max_result(const Value& values) {

@@ -46,6 +46,8 @@ struct Checked {
   std::vector<std::string> problems;
   std::vector<std::pair<std::string, Expr>> forward, backward;  // (field path, parsed expression)
   Expr output, grad;
+  std::vector<std::pair<std::string, Expr>> param_grads;  // (weight, its per-row contribution)
+  std::vector<std::string> weights;                      // learnable per-column parameters
   std::size_t recompute = 0;  // forward reductions the backward needs (a prefix of them)
   bool saves_input = false, saves_output = false;
   bool per_row = false;
@@ -63,12 +65,25 @@ Checked check(const KernelProfile& p) {
             std::to_string(p.inputs.size()) + " input(s) and " + std::to_string(p.outputs.size()) + " output(s)");
     return c;
   }
-  if (!p.learnable_parameters.empty())
-    problem("learnable parameters are out of scope for generated Tier-2 kernels (no parameter-gradient reduction "
-            "yet): write the op without them (a weight can be applied by the caller) or leave row_program undecided");
   const std::string x = p.inputs[0].name, y = p.outputs[0].name, dy = "d" + y, dx = "d" + x;
-  std::set<std::string> params;
+  // Learnable per-column weights are read per column by every pass (row_program.h); a learnable
+  // scalar's gradient would be a sum over every element, which the template does not make.
+  std::set<std::string> params, weights;
   for (const auto& m : p.module_parameters) params.insert(m.name);
+  for (const auto& l : p.learnable_parameters) {
+    if (l.shape != "channel") {
+      problem("learnable parameter '" + l.name + "' is a " + l.shape + ": generated Tier-2 kernels take learnable "
+              "per-column (channel) weights only (a scalar's gradient sums every element); make it a module "
+              "parameter, a channel weight, or leave row_program undecided");
+      continue;
+    }
+    if (!identifier(l.name) || reserved_name(l.name) || l.name == x || l.name == y || l.name == dy || l.name == dx ||
+        params.count(l.name) || weights.count(l.name) || l.name == "d" + x)
+      problem("learnable parameter '" + l.name + "' clashes with a reserved, tensor or parameter name");
+    weights.insert(l.name);
+    params.insert(l.name);
+    c.weights.push_back(l.name);  // the profile's order: the C ABI's argument order
+  }
   for (const std::string& tensor : {x, y})
     if (!identifier(tensor) || reserved_name(tensor))
       problem("the tensor name '" + tensor + "' cannot be used in the generated code; use x and y");
@@ -169,6 +184,27 @@ Checked check(const KernelProfile& p) {
   }
   c.grad = parse(r.grad_input, "backward.grad_input", bscope, hint);
   note_forward_uses(c.grad);
+  std::set<std::string> graded;
+  for (std::size_t i = 0; i < r.param_gradients.size(); ++i) {
+    const auto& g = r.param_gradients[i];
+    const std::string where = "backward.param_gradients[" + std::to_string(i) + "] (" + g.name + ")";
+    if (!weights.count(g.name)) {
+      problem(where + ": '" + g.name + "' is not a learnable per-column parameter of the profile" +
+              (weights.empty() ? std::string(" (it has none)") : " (" + join(weights) + ")"));
+      continue;
+    }
+    if (!graded.insert(g.name).second) problem(where + ": a second gradient for '" + g.name + "'");
+    Expr e = parse(g.expression, where, bscope, hint);
+    note_forward_uses(e);
+    if (e) c.param_grads.push_back({g.name, e});
+  }
+  for (const auto& w : weights)
+    if (!graded.count(w))
+      problem("backward.param_gradients: no gradient for the learnable parameter '" + w +
+              "' (its contribution per column of one row; dw is its sum over the rows)");
+  if (!weights.empty() && c.saves_output && !c.saves_input)
+    problem("backward.uses: an op with learnable weights reads " + x + " in the backward (the weights' gradients "
+            "need the normalised input), so list " + x);
   return c;
 }
 
@@ -398,6 +434,8 @@ Tier2Code generate_tier2(const KernelProfile& p) {
   // Per column: x always; y and dy unless the output is one value per row (then dy is a row value).
   std::set<std::string> columns = {code.input};
   if (!code.per_row) columns.insert({code.output, "d" + code.output});
+  columns.insert(c.weights.begin(), c.weights.end());
+  code.weights = c.weights;
   for (std::size_t i = 0; i < c.forward.size(); ++i)
     code.forward_reductions.push_back(
         pass(c.forward[i].first, r.forward_reductions[i].op, c.forward[i].second, "v_", columns));
@@ -407,6 +445,9 @@ Tier2Code generate_tier2(const KernelProfile& p) {
     code.backward_reductions.push_back(
         pass(c.backward[i].first, r.backward_reductions[i].op, c.backward[i].second, "v_", columns));
   code.grad_input = pass("d" + code.input, "", c.grad, "d" + code.input, columns);
+  for (const auto& w : c.weights)
+    for (const auto& [name, e] : c.param_grads)
+      if (name == w) code.param_grads.push_back(pass("d" + w, "", e, "d" + w, columns));
   code.forward_groups = passes_of(code.forward_reductions, c.forward);
   code.recomputed_groups = passes_of(code.recomputed, c.forward);
   code.backward_groups = passes_of(code.backward_reductions, c.backward);

@@ -43,6 +43,10 @@ struct Tier2Code {
   std::vector<RowPassCode> recomputed;  // the forward reductions the backward needs, in order
   std::vector<RowPassCode> backward_reductions;
   RowPassCode grad_input;
+  // Learnable per-column weights (read per column, like x) and the per-row contribution to each
+  // one's gradient (named d<weight>; summed over the rows by the kernel's second reduction).
+  std::vector<std::string> weights;
+  std::vector<RowPassCode> param_grads;
   bool saves_input = false, saves_output = false;
   bool per_row = false;  // per_row_output: y and dy are one value per row
   // The same reductions cut into passes (kMaxPassGroup): PolyNorm's three means are one pass.

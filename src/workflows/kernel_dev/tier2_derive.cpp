@@ -174,20 +174,26 @@ RowDerivation derive_row_program(const Program& program) {
                  "module parameters, or combine the inputs in a Tier-1 op before it)";
     return d;
   }
+  // Module parameters are row scalars; a learnable per-column weight is one value per column,
+  // the same on every row: a per-column symbol of the row program (the hoisting keeps it in the
+  // column loops) whose gradient is the sum over the rows of its per-row contribution.
   std::set<std::string> parameters;
+  std::vector<std::string> channel;
   for (const auto& p : program.params) {
-    if (p.learnable) {
-      d.declined = "'" + p.name + "' is a learnable " + (p.shape == ParamShape::Channel ? "per-column weight" : "scalar") +
-                   ": its gradient is a sum over rows (a cross-row reduction), which the Tier-2 row-program template "
-                   "does not generate (one block per row, no parameter-gradient pass); write the op without it and "
-                   "apply it outside (a Tier-1 multiply/add), or follow the library's rms_norm/layer_norm kernels";
+    if (p.learnable && p.shape != ParamShape::Channel) {
+      d.declined = "'" + p.name + "' is a learnable scalar: its gradient is a sum over every element of every row, "
+                   "which the Tier-2 row-program template does not generate (it sums per-column parameter gradients "
+                   "over rows only); make it a per-column weight, a fixed module parameter, or apply it outside the "
+                   "op (a Tier-1 multiply/add)";
       return d;
     }
-    parameters.insert(p.name);
+    if (p.learnable) channel.push_back(p.name);
+    else parameters.insert(p.name);
   }
   const std::string x = program.inputs[0], y = program.output, dy = "d" + y, dx = "d" + x;
   std::set<std::string> taken = parameters;
   taken.insert({x, y, dy, dx});
+  for (const auto& w : channel) taken.insert({w, "d" + w});
   Hoister hoister(taken);
   hoister.parameters_ = parameters;
   const Hoisted h = hoister.run(program.expression);
@@ -209,7 +215,9 @@ RowDerivation derive_row_program(const Program& program) {
   // An output without x is one value per row (logsumexp, a z-loss): the forward writes one value
   // per row, the upstream gradient is one value per row, and the chain rule below takes the
   // output's derivatives as row scalars (nothing to sum over the columns).
-  const bool per_row = !free_symbols(output).count(x);
+  const std::set<std::string> output_symbols = free_symbols(output);
+  const bool per_row = !output_symbols.count(x) &&
+                       std::none_of(channel.begin(), channel.end(), [&](const std::string& w) { return output_symbols.count(w) > 0; });
   d.per_row_output = per_row;
   d.keepdim = !h.output_dropped;
 
@@ -286,6 +294,18 @@ RowDerivation derive_row_program(const Program& program) {
     grad = add(grad, mul(mul(adjoint[l], reduction_weight(h.reductions[l])), differentiate(h.reductions[l].argument, x)));
   }
   structure.grad = simplify(grad);
+  // The same chain rule with respect to each per-column weight w: its per-row contribution at
+  // column j is dy_j dY_j/dw_j + sum_l adjoint(r_l) w_l,j dg_l,j/dw_j (w_j enters only column j
+  // of each reduction's argument). The kernel sums it over the rows.
+  std::vector<std::pair<std::string, Expr>> param_grads;
+  for (const auto& w : channel) {
+    Expr g = per_row ? num(0) : mul(sym(dy), differentiate(output, w));
+    for (std::size_t l = 0; l < k; ++l) {
+      if (!adjoint[l]) continue;
+      g = add(g, mul(mul(adjoint[l], reduction_weight(h.reductions[l])), differentiate(h.reductions[l].argument, w)));
+    }
+    param_grads.push_back({w, simplify(g)});
+  }
 
   // The backward reads x and recomputes the forward reductions it names (a prefix, row_program.h),
   // unless it can be written from the saved output alone (tier2_saved_output.cpp): then it reads
@@ -294,11 +314,15 @@ RowDerivation derive_row_program(const Program& program) {
   for (const auto& b : structure.backward)
     for (const auto& s : free_symbols(b.argument)) used.insert(s);
   for (const auto& s : free_symbols(structure.grad)) used.insert(s);
+  for (const auto& [w, g] : param_grads)
+    for (const auto& s : free_symbols(g)) used.insert(s);
   std::size_t prefix = 0;
   for (std::size_t i = 0; i < k; ++i)
     if (used.count(h.reductions[i].name)) prefix = i + 1;
   // The saved-output rewrite reads y per column; a per-row y determines no column of x.
-  if (prefix > 0 && !per_row) {
+  // A weight's gradient needs the normalised input (x and the statistics), not y: with learnable
+  // weights the backward stays on x.
+  if (prefix > 0 && !per_row && channel.empty()) {
     std::optional<RowStructure> from_y;
     try {
       from_y = backward_from_output(structure);
@@ -331,6 +355,11 @@ RowDerivation derive_row_program(const Program& program) {
   spec.grad_input = to_string(structure.grad);
   spec.backward_uses = {d.from_output ? y : x};
   d.backward_text.push_back(dx + " = " + spec.grad_input);
+  for (const auto& [w, g] : param_grads) {
+    spec.param_gradients.push_back({w, to_string(g)});
+    d.backward_text.push_back("d" + w + " = sum over rows(" + to_string(g) + ")");
+    collect_functions(g, functions);
+  }
   for (std::size_t i = 0; i < prefix; ++i) d.recomputed.push_back(h.reductions[i].name);
   functions.erase("where");
   d.functions.assign(functions.begin(), functions.end());
@@ -406,23 +435,31 @@ struct RowEvaluator {
 
 }  // namespace
 
-std::vector<double> row_forward_f64(const KernelProfile& profile, const std::vector<double>& x,
-                                    const Environment& parameters) {
-  RowEvaluator ev(profile, parameters);
-  Environment env = ev.base;
-  env["n"] = static_cast<double>(x.size());
+namespace {
+
+// The per-column tensors of one row: x and the learnable weights (given, else their init value
+// in every column).
+std::map<std::string, std::vector<double>> row_columns(const KernelProfile& profile, const RowEvaluator& ev,
+                                                       const std::vector<double>& x, const ColumnValues& weights) {
   std::map<std::string, std::vector<double>> columns = {{ev.x, x}};
-  ev.reduce(profile.row_program->forward_reductions, env, columns, x.size());
-  if (per_row_output(profile)) return {eval_f64(parse_expression(profile.row_program->output), env)};
-  return ev.elementwise(profile.row_program->output, env, columns, x.size());
+  for (const auto& l : profile.learnable_parameters) {
+    auto given = weights.find(l.name);
+    if (given == weights.end()) {
+      columns[l.name].assign(x.size(), l.value);
+    } else {
+      if (given->second.size() != x.size())
+        throw std::invalid_argument("row evaluation: weight '" + l.name + "' has " + std::to_string(given->second.size()) +
+                                    " values for a row of " + std::to_string(x.size()));
+      columns[l.name] = given->second;
+    }
+  }
+  return columns;
 }
 
-std::vector<double> row_backward_f64(const KernelProfile& profile, const std::vector<double>& x,
-                                     const std::vector<double>& dy, const Environment& parameters) {
-  RowEvaluator ev(profile, parameters);
-  Environment env = ev.base;
+// The backward's scope after its reductions: every row scalar in `env`, every column in `columns`.
+void backward_scope(const KernelProfile& profile, const RowEvaluator& ev, const std::vector<double>& x,
+                    const std::vector<double>& dy, Environment& env, std::map<std::string, std::vector<double>>& columns) {
   env["n"] = static_cast<double>(x.size());
-  std::map<std::string, std::vector<double>> columns = {{ev.x, x}};
   ev.reduce(profile.row_program->forward_reductions, env, columns, x.size());
   if (per_row_output(profile)) {
     // y and dy are one value per row (the backward never reads y: row_program_problems).
@@ -433,7 +470,42 @@ std::vector<double> row_backward_f64(const KernelProfile& profile, const std::ve
     columns["d" + ev.y] = dy;
   }
   ev.reduce(profile.row_program->backward_reductions, env, columns, x.size());
+}
+
+}  // namespace
+
+std::vector<double> row_forward_f64(const KernelProfile& profile, const std::vector<double>& x,
+                                    const Environment& parameters, const ColumnValues& weights) {
+  RowEvaluator ev(profile, parameters);
+  Environment env = ev.base;
+  env["n"] = static_cast<double>(x.size());
+  std::map<std::string, std::vector<double>> columns = row_columns(profile, ev, x, weights);
+  ev.reduce(profile.row_program->forward_reductions, env, columns, x.size());
+  if (per_row_output(profile)) return {eval_f64(parse_expression(profile.row_program->output), env)};
+  return ev.elementwise(profile.row_program->output, env, columns, x.size());
+}
+
+std::vector<double> row_backward_f64(const KernelProfile& profile, const std::vector<double>& x,
+                                     const std::vector<double>& dy, const Environment& parameters,
+                                     const ColumnValues& weights) {
+  RowEvaluator ev(profile, parameters);
+  Environment env = ev.base;
+  std::map<std::string, std::vector<double>> columns = row_columns(profile, ev, x, weights);
+  backward_scope(profile, ev, x, dy, env, columns);
   return ev.elementwise(profile.row_program->grad_input, env, columns, x.size());
+}
+
+ColumnValues row_param_gradients_f64(const KernelProfile& profile, const std::vector<double>& x,
+                                     const std::vector<double>& dy, const Environment& parameters,
+                                     const ColumnValues& weights) {
+  RowEvaluator ev(profile, parameters);
+  Environment env = ev.base;
+  std::map<std::string, std::vector<double>> columns = row_columns(profile, ev, x, weights);
+  backward_scope(profile, ev, x, dy, env, columns);
+  ColumnValues out;
+  for (const auto& g : profile.row_program->param_gradients)
+    out[g.name] = ev.elementwise(g.expression, env, columns, x.size());
+  return out;
 }
 
 }  // namespace liger::kernel_dev

@@ -11,6 +11,7 @@
 // logsumexp), so dropping its gradient is exact, not an approximation.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -118,10 +119,17 @@ std::string tier2_op_name(const Program& program, const std::string& source_name
 void derive_tier2(KernelProfile& profile, const Program& program, const KnowledgeBase& knowledge);
 
 // fp64 evaluation of a profile's row program over one row (the same passes the generated
-// reference makes); module parameters at their defaults unless given in `parameters`.
+// reference makes); module parameters at their defaults unless given in `parameters`, learnable
+// per-column weights at their init value in every column unless given in `weights` ([cols] each).
+using ColumnValues = std::map<std::string, std::vector<double>>;
 std::vector<double> row_forward_f64(const KernelProfile& profile, const std::vector<double>& x,
-                                    const Environment& parameters = {});
+                                    const Environment& parameters = {}, const ColumnValues& weights = {});
 std::vector<double> row_backward_f64(const KernelProfile& profile, const std::vector<double>& x,
-                                     const std::vector<double>& dy, const Environment& parameters = {});
+                                     const std::vector<double>& dy, const Environment& parameters = {},
+                                     const ColumnValues& weights = {});
+// Each learnable weight's gradient contribution from this row, per column (dw is its sum over rows).
+ColumnValues row_param_gradients_f64(const KernelProfile& profile, const std::vector<double>& x,
+                                     const std::vector<double>& dy, const Environment& parameters = {},
+                                     const ColumnValues& weights = {});
 
 }  // namespace liger::kernel_dev

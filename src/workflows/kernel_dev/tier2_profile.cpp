@@ -159,7 +159,18 @@ void derive_tier2(KernelProfile& p, const Program& program, const KnowledgeBase&
   g.wrt = x;
   g.kind = "input";
   g.expression = "reverse-mode through the row reductions: " + joined(d.backward_text, "; ");
-  p.gradients = std::vector<GradientSpec>{g};
+  std::vector<GradientSpec> gradients{g};
+  for (const auto& pg : r.param_gradients) {
+    GradientSpec w;
+    w.wrt = pg.name;
+    w.kind = "learnable";
+    w.expression = "sum over rows of (" + pg.expression + ")";
+    w.reduction = true;
+    w.reduction_note = "per-column weight: its contributions from every row are summed (fp32 partial sums per block "
+                       "of rows, then a second kernel sums the blocks in a fixed order: deterministic)";
+    gradients.push_back(w);
+  }
+  p.gradients = gradients;
 
   TilingSpec t;
   t.strategy = "one row per block, the row held in registers (chunks of 16 bytes per thread, loaded once); one pass "
@@ -173,12 +184,18 @@ void derive_tier2(KernelProfile& p, const Program& program, const KnowledgeBase&
   // more columns each win the forward and 256 the sum of both.
   t.threads_per_block = 256;
   t.vector_bytes = 16;
-  // Two rows per block, the second prefetched while the first is reduced: on an H100 (bf16
-  // 16384x4096, 2026-11-26) softmax 124.8 -> 104.7 us forward, 188 -> 149 us backward; layer norm
-  // 125 -> 109 and 238 -> 188 us. 4 and 8 rows per block measured within 6% of 2.
+  // Two rows per block (see the row kernel's launch for the measurements).
   t.rows_per_block = 2;
-  t.grid = "x: rows / rows_per_block (each block strides over its rows, prefetching the next)";
-  t.parameter_gradients = "none (no learnable parameters)";
+  t.grid = "x: rows / rows_per_block (each block strides over its rows)";
+  if (r.param_gradients.empty()) {
+    t.parameter_gradients = "none (no learnable parameters)";
+  } else {
+    t.grid = "x: min(rows, 4 x SMs) in the backward (each block strides over rows and sums its weight gradients)";
+    t.parameter_gradients = "each backward block accumulates its rows' weight-gradient contributions per column in fp32 "
+                            "(registers when the row is resident, else its own row of the fp32 workspace), writes one "
+                            "partial row per weight, and a second kernel sums the partials over the blocks in a fixed "
+                            "order (deterministic)";
+  }
   t.reason = "a row is reduced inside one block, so no inter-block synchronisation; with the row in registers each "
              "tensor crosses DRAM once however many reductions the row program has";
   p.tiling = t;

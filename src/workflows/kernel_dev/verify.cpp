@@ -25,8 +25,10 @@ std::string eager_expression(const KernelProfile& p) {
     // A Tier-2 forward is not one expression: the profile's PyTorch function, else the binding's
     // `reference` (the same row program in PyTorch operations).
     if (!p.row_program->pytorch_reference.empty()) return p.row_program->pytorch_reference;
-    return "__import__('liger_kernels.ops." + p.op_name + "', fromlist=['reference']).reference(" +
-           (p.inputs.empty() ? std::string("x") : p.inputs.front().name) + ")";
+    // Learnable weights follow the input, as kernel_dev_compare.py passes them (--params).
+    std::string args = p.inputs.empty() ? std::string("x") : p.inputs.front().name;
+    for (const auto& l : p.learnable_parameters) args += ", " + l.name;
+    return "__import__('liger_kernels.ops." + p.op_name + "', fromlist=['reference']).reference(" + args + ")";
   }
   const std::string prefix = "PyTorch eager baseline: ";
   for (const auto& note : p.notes)
