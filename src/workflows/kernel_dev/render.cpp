@@ -183,16 +183,17 @@ void tier2_tuning(const KernelProfile& p, mu::data& d) {
     d.set(std::string("tuning_row_") + arch, row);
   }
   d.set("config_longest", "{" + std::to_string(scaled(1024)) + "}");
-  // tiling.rows_per_block: rows one block strides over; with more than one, each block prefetches
-  // its next row while the current one is reduced (pipeline depth 2).
+  // tiling.rows_per_block: rows one block strides over. The next-row prefetch of the resident
+  // kernel (pipeline depth 2) measured slower and stays a tunable, off by default.
   const int rows_per_block = p.tiling ? std::max(1, p.tiling->rows_per_block) : 1;
   if (rows_per_block > 4096)
     throw std::invalid_argument("render: tiling.rows_per_block = " + std::to_string(rows_per_block) + " (want 1..4096)");
   d.set("rows_per_block", std::to_string(rows_per_block));
-  d.set("pipeline_depth", rows_per_block > 1 ? "2" : "1");
-  // Streamed passes by default: on an H100 (bf16 16384x4096, 2026-11-26) with 2 rows per block of
-  // 256 threads they measured softmax 104.7 us forward / 149 us backward against 124.8 / 188 us
-  // for the register-resident row (fewer registers, more warps with loads in flight).
+  d.set("pipeline_depth", "1");
+  // Streamed passes by default: on an H100 (bf16 16384x4096, 256 threads, 2026-11-26) softmax took
+  // 104.7 us forward / 149.3 us backward (2 rows per block; 106.9 / 148.8 with 1) against 124.5 /
+  // 187.7 us with the row held in registers: fewer registers, more warps with loads in flight,
+  // and the later passes hit L1/L2.
   d.set("row_stages", "1");
 }
 

@@ -184,7 +184,8 @@ void derive_tier2(KernelProfile& p, const Program& program, const KnowledgeBase&
   // more columns each win the forward and 256 the sum of both.
   t.threads_per_block = 256;
   t.vector_bytes = 16;
-  // Two rows per block (see the row kernel's launch for the measurements).
+  // Two rows per block: 104.7 against 106.9 us for softmax forward (H100, bf16 16384x4096,
+  // streamed passes, 2026-11-26), the same within 0.3% backward.
   t.rows_per_block = 2;
   t.grid = "x: rows / rows_per_block (each block strides over its rows)";
   if (r.param_gradients.empty()) {
