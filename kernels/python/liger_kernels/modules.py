@@ -155,7 +155,17 @@ class LigerGEGLUMLP(_GatedMLP):
 
 
 def liger_rotary_pos_emb(q, k, cos, sin, position_ids=None, unsqueeze_dim: int = 1):
-    """Drop-in for transformers' apply_rotary_pos_emb (rotate-half RoPE on q and k in one launch)."""
+    """Drop-in for transformers' apply_rotary_pos_emb (rotate-half RoPE on q and k in one launch).
+
+    Partial rotary (cos/sin narrower than the head, partial_rotary_factor < 1): as transformers'
+    partial-capable forms do, the first cos.shape[-1] features of each head rotate and the rest
+    pass through. The kernel alone would read a half-width cos as the first half of a full-width
+    one and rotate every feature with the wrong frequencies, without an error."""
+    rotary_dim = cos.shape[-1]
+    if rotary_dim < q.shape[-1]:
+        q_rot, k_rot = LF.rope(q[..., :rotary_dim].contiguous(), k[..., :rotary_dim].contiguous(), cos, sin,
+                               unsqueeze_dim=unsqueeze_dim)
+        return (torch.cat([q_rot, q[..., rotary_dim:]], dim=-1), torch.cat([k_rot, k[..., rotary_dim:]], dim=-1))
     return LF.rope(q, k, cos, sin, unsqueeze_dim=unsqueeze_dim)
 
 
