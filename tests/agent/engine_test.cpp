@@ -220,6 +220,16 @@ TEST(Engine, StageThatThrowsAfterASignalIsInterruptedNotFailed) {
   }
 }
 
+// A run whose Verify stage is interrupted by SIGTERM (as a user's Ctrl-C or a killed job would).
+void interrupt_in_verify(Fixture& f) {
+  signals::install_handlers();
+  f.workflow.verify = [](StageContext&) -> StageResult {
+    ::raise(SIGTERM);
+    return StageResult{};
+  };
+  f.register_workflow();
+}
+
 // A run killed after apply whose state.json is then lost (deleted, or garbage): its claim must
 // keep protecting the applied files, every command must say what happened, and `reject` must
 // still put the tree back and release the claim.
@@ -227,12 +237,7 @@ TEST(Engine, RunThatLostItsStateAfterApplyCanStillBeRejected) {
   for (const bool garbage : {false, true}) {
     SCOPED_TRACE(garbage ? "state.json garbage" : "state.json deleted");
     Fixture f;
-    signals::install_handlers();
-    f.workflow.verify = [](StageContext&) -> StageResult {
-      ::raise(SIGTERM);
-      return StageResult{};
-    };
-    f.register_workflow();
+    interrupt_in_verify(f);
     const auto before = snapshot_tree(f.tree);
     Engine engine(f.registry, f.options(CheckpointPolicy::AutoApprove));
     const RunOutcome first = engine.start(f.request());
@@ -271,12 +276,7 @@ TEST(Engine, RunThatLostItsStateAfterApplyCanStillBeRejected) {
 // lock points back at the run: a hand-edited header cannot make `reject` write elsewhere.
 TEST(Engine, RejectOfALostStateRunRefusesATreeWhoseLockIsNotItsOwn) {
   Fixture f;
-  signals::install_handlers();
-  f.workflow.verify = [](StageContext&) -> StageResult {
-    ::raise(SIGTERM);
-    return StageResult{};
-  };
-  f.register_workflow();
+  interrupt_in_verify(f);
   Engine engine(f.registry, f.options(CheckpointPolicy::AutoApprove));
   const RunOutcome first = engine.start(f.request());
   signals::reset_for_testing();
