@@ -191,7 +191,7 @@ void derive_tier2(KernelProfile& p, const Program& program, const KnowledgeBase&
   if (r.param_gradients.empty()) {
     t.parameter_gradients = "none (no learnable parameters)";
   } else {
-    t.grid = "x: min(rows, 4 x SMs) in the backward (each block strides over rows and sums its weight gradients)";
+    t.grid = "x: in the backward one wave of the blocks that fit on the SMs at once, at most 8 per SM (each block strides over rows and sums its weight gradients)";
     t.parameter_gradients = "each backward block accumulates its rows' weight-gradient contributions per column in fp32 "
                             "(registers when the row is resident, else its own row of the fp32 workspace), writes one "
                             "partial row per weight, and a second kernel sums the partials over the blocks in a fixed "
