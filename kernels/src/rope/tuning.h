@@ -21,7 +21,8 @@ namespace liger::kernels::rope {
 //   Heads are still dealt to lanes round-robin (head_slot, + lanes' head slots, ...), so every
 //   lane rotates the same heads as with HPT = 1, only more of them at once: a lane's last step
 //   with fewer heads left than HPT x depth, a q/k boundary inside a step and any head count are
-//   handled per head. 1 = the kernels as before the knob (shipped).
+//   handled per head. With LoadsFirst = 0 the register kernel rotates each head right after its
+//   loads, so HPT only lengthens its step. 1 = the kernels as before the knob (shipped).
 template <int LoadsFirst, int MinBlocks, int HeadsPerThread>
 struct RopeVariant {
   static_assert(LoadsFirst == 0 || LoadsFirst == 1, "LoadsFirst is 0 or 1");
