@@ -3,9 +3,12 @@
 // and stall reasons. No GPU, no nvcc (kernel_perf_variants_compile_test.cpp compiles them).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <sstream>
+#include <vector>
 
 #include <unistd.h>
 
@@ -133,6 +136,55 @@ TEST(KernelPerfCodeKnobs, SettingsSkipNoOpsAndKnobsTheOpLacks) {
   foreign.kind = "code_variant";
   foreign.knobs = {{"fwd_unroll", 8}};
   EXPECT_EQ(variant_settings(s.code, shipped, {foreign}).size(), 1u);
+}
+
+// RoPE's heads-per-thread knob: the shipped line holds 1 (the kernels as before the knob), a
+// rendered variant changes only that argument, the compiled instantiation names both kernels,
+// and the catalogue answers a memory-bound (under the roofline) or latency-bound RoPE with it.
+TEST(KernelPerfCodeKnobs, RopeHeadsPerThreadRendersAndIsWhatMemoryAndLatencyBoundRopeTries) {
+  const OpSpec s = spec_of("rope");
+  ASSERT_TRUE(s.code.present);
+  const auto knob = std::find_if(s.code.knobs.begin(), s.code.knobs.end(),
+                                 [](const CodeKnob& k) { return k.name == "heads_per_thread"; });
+  ASSERT_NE(knob, s.code.knobs.end()) << "rope lists no heads_per_thread knob";
+  EXPECT_EQ(knob->values, (std::vector<int>{1, 2, 4}));
+  EXPECT_TRUE(s.traits.count("knob:heads_per_thread"));
+  const std::string text = liger::util::read_file(repo() / s.tuning);
+  const KnobSetting shipped = {{"loads_first", 1}, {"min_blocks", 0}, {"heads_per_thread", 1}};
+  EXPECT_EQ(read_knobs(s.code, text), shipped);
+  const std::string four = render_knobs(s.code, text, {{"heads_per_thread", 4}});
+  EXPECT_NE(four.find("using Variant = RopeVariant<1, 0, 4>;"), std::string::npos);
+  EXPECT_EQ(render_knobs(s.code, four, {{"heads_per_thread", 1}}), text);
+  EXPECT_EQ(knob_text(s.code, *read_knobs(s.code, four)), "loads_first=1 min_blocks=0 heads_per_thread=4");
+  EXPECT_THROW(render_knobs(s.code, text, {{"heads_per_thread", 3}}), liger::Error) << "3 is not a value the kernel takes";
+  EXPECT_NE(instantiation_source(s.code).find("variant_unit_kernels<"), std::string::npos);
+
+  for (const std::string cls : {"memory-bound", "latency-bound"}) {
+    std::vector<std::string> ids;
+    for (const auto& st : strategy_order(catalogue(), cls, s.traits)) ids.push_back(st.id);
+    EXPECT_NE(std::find(ids.begin(), ids.end(), "two_heads_per_thread"), ids.end()) << cls;
+    EXPECT_NE(std::find(ids.begin(), ids.end(), "four_heads_per_thread"), ids.end()) << cls;
+  }
+  // Not an answer to spills, and never offered to an op without the knob.
+  for (const auto& st : strategy_order(catalogue(), "register-bound", s.traits))
+    EXPECT_EQ(st.id.find("heads_per_thread"), std::string::npos) << st.id;
+  for (const auto& st : strategy_order(catalogue(), "memory-bound", spec_of("swiglu").traits))
+    EXPECT_EQ(st.id.find("heads_per_thread"), std::string::npos) << st.id;
+  for (const auto& st : catalogue())
+    if (st.id == "two_heads_per_thread" || st.id == "four_heads_per_thread") {
+      EXPECT_EQ(st.kind, "code_variant");
+      EXPECT_FALSE(st.changes.empty());
+      EXPECT_NE(st.expected.find("hypothesis"), std::string::npos) << st.id << ": not measured yet, says so";
+    }
+
+  // The profile compiles the shipped line and both heads-per-thread settings.
+  std::map<std::string, KnobSetting> settings;
+  for (const auto& [label, setting] : variant_settings(s.code, shipped, catalogue())) settings[label] = setting;
+  ASSERT_TRUE(settings.count("two_heads_per_thread"));
+  ASSERT_TRUE(settings.count("four_heads_per_thread"));
+  EXPECT_EQ(settings["two_heads_per_thread"].at("heads_per_thread"), 2);
+  EXPECT_EQ(settings["four_heads_per_thread"].at("heads_per_thread"), 4);
+  EXPECT_EQ(settings["four_heads_per_thread"].at("loads_first"), 1) << "other knobs stay as they are";
 }
 
 TEST(KernelPerfDiagnosis, RegisterBoundFromSpillsAndNcuCitesTheNumbers) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <unistd.h>
 
 #include "liger/error.h"
@@ -275,6 +276,45 @@ TEST(KernelPerfStages, ProfileOnlyDiagnosesASpillingVariantAsRegisterBound) {
   bool code_variant = false;
   for (const auto& s : p["strategy_order"]) code_variant |= s["kind"].as<std::string>() == "code_variant";
   EXPECT_TRUE(code_variant) << "a register-bound profile lists code variants";
+  set_runner_for_testing(nullptr);
+}
+
+TEST(KernelPerfStages, ProfileOnlyListsRopesHeadsPerThreadVariants) {
+  // `kernel-perf rope --profile-only`: the shipped line and each catalogue setting of RoPE's
+  // knobs compiled once, heads_per_thread among them, and the report's compiler table lists them.
+  auto fake = std::make_shared<FakeRunner>();
+  fake->tools = {"nvcc"};
+  const std::string log =
+      "ptxas info    : Compiling entry function "
+      "'_ZN5liger7kernels4rope43_GLOBAL__N__f7e4fe69_10_variant_cu_039b9b8611rope_kernelI13__nv_bfloat16Li8ELi2ENS1_11RopeVariantILi1ELi0ELi1EEEEEvNS2_6ParamsE' for 'sm_90'\n"
+      "ptxas info    : Function properties for x\n"
+      "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+      "ptxas info    : Used 88 registers, used 0 barriers\n";
+  fake->outputs["nvcc"] = log;
+  fake->by_file["variant.cu"] = log;
+  set_runner_for_testing(fake);
+  RunDir run;
+  liger::engine::Staging staging(run.dir / "staging");
+  auto ctx = make_ctx(run, {{"op", "rope"}, {"profile_only", true}, {"target_gpu", "hopper"}}, &staging);
+  ASSERT_TRUE(make_workflow().understand(ctx).ok());
+  const YAML::Node& p = ctx.profile;
+  std::map<std::string, std::string> lines, knobs;
+  for (const auto& v : p["code_variants"]) {
+    lines[v["variant"].as<std::string>()] = v["line"].as<std::string>();
+    knobs[v["variant"].as<std::string>()] = v["knobs"].as<std::string>();
+  }
+  EXPECT_EQ(lines["current"], "using Variant = RopeVariant<1, 0, 1>;");
+  EXPECT_EQ(knobs["current"], "loads_first=1 min_blocks=0 heads_per_thread=1");
+  EXPECT_EQ(lines["two_heads_per_thread"], "using Variant = RopeVariant<1, 0, 2>;");
+  EXPECT_EQ(lines["four_heads_per_thread"], "using Variant = RopeVariant<1, 0, 4>;");
+  // Each setting's unit compiled its own rendered header.
+  const fs::path four = run.dir / "optimization/profile/variants/four_heads_per_thread/rope/tuning.h";
+  ASSERT_TRUE(fs::exists(four)) << four;
+  EXPECT_NE(liger::util::read_file(four).find("using Variant = RopeVariant<1, 0, 4>;"), std::string::npos);
+  EXPECT_TRUE(make_workflow().act(ctx).ok());
+  EXPECT_TRUE(make_workflow().verify(ctx).ok());
+  const std::string md = liger::util::read_file(run.dir / "optimization/final/report.md");
+  EXPECT_NE(md.find("| four_heads_per_thread | loads_first=1 min_blocks=0 heads_per_thread=4 |"), std::string::npos) << md;
   set_runner_for_testing(nullptr);
 }
 

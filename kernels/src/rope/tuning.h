@@ -9,20 +9,32 @@
 
 namespace liger::kernels::rope {
 
-// Code variants of the register kernel (kernel-perf's code knobs). LoadsFirst: 1 = the loads of
-// every head in flight are issued before the first rotation (shipped), 0 = each head is rotated
-// and stored right after its loads. MinBlocks: __launch_bounds__(1024, MinBlocks) register cap
-// (0 = no bounds, as shipped).
-template <int LoadsFirst, int MinBlocks>
+// Code variants of the RoPE kernels (kernel-perf's code knobs).
+// LoadsFirst: 1 = the loads of every head in flight are issued before the first rotation (shipped),
+//   0 = each head is rotated and stored right after its loads (register kernel).
+// MinBlocks: __launch_bounds__(1024, MinBlocks) register cap of the register kernel (0 = no
+//   bounds, as shipped).
+// HeadsPerThread (HPT): heads each lane holds per unrolled slot, all rotated with the one cos/sin
+//   vector the lane loaded for its token. The register kernel issues the loads of
+//   pipeline_depth x HPT heads before it rotates (up to 16, where the pipeline_depth tunable stops
+//   at 4); the staged kernel reads HPT heads of its shared-memory tile before rotating them.
+//   Heads are still dealt to lanes round-robin (head_slot, + lanes' head slots, ...), so every
+//   lane rotates the same heads as with HPT = 1, only more of them at once: a lane's last step
+//   with fewer heads left than HPT x depth, a q/k boundary inside a step and any head count are
+//   handled per head. With LoadsFirst = 0 the register kernel rotates each head right after its
+//   loads, so HPT only lengthens its step. 1 = the kernels as before the knob (shipped).
+template <int LoadsFirst, int MinBlocks, int HeadsPerThread>
 struct RopeVariant {
   static_assert(LoadsFirst == 0 || LoadsFirst == 1, "LoadsFirst is 0 or 1");
   static_assert(MinBlocks >= 0 && MinBlocks <= 2, "MinBlocks is 0, 1 or 2");
+  static_assert(HeadsPerThread == 1 || HeadsPerThread == 2 || HeadsPerThread == 4, "HeadsPerThread is 1, 2 or 4");
   static constexpr bool loads_first = LoadsFirst != 0;
   static constexpr int min_blocks = MinBlocks;
+  static constexpr int heads_per_thread = HeadsPerThread;
 };
-using ShippedRopeVariant = RopeVariant<1, 0>;
-// kernel-perf's code-variant strategies rewrite this line; <1, 0> is the shipped kernel.
-using Variant = RopeVariant<1, 0>;
+using ShippedRopeVariant = RopeVariant<1, 0, 1>;
+// kernel-perf's code-variant strategies rewrite this line; <1, 0, 1> is the shipped kernel.
+using Variant = RopeVariant<1, 0, 1>;
 
 struct Config {
   int threads_per_block;

@@ -12,6 +12,7 @@
 #include "kernel_test_util.h"
 #include "liger_kernels/rope.h"
 #include "rope_ref.h"
+#include "rope_variants.h"
 
 namespace {
 
@@ -408,6 +409,164 @@ TEST(RopeDefaults, LanesDivideTheSlotsAtAboutFiveHeadsEach) {
   ASSERT_EQ(liger_rope_default_tunables(80, 16384, 40 * 128, bf, &sm80), LIGER_STATUS_SUCCESS);
   EXPECT_EQ(sm80.stages, 1) << "no bulk-copy engine before sm_90";
 }
+
+// Every heads_per_thread code variant (rope_variants.cu: the op's launcher compiled into this
+// binary per value) against the reference, forward out of place into poisoned outputs, then
+// backward in place. Shapes whose head counts are not multiples of 4 (a lane's last step holds
+// fewer heads than HPT x pipeline_depth, a step crosses from q heads into k heads), GQA, q only,
+// two-element heads; launch shapes with few lanes per token (many heads per lane, so HPT shapes
+// the steps) for the register kernel (stages=1 or an unstaged layout) and the staged kernel
+// (heads contiguous, sm_90), each pipeline_depth, and the defaults.
+using VariantParam = std::tuple<int /*heads per thread*/, Layout, liger_dtype>;
+class RopeHeadsPerThread : public ::testing::TestWithParam<VariantParam> {};
+
+TEST_P(RopeHeadsPerThread, EveryLaunchShapeMatchesReference) {
+  LIGER_REQUIRE_GPU();
+  const auto [hpt, layout, dtype] = GetParam();
+  const std::vector<Shape> shapes = {{2, 7, 3, 5, 64}, {1, 5, 1, 6, 128}, {2, 12, 4, 3, 128},
+                                     {1, 3, 0, 4, 16}, {2, 1, 1, 3, 2},   {1, 0, 3, 2, 64}};
+  struct Launch {
+    int threads, rows, depth, stages;  // 0: the op's default
+  };
+  const std::vector<Launch> launches = {{0, 0, 0, 0},  {32, 1, 1, 1},  {32, 1, 2, 1}, {64, 2, 4, 1},
+                                        {128, 1, 2, 1}, {32, 1, 0, 3}, {64, 2, 0, 2}};
+  const Tolerance tolerance = base_tolerance(dtype);
+  uint64_t seed = 100;
+  for (const Shape& sh : shapes) {
+    const int64_t B = sh.batch, Hq = sh.q_heads, Hk = sh.kv_heads, T = sh.seq, D = sh.dim;
+    std::vector<double> cos(static_cast<std::size_t>(T * D)), sin(cos.size());
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t d = 0; d < D; ++d) {
+        const double angle = 0.37 * (t + 1) * (1 + d % (D / 2));
+        cos[t * D + d] = quantize(std::cos(angle), dtype);
+        sin[t * D + d] = quantize(std::sin(angle), dtype);
+      }
+    DeviceTensor cb(cos, dtype), sb(sin, dtype);
+    const Strided qs = layout_for(layout, B, Hq, T, D), ks = layout_for(layout, B, Hk, T, D);
+    for (const Launch& l : launches) {
+      ++seed;
+      // The vector the launcher picks: the widest up to 16 bytes dividing D/2 (one element in the
+      // padded layout, offset by one element); explicit lanes fewer than a head's vectors are refused.
+      int vec = layout == Layout::kPadded ? 1 : 16 / static_cast<int>(dtype_bytes(dtype));
+      while (vec > 1 && (D / 2) % vec != 0) vec /= 2;
+      if (l.threads && l.threads / l.rows < D / 2 / vec) continue;
+      SCOPED_TRACE("HPT " + std::to_string(hpt) + " B" + std::to_string(B) + " Hq" + std::to_string(Hq) + " Hk" +
+                   std::to_string(Hk) + " T" + std::to_string(T) + " D" + std::to_string(D) + " threads " +
+                   std::to_string(l.threads) + " rows " + std::to_string(l.rows) + " depth " + std::to_string(l.depth) +
+                   " stages " + std::to_string(l.stages));
+      liger_tunables t{};
+      t.threads_per_block = l.threads;
+      t.rows_per_block = l.rows;
+      t.pipeline_depth = l.depth;
+      t.stages = l.stages;
+      const liger_tunables* tp = l.threads || l.depth || l.stages ? &t : nullptr;
+      auto q = random_normal(static_cast<std::size_t>(B * Hq * T * D), dtype, seed * 7);
+      auto k = random_normal(static_cast<std::size_t>(B * Hk * T * D), dtype, seed * 11);
+      auto q_image = random_values(qs.size, dtype, seed * 13), k_image = random_values(ks.size, dtype, seed * 17);
+      place(q_image, qs, q, B, Hq, T, D);
+      place(k_image, ks, k, B, Hk, T, D);
+      DeviceTensor qb(q_image, dtype), kb(k_image, dtype), qo(qs.size, dtype), ko(ks.size, dtype);
+      qo.poison();
+      ko.poison();
+      const auto qo_before = qo.download(), ko_before = ko.download();
+      auto at = [&](DeviceTensor& x, const Strided& s, int64_t heads) -> void* {
+        return heads && x.data() ? static_cast<uint8_t*>(x.data()) + s.offset * dtype_bytes(dtype) : nullptr;
+      };
+      const liger_status fwd = rope_variant(hpt, false, at(qb, qs, Hq), qs.strides.data(), at(qo, qs, Hq),
+                                            qs.strides.data(), Hq, at(kb, ks, Hk), ks.strides.data(), at(ko, ks, Hk),
+                                            ks.strides.data(), Hk, cb.data(), sb.data(), 1, T * D, D, B, T, D, dtype,
+                                            tp, nullptr);
+      ASSERT_EQ(fwd, LIGER_STATUS_SUCCESS) << rope_variant_last_error();
+      LIGER_ASSERT_CUDA(cudaDeviceSynchronize());
+      const auto q_ref = liger::ref::rope_forward(q, B, Hq, T, D, cos, sin, 1);
+      const auto k_ref = liger::ref::rope_forward(k, B, Hk, T, D, cos, sin, 1);
+      const auto qa = qo.download(), ka = ko.download();
+      if (Hq) {
+        EXPECT_TRUE(all_close("q fwd", extract(qa, qs, B, Hq, T, D), q_ref, tolerance));
+      }
+      if (Hk) {
+        EXPECT_TRUE(all_close("k fwd", extract(ka, ks, B, Hk, T, D), k_ref, tolerance));
+      }
+      EXPECT_TRUE(outside_same(qo_before, qa, qs, B, Hq, T, D)) << "q_out padding written";
+      EXPECT_TRUE(outside_same(ko_before, ka, ks, B, Hk, T, D)) << "k_out padding written";
+      EXPECT_EQ(qb.download(), q_image) << "q modified by an out-of-place call";
+      EXPECT_EQ(kb.download(), k_image) << "k modified by an out-of-place call";
+
+      const liger_status bwd = rope_variant(hpt, true, at(qb, qs, Hq), qs.strides.data(), nullptr, nullptr, Hq,
+                                            at(kb, ks, Hk), ks.strides.data(), nullptr, nullptr, Hk, cb.data(),
+                                            sb.data(), 1, T * D, D, B, T, D, dtype, tp, nullptr);
+      ASSERT_EQ(bwd, LIGER_STATUS_SUCCESS) << rope_variant_last_error();
+      LIGER_ASSERT_CUDA(cudaDeviceSynchronize());
+      const auto dq_ref = liger::ref::rope_backward(q, B, Hq, T, D, cos, sin, 1);
+      const auto dk_ref = liger::ref::rope_backward(k, B, Hk, T, D, cos, sin, 1);
+      const auto qg = qb.download(), kg = kb.download();
+      if (Hq) {
+        EXPECT_TRUE(all_close("q bwd in place", extract(qg, qs, B, Hq, T, D), dq_ref, tolerance));
+      }
+      if (Hk) {
+        EXPECT_TRUE(all_close("k bwd in place", extract(kg, ks, B, Hk, T, D), dk_ref, tolerance));
+      }
+      EXPECT_TRUE(outside_same(q_image, qg, qs, B, Hq, T, D)) << "q padding written";
+      EXPECT_TRUE(outside_same(k_image, kg, ks, B, Hk, T, D)) << "k padding written";
+    }
+  }
+}
+
+// The variants differ only in how many heads a lane holds at once: on the same inputs each
+// gives bit-identical outputs to HPT 1 (the same float operations per element), so a variant
+// that skipped or repeated a head cannot hide inside the tolerance.
+TEST(RopeHeadsPerThreadSame, BitIdenticalToOneHeadPerThread) {
+  LIGER_REQUIRE_GPU();
+  const auto bf = LIGER_DTYPE_BFLOAT16;
+  const int64_t B = 2, Hq = 9, Hk = 3, T = 17, D = 128;
+  for (Layout layout : {Layout::kContiguous, Layout::kHF}) {
+    SCOPED_TRACE(layout_name(layout));
+    const Strided qs = layout_for(layout, B, Hq, T, D), ks = layout_for(layout, B, Hk, T, D);
+    const auto q_image = random_values(qs.size, bf, 5), k_image = random_values(ks.size, bf, 6);
+    const auto cos = random_values(static_cast<std::size_t>(T * D), bf, 7, -1.0, 1.0);
+    const auto sin = random_values(cos.size(), bf, 8, -1.0, 1.0);
+    DeviceTensor cb(cos, bf), sb(sin, bf);
+    for (int stages : {1, 3}) {
+      liger_tunables t{};
+      t.threads_per_block = 32;
+      t.rows_per_block = 1;
+      t.stages = stages;
+      std::vector<std::vector<double>> q_outs, k_outs;
+      for (int hpt : kRopeHeadsPerThread) {
+        DeviceTensor qb(q_image, bf), kb(k_image, bf);
+        ASSERT_EQ(rope_variant(hpt, false, qb.data(), qs.strides.data(), nullptr, nullptr, Hq, kb.data(),
+                               ks.strides.data(), nullptr, nullptr, Hk, cb.data(), sb.data(), 1, T * D, D, B, T, D, bf,
+                               &t, nullptr),
+                  LIGER_STATUS_SUCCESS)
+            << rope_variant_last_error();
+        LIGER_ASSERT_CUDA(cudaDeviceSynchronize());
+        q_outs.push_back(qb.download());
+        k_outs.push_back(kb.download());
+      }
+      EXPECT_NE(q_outs[0], q_image) << "q not rotated";
+      EXPECT_NE(k_outs[0], k_image) << "k not rotated";
+      for (std::size_t i = 1; i < q_outs.size(); ++i) {
+        EXPECT_TRUE(q_outs[i] == q_outs[0]) << "q: HPT " << kRopeHeadsPerThread[i] << " stages " << stages;
+        EXPECT_TRUE(k_outs[i] == k_outs[0]) << "k: HPT " << kRopeHeadsPerThread[i] << " stages " << stages;
+      }
+    }
+  }
+  EXPECT_EQ(rope_variant(3, false, nullptr, nullptr, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr, 0, nullptr,
+                         nullptr, 1, 0, 0, 1, 1, 2, bf, nullptr, nullptr),
+            LIGER_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(rope_variant_last_error()).find("heads_per_thread=3"), std::string::npos);
+}
+
+std::string variant_name(const ::testing::TestParamInfo<VariantParam>& info) {
+  const auto& [hpt, layout, dtype] = info.param;
+  return "hpt" + std::to_string(hpt) + "_" + layout_name(layout) + "_" + dtype_label(dtype);
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, RopeHeadsPerThread,
+                         ::testing::Combine(::testing::ValuesIn(kRopeHeadsPerThread),
+                                            ::testing::Values(Layout::kContiguous, Layout::kHF, Layout::kPadded),
+                                            ::testing::Values(LIGER_DTYPE_FLOAT32, LIGER_DTYPE_BFLOAT16)),
+                         variant_name);
 
 TEST(RopeArguments, ChecksRejectWrongOutputs) {
   LIGER_REQUIRE_GPU();
