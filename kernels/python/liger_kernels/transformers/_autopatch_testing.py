@@ -20,6 +20,15 @@ bounds are the same for all families. Zero-initialised parameters, and the route
 bf16 MoE model, have no rel.-norm bound (see _param_rel_bound); the element-wise bounds apply to
 every parameter.
 
+A quantity that misses these bounds is then compared with the unpatched model trained again with
+rounding-sized noise (unit roundoff, relative, on the initial weights and every step's gradients):
+it passes when its error is within NOISE_FLOOR_FACTOR (4) of that run's. Some mini models amplify
+any rounding difference (H100, 2026-11-26, Gemma4 text fp32: the fused loss alone and the GeGLU
+alone each moved the losses from step 2 on, k_proj weights behind the k norm 0.14-0.20 apart in
+rel. norm, while the unpatched model run twice was bit-identical), and a fixed bound cannot tell that
+from a kernel error; the failure message gives both errors. The step-0 logits and loss stay held to
+the fixed bounds (test_instance_patch_and_revert).
+
 Needs torch and transformers: the generated module skips (pytest.importorskip) before importing this.
 """
 from __future__ import annotations
@@ -74,6 +83,28 @@ def _param_rel_bound(initial, tol, router=False):
     if router:
         return float("inf")
     return tol["params"][2]
+
+
+# A failed convergence quantity passes when its error is within this factor of the error of the
+# unpatched model trained with rounding-sized noise (test_convergence): one noise run is one sample
+# of the model's amplification of rounding, and the patched run rounds differently at every op of
+# every step, not only where the noise is injected.
+NOISE_FLOOR_FACTOR = 4.0
+
+
+def _perturb(tensors, relative, generator):
+    """Multiplies each tensor by (1 + relative * N(0, 1)) in place: rounding-sized noise."""
+    with torch.no_grad():
+        for t in tensors:
+            z = torch.randn(t.shape, generator=generator, device=t.device, dtype=torch.float32)
+            t.copy_((t.float() * (1.0 + relative * z)).to(t.dtype))
+
+
+def _error_stats(out, ref):
+    """(max abs error, relative error norm) of out against ref, in float64."""
+    o, r = out.double(), ref.double()
+    d = o - r
+    return float(d.abs().max()) if d.numel() else 0.0, float(d.norm() / r.norm().clamp_min(1e-30))
 
 
 def router_params(model, cfg) -> set:
@@ -340,7 +371,7 @@ def install(ns: Dict[str, Any], *, module: str, model_type: str, modeling: str, 
             again = model(input_ids=ids, attention_mask=mask, labels=labels)
         assert torch.equal(again.logits, ref.logits), "revert did not restore the stock forward"
 
-    def _train(cfg, dtype, init_state, patched, fused, steps=STEPS):
+    def _train(cfg, dtype, init_state, patched, fused, steps=STEPS, perturb=0.0):
         if patched:
             if fused or not has_flce:
                 apply_fn()
@@ -351,6 +382,9 @@ def install(ns: Dict[str, Any], *, module: str, model_type: str, modeling: str, 
             model = CAUSAL_LM(cfg)
             model.load_state_dict(init_state)
             model.to(DEV, dtype)
+            noise = torch.Generator(device=DEV).manual_seed(7) if perturb else None
+            if perturb:
+                _perturb([p for p in model.parameters()], perturb, noise)
             model.train()
             opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
             losses = []
@@ -360,6 +394,8 @@ def install(ns: Dict[str, Any], *, module: str, model_type: str, modeling: str, 
                 if patched and fused and has_flce:
                     assert out.logits is None
                 out.loss.backward()
+                if perturb:
+                    _perturb([p.grad for p in model.parameters() if p.grad is not None], perturb, noise)
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
                 opt.step()
                 opt.zero_grad(set_to_none=True)
@@ -388,12 +424,40 @@ def install(ns: Dict[str, Any], *, module: str, model_type: str, modeling: str, 
         rl = torch.tensor(ref_losses, dtype=torch.float64)
         ll = torch.tensor(lk_losses, dtype=torch.float64)
         assert ref_losses[-1] < ref_losses[0] - 0.1, f"the reference did not train: {ref_losses[0]} -> {ref_losses[-1]}"
-        check(ll, rl, torch.float32, "per-step losses", atol=tol["loss"][0], rtol=tol["loss"][1], rel=tol["loss"][1])
-        check(lk_logits, ref_logits.double(), torch.float32, "last-step logits",
-              atol=tol["logits"][0], rtol=tol["logits"][1], rel=tol["logits"][2])
-        for n in ref_params:
-            check(lk_params[n], ref_params[n].double(), torch.float32, f"param {n}",
-                  atol=tol["params"][0], rtol=tol["params"][1], rel=_param_rel_bound(init_state[n], tol, router=n in routers))
+        comparisons = [("per-step losses", ll, rl, dict(atol=tol["loss"][0], rtol=tol["loss"][1], rel=tol["loss"][1])),
+                       ("last-step logits", lk_logits, ref_logits.double(),
+                        dict(atol=tol["logits"][0], rtol=tol["logits"][1], rel=tol["logits"][2]))]
+        comparisons += [(f"param {n}", lk_params[n], ref_params[n].double(),
+                         dict(atol=tol["params"][0], rtol=tol["params"][1],
+                              rel=_param_rel_bound(init_state[n], tol, router=n in routers))) for n in ref_params]
+        failures = []
+        for name, out, ref, bounds in comparisons:
+            try:
+                check(out, ref, torch.float32, name, **bounds)
+            except AssertionError as e:
+                failures.append((name, str(e)))
+        if not failures:
+            return
+        # Some mini models amplify any rounding difference over 20 AdamW steps (parameters whose
+        # gradient is near zero, e.g. keys behind a q/k norm, get noise-sized steps of size lr): the
+        # table's bounds cannot tell such a model's chaos from a kernel error. The unpatched model
+        # trained again with rounding-sized noise (the dtype's unit roundoff, relative, on the
+        # initial weights and on every step's gradients) measures that amplification; a failed
+        # quantity passes when the patched run's error is within NOISE_FLOOR_FACTOR of that noise
+        # run's error (max abs and rel. norm). The step-0 logits and loss are still held to the
+        # table (test_instance_patch_and_revert), so a wrong kernel cannot hide here.
+        n_losses, n_logits, n_params = _train(cfg, dtype, init_state, patched=False, fused=fused,
+                                              perturb=torch.finfo(dtype).eps / 2)
+        noise_of = {"per-step losses": torch.tensor(n_losses, dtype=torch.float64), "last-step logits": n_logits}
+        noise_of.update({f"param {n}": n_params[n] for n in n_params})
+        unexplained = []
+        for name, message in failures:
+            out, ref = next((o, r) for cname, o, r, _ in comparisons if cname == name)
+            err, floor = _error_stats(out, ref), _error_stats(noise_of[name], ref)
+            if err[0] > NOISE_FLOOR_FACTOR * floor[0] or err[1] > NOISE_FLOOR_FACTOR * floor[1]:
+                unexplained.append(f"{message}; the unpatched model with rounding-sized noise: max abs err {floor[0]:.3e}, "
+                                   f"rel norm {floor[1]:.3e} (bound x{NOISE_FLOOR_FACTOR:g})")
+        assert not unexplained, "\n".join(unexplained)
 
     ns.update(
         integ=integ, MODELING=MODELING, CAUSAL_LM=CAUSAL_LM, PATCHED_CLASSES=PATCHED, mini_config=mini_config,
