@@ -92,4 +92,17 @@ std::optional<Value> row_function(const std::string& f, const std::string& fn, c
 // max/min(dim=...)'s (values, indices) pair.
 Value max_result(const Value& values);
 
+// Submodules built in __init__ (pytorch_modules.cpp).
+// The class path of `rhs` when it is a constructor call (`nn.LayerNorm(d)`, `LayerNorm(d)`,
+// `my.Block(...)`: the last name starts upper case), else "" (nn.Parameter is not a submodule).
+std::string constructor_callee(const std::string& rhs);
+// An nn.LayerNorm / nn.RMSNorm module value (module.text layer_norm / rms_norm) built as
+// self.<attr>: its constructor flags (elementwise_affine, bias) consumed and its implicit learnable
+// weight and bias declared in `params` (per column, init 1 and 0) and passed to the norm, as
+// PyTorch's defaults say; nn.RMSNorm without eps gets a declared eps. `plain_names`: the weights
+// are named weight/bias (the module's only norm), else <attr>_weight/<attr>_bias. Throws Reject for
+// a constructor outside the row form.
+void adopt_norm_parameters(Value& module, const std::string& attr, const std::string& constructor, bool plain_names,
+                           std::vector<ParamDecl>& params, std::vector<std::string>& notes);
+
 }  // namespace liger::kernel_dev::torch_detail

@@ -1,0 +1,88 @@
+// The PyTorch translator's submodules (pytorch_detail.h): `self.<attr> = nn.<Class>(...)` in
+// __init__, with the learnable parameters PyTorch creates implicitly for the norm modules.
+#include <algorithm>
+#include <cctype>
+
+#include "workflows/kernel_dev/pytorch_detail.h"
+
+namespace liger::kernel_dev::torch_detail {
+
+std::string constructor_callee(const std::string& rhs) {
+  const std::size_t open = rhs.find('(');
+  if (open == std::string::npos || open == 0 || rhs.back() != ')') return "";
+  std::string callee = rhs.substr(0, open);
+  while (!callee.empty() && std::isspace(static_cast<unsigned char>(callee.back()))) callee.pop_back();
+  for (char c : callee)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.') return "";
+  const std::size_t dot = callee.rfind('.');
+  const std::string cls = dot == std::string::npos ? callee : callee.substr(dot + 1);
+  if (cls.empty() || !std::isupper(static_cast<unsigned char>(cls[0]))) return "";
+  if (callee == "nn.Parameter" || callee == "torch.nn.Parameter" || callee == "Parameter") return "";
+  return callee;
+}
+
+void adopt_norm_parameters(Value& module, const std::string& attr, const std::string& constructor, bool plain_names,
+                           std::vector<ParamDecl>& params, std::vector<std::string>& notes) {
+  const bool layer = module.text == "layer_norm";
+  auto take = [&](const char* key) -> std::optional<Value> {
+    for (auto it = module.module_args.begin(); it != module.module_args.end(); ++it)
+      if (it->first == key) {
+        Value v = it->second;
+        module.module_args.erase(it);
+        return v;
+      }
+    return std::nullopt;
+  };
+  auto flag = [&](const char* key, bool fallback) {
+    const auto v = take(key);
+    if (!v) return fallback;
+    const Expr e = v->type == Value::Tensor ? simplify(v->expr) : nullptr;
+    if (!e || !is_number(e))
+      throw Reject{constructor + "(" + key + "=...): the built-in analyser needs True or False written out here", 0};
+    return e->value != 0;
+  };
+  // PyTorch's defaults: nn.LayerNorm(normalized_shape, eps=1e-5, elementwise_affine=True, bias=True),
+  // nn.RMSNorm(normalized_shape, eps=None, elementwise_affine=True).
+  const bool affine = flag("elementwise_affine", true);
+  if (!layer && std::any_of(module.module_args.begin(), module.module_args.end(),
+                            [](const NamedValue& a) { return a.first == "bias"; }))
+    throw Reject{constructor + "() has no bias argument (nn.RMSNorm learns a weight only): add a bias as its own "
+                               "nn.Parameter in __init__ and write `self.norm(x) + self.bias` in forward",
+                 0};
+  const bool bias = layer && flag("bias", true);
+  for (const char* ignored : {"device", "dtype"})
+    if (take(ignored)) notes.push_back(constructor + "(" + ignored + "=...) dropped: the op takes the input's dtype");
+  const auto shape = std::find_if(module.module_args.begin(), module.module_args.end(),
+                                  [](const NamedValue& a) { return a.first == "normalized_shape"; });
+  if (shape == module.module_args.end())
+    throw Reject{constructor + "() needs normalized_shape (the size of the last dimension)", 0};
+  if (shape->second.type == Value::Tuple && shape->second.items.size() != 1)
+    throw Reject{constructor + "(): normalized_shape has " + std::to_string(shape->second.items.size()) +
+                     " dimensions; the Tier-2 row program normalises over the last dimension only (one size)",
+                 2};
+  auto declare = [&](const std::string& role, double init) {
+    const std::string name = plain_names ? role : attr + "_" + role;
+    if (std::none_of(params.begin(), params.end(), [&](const ParamDecl& p) { return p.name == name; }))
+      params.push_back(ParamDecl{name, ParamShape::Channel, init, true});
+    module.module_args.push_back({role, tensor(sym(name))});
+    notes.push_back("self." + attr + " = " + constructor + "(...): its learnable " + role + " is the op's per-column '" +
+                    name + "' (init " + (init == 0 ? "0" : "1") + ")");
+  };
+  if (affine) declare("weight", 1.0);
+  if (affine && bias) declare("bias", 0.0);
+  // nn.RMSNorm's eps=None means torch.finfo(x.dtype).eps at run time; the op has one eps for every
+  // dtype, declared as a module parameter with the fp32 value so it is visible and settable.
+  if (!layer && std::none_of(module.module_args.begin(), module.module_args.end(),
+                             [](const NamedValue& a) { return a.first == "eps" && a.second.type != Value::None; })) {
+    take("eps");
+    const bool taken = std::any_of(params.begin(), params.end(), [](const ParamDecl& p) { return p.name == "eps"; });
+    const std::string name = taken ? attr + "_eps" : "eps";
+    params.push_back(ParamDecl{name, ParamShape::Scalar, 1.1920928955078125e-07, false});
+    module.module_args.push_back({"eps", tensor(sym(name))});
+    notes.push_back(constructor + "() without eps: PyTorch uses torch.finfo(x.dtype).eps at run time; the op declares "
+                    "the module parameter '" + name + "' = 1.1920929e-07 (fp32's, the precision it computes in) for "
+                    "every dtype: pass eps to nn.RMSNorm to fix another value");
+  }
+}
+
+}  // namespace liger::kernel_dev::torch_detail
