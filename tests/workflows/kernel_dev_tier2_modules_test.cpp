@@ -396,3 +396,13 @@ TEST(KernelDevTier2Modules, RecognisedVariantsAreNumericNotTextual) {
   EXPECT_EQ(kd::recognised_row_variant(c), "");
   EXPECT_EQ(kd::recognised_row_variant(d), "");
 }
+
+// The Gemma3 module through the whole workflow with --yes (toolchain faked, no GPU): Act writes
+// the op under its name and Verify runs its reference tests.
+TEST(KernelDevTier2Modules, Gemma3ReachesVerifyWithYes) {
+  namespace family = liger::testing::family;
+  auto runner = std::make_shared<family::FakeRunner>(3);
+  const family::YesRun yes = family::run_with_yes(kGemma3, "gemma3", runner);
+  family::expect_op_through_verify(yes, *runner, "gemma3_rms_norm", 2);
+  std::filesystem::remove_all(yes.root);
+}

@@ -582,69 +582,6 @@ class Translator {
 // The 0-based column where a logical line's text starts in its physical line.
 int start_column(const LogicalLine& l) { return l.column >= 0 ? l.column : l.indent; }
 
-struct Def {
-  std::string name;
-  std::vector<std::string> params;
-  std::map<std::string, std::string> defaults;
-  int line = 0;
-  int indent = 0;
-  bool variadic = false;  // takes *args or **kwargs: its parameters cannot be bound by name
-  std::vector<LogicalLine> body;
-};
-
-// "def name(a, b=1.0, *, c: float = 2) -> T:" -> Def (without body).
-bool parse_def(const LogicalLine& l, Def& d) {
-  if (l.text.rfind("def ", 0) != 0) return false;
-  std::size_t open = l.text.find('('), close = l.text.rfind(')');
-  if (open == std::string::npos || close == std::string::npos) return false;
-  d.name = l.text.substr(4, open - 4);
-  d.name.erase(std::remove_if(d.name.begin(), d.name.end(), ::isspace), d.name.end());
-  d.line = l.number;
-  d.indent = l.indent;
-  std::string params = l.text.substr(open + 1, close - open - 1);
-  int depth = 0;
-  std::string current;
-  auto flush = [&] {
-    std::string p = current;
-    current.clear();
-    std::size_t b = p.find_first_not_of(" \t");
-    if (b == std::string::npos) return;
-    p = p.substr(b);
-    if (p == "*" || p[0] == '*') {
-      d.variadic = d.variadic || p != "*";
-      return;
-    }
-    std::string name = p, def;
-    std::size_t eq = p.find('=');
-    if (eq != std::string::npos) {
-      name = p.substr(0, eq);
-      def = p.substr(eq + 1);
-    }
-    std::size_t colon = name.find(':');
-    if (colon != std::string::npos) name = name.substr(0, colon);
-    name.erase(std::remove_if(name.begin(), name.end(), ::isspace), name.end());
-    def.erase(std::remove_if(def.begin(), def.end(), ::isspace), def.end());
-    d.params.push_back(name);
-    if (!def.empty()) d.defaults[name] = def;
-  };
-  for (char c : params) {
-    if (c == '(' || c == '[') ++depth;
-    if (c == ')' || c == ']') --depth;
-    if (c == ',' && depth == 0) flush();
-    else current += c;
-  }
-  flush();
-  return true;
-}
-
-struct ClassDef {
-  std::string name;
-  std::string bases;
-  int line = 0;
-  int indent = 0;
-  std::vector<Def> methods;
-};
-
 }  // namespace
 
 bool looks_like_pytorch(const std::string& text) {
@@ -667,43 +604,9 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
   }
   std::vector<LogicalLine> lines = expand_compound(logical_lines(source));
   // Structure: top-level defs and classes with their methods.
-  std::vector<Def> functions;
-  std::vector<ClassDef> classes;
-  for (std::size_t i = 0; i < lines.size(); ++i) {
-    const LogicalLine& l = lines[i];
-    auto body_of = [&](int indent, std::size_t& k) {
-      std::vector<LogicalLine> body;
-      while (k + 1 < lines.size() && lines[k + 1].indent > indent) body.push_back(lines[++k]);
-      return body;
-    };
-    if (l.indent == 0 && l.text.rfind("class ", 0) == 0) {
-      ClassDef c;
-      c.line = l.number;
-      std::size_t open = l.text.find('(');
-      std::size_t end = l.text.find_first_of("(:");
-      c.name = l.text.substr(6, end - 6);
-      if (open != std::string::npos) c.bases = l.text.substr(open + 1, l.text.rfind(')') - open - 1);
-      std::size_t k = i;
-      std::vector<LogicalLine> body = body_of(0, k);
-      for (std::size_t j = 0; j < body.size(); ++j) {
-        Def d;
-        if (parse_def(body[j], d)) {
-          while (j + 1 < body.size() && body[j + 1].indent > d.indent) d.body.push_back(body[++j]);
-          c.methods.push_back(d);
-        }
-      }
-      classes.push_back(c);
-      i = k;
-    } else if (l.indent == 0) {
-      Def d;
-      if (parse_def(l, d)) {
-        std::size_t k = i;
-        d.body = body_of(0, k);
-        functions.push_back(d);
-        i = k;
-      }
-    }
-  }
+  SourceStructure structure = source_structure(lines);
+  std::vector<Def>& functions = structure.functions;
+  const std::vector<ClassDef>& classes = structure.classes;
 
   Translator translator(catalogue, result.notes);
   const LogicalLine* current = nullptr;
@@ -1069,38 +972,7 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
             continue;
           }
           if (rhs.find("Parameter(") != std::string::npos) {
-            ParamDecl p;
-            p.name = attr;
-            p.learnable = true;
-            std::string inner = rhs.substr(rhs.find("Parameter(") + 10);
-            // shape: scalar when built from one element
-            bool scalar = inner.find("(1)") != std::string::npos || inner.find("((1,))") != std::string::npos ||
-                          inner.find("(1,)") != std::string::npos || inner.find("tensor(") != std::string::npos ||
-                          inner.find("([1])") != std::string::npos;
-            p.shape = scalar ? ParamShape::Scalar : ParamShape::Channel;
-            p.init = inner.find("zeros") != std::string::npos ? 0.0 : 1.0;
-            std::size_t tensor_at = inner.find("tensor(");
-            if (tensor_at != std::string::npos) {
-              std::string value = inner.substr(tensor_at + 7);
-              char* end = nullptr;
-              double d = std::strtod(value.c_str(), &end);
-              if (end != value.c_str()) p.init = d;
-              else {
-                std::string name = value.substr(0, value.find_first_of(",)"));
-                name.erase(std::remove_if(name.begin(), name.end(), ::isspace), name.end());
-                if (defaults.count(name)) p.init = defaults[name];
-              }
-            }
-            std::size_t times = inner.find('*');
-            if (times != std::string::npos) {
-              std::string factor = inner.substr(times + 1);
-              factor = factor.substr(0, factor.find(')'));
-              factor.erase(std::remove_if(factor.begin(), factor.end(), ::isspace), factor.end());
-              char* end = nullptr;
-              double d = std::strtod(factor.c_str(), &end);
-              if (end && *end == 0 && !factor.empty()) p.init *= d;
-              else if (defaults.count(factor)) p.init *= defaults[factor];
-            }
+            ParamDecl p = parameter_decl(attr, rhs, defaults);
             params.push_back(p);
             translator.self_attributes[attr] = tensor(sym(attr));
           } else if (rhs.rfind("nn.", 0) == 0 || rhs.rfind("torch.nn.", 0) == 0) {

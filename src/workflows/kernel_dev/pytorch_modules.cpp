@@ -2,10 +2,47 @@
 // __init__, with the learnable parameters PyTorch creates implicitly for the norm modules.
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 
 #include "workflows/kernel_dev/pytorch_detail.h"
 
 namespace liger::kernel_dev::torch_detail {
+
+ParamDecl parameter_decl(const std::string& attr, const std::string& rhs, const std::map<std::string, double>& defaults) {
+  ParamDecl p;
+  p.name = attr;
+  p.learnable = true;
+  std::string inner = rhs.substr(rhs.find("Parameter(") + 10);
+  // shape: scalar when built from one element
+  bool scalar = inner.find("(1)") != std::string::npos || inner.find("((1,))") != std::string::npos ||
+                inner.find("(1,)") != std::string::npos || inner.find("tensor(") != std::string::npos ||
+                inner.find("([1])") != std::string::npos;
+  p.shape = scalar ? ParamShape::Scalar : ParamShape::Channel;
+  p.init = inner.find("zeros") != std::string::npos ? 0.0 : 1.0;
+  std::size_t tensor_at = inner.find("tensor(");
+  if (tensor_at != std::string::npos) {
+    std::string value = inner.substr(tensor_at + 7);
+    char* end = nullptr;
+    double d = std::strtod(value.c_str(), &end);
+    if (end != value.c_str()) p.init = d;
+    else {
+      std::string name = value.substr(0, value.find_first_of(",)"));
+      name.erase(std::remove_if(name.begin(), name.end(), ::isspace), name.end());
+      if (defaults.count(name)) p.init = defaults.at(name);
+    }
+  }
+  std::size_t times = inner.find('*');
+  if (times != std::string::npos) {
+    std::string factor = inner.substr(times + 1);
+    factor = factor.substr(0, factor.find(')'));
+    factor.erase(std::remove_if(factor.begin(), factor.end(), ::isspace), factor.end());
+    char* end = nullptr;
+    double d = std::strtod(factor.c_str(), &end);
+    if (end && *end == 0 && !factor.empty()) p.init *= d;
+    else if (defaults.count(factor)) p.init *= defaults.at(factor);
+  }
+  return p;
+}
 
 std::string constructor_callee(const std::string& rhs) {
   const std::size_t open = rhs.find('(');
