@@ -406,3 +406,43 @@ TEST(KernelDevTier2Modules, Gemma3ReachesVerifyWithYes) {
   family::expect_op_through_verify(yes, *runner, "gemma3_rms_norm", 2);
   std::filesystem::remove_all(yes.root);
 }
+
+// The rendered fp64 references of the submodule forms (two norms' prefixed weights; nn.RMSNorm's
+// declared eps) build with g++ and pass their own finite-difference tests.
+TEST(KernelDevTier2Modules, SubmoduleReferencesBuildAndPassTheirTests) {
+  namespace fs = std::filesystem;
+  using namespace liger::testing::rendered;
+  const std::string gxx = find_tool({"g++", "c++"});
+  if (gxx.empty()) GTEST_SKIP() << "no g++ on PATH: the references were not compiled";
+  const std::vector<std::pair<std::string, std::string>> variants = {
+      {"pre_post_norm", module("        self.pre = nn.RMSNorm(d, eps=1e-6)\n        self.post = nn.LayerNorm(d)",
+                               "        return self.post(self.pre(x))")},
+      {"torch_rms_norm", module("        self.norm = nn.RMSNorm(d)", "        return self.norm(x)")},
+  };
+  for (const auto& [op, text] : variants) {
+    SCOPED_TRACE(op);
+    const auto p = kd::analyse({text, kd::InputKind::Auto, op}, kb());
+    ASSERT_TRUE(p.complete()) << undecided(p);
+    const fs::path root = write_tree(kd::render(p, fs::path(LIGER_SOURCE_DIR) / "templates/kernel_dev"), op + "_ref");
+    std::string error = build_reference(gxx, root, op);
+    ASSERT_TRUE(error.empty()) << error;
+    error = run((root / "ref_test").string(), root / "run.log");
+    EXPECT_TRUE(error.empty()) << error << liger::util::read_file(root / "run.log");
+    EXPECT_NE(liger::util::read_file(root / "run.log").find("[  PASSED  ]"), std::string::npos);
+    fs::remove_all(root);
+  }
+}
+
+// The module files the GPU runs give to kernel-dev are complete profiles under these names.
+TEST(KernelDevTier2Modules, BenchmarkInputsAnalyseUnderTheirNames) {
+  const std::vector<std::pair<std::string, std::string>> inputs = {
+      {"llama_rms.py", "llama_rms_norm"}, {"my_ln.py", "my_layer_norm"}, {"ln_wb.py", "layer_norm_wb"},
+      {"gemma.py", "gemma_rms_norm"},     {"gemma3.py", "gemma3_rms_norm"}, {"ln_module.py", "pre_norm"}};
+  for (const auto& [file, op] : inputs) {
+    SCOPED_TRACE(file);
+    const auto p = analyse(liger::util::read_file(std::filesystem::path(LIGER_SOURCE_DIR) / "benchmarks/kernel_dev_inputs" / file));
+    EXPECT_TRUE(p.complete()) << undecided(p);
+    EXPECT_EQ(p.op_name, op);
+    EXPECT_FALSE(p.learnable_parameters.empty());
+  }
+}
