@@ -282,6 +282,17 @@ TEST(KernelDevTier2Modules, NormSubmodulesHavePyTorchsImplicitWeightAndBias) {
   bool noted = false;
   for (const auto& n : p.notes) noted = noted || n.find("torch.finfo(x.dtype).eps") != std::string::npos;
   EXPECT_TRUE(noted);
+  // An eps read from a config the source does not have: PyTorch's default of the class, declared.
+  const auto hf = analyse(module("        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)",
+                                 "        return self.norm(x)", "config"));
+  ASSERT_TRUE(hf.complete()) << undecided(hf);
+  EXPECT_EQ(learnable_names(hf), (std::vector<std::string>{"weight", "bias"}));
+  ASSERT_EQ(hf.module_parameters.size(), 1u);
+  EXPECT_EQ(hf.module_parameters[0].name, "eps");
+  EXPECT_DOUBLE_EQ(hf.module_parameters[0].value, 1e-5);
+  noted = false;
+  for (const auto& n : hf.notes) noted = noted || n.find("eps=config.layer_norm_eps): the value is not in the source") != std::string::npos;
+  EXPECT_TRUE(noted);
 }
 
 TEST(KernelDevTier2Modules, TwoNormsNameTheirWeightsAfterTheAttribute) {
@@ -367,6 +378,7 @@ TEST(KernelDevTier2Modules, NamesComeFromWhatTheCodeComputes) {
       {"def f(x, t=2.0): return torch.softmax(x / t, dim=-1)", "softmax_custom"},
       {"def f(x, t=1.0): return torch.softmax(x / t, dim=-1)", "softmax_custom"},  // t at 1 is still a parameter
       {"def f(x): return x - x.mean(-1, keepdim=True)", "mean_custom"},
+      {"y = x - mean(x)", "mean_custom"},  // an expression: named after its reductions
       {"def f(x): return torch.log_softmax(x, -1) + torch.logsumexp(x, -1, keepdim=True)", "log_softmax_logsumexp_custom"},
       // A meaningful name is kept (acronyms split into words); one the library has is not.
       {"class LlamaRMSNorm(nn.Module):\n    def __init__(self, d):\n        super().__init__()\n" + weight +

@@ -107,19 +107,32 @@ void adopt_norm_parameters(Value& module, const std::string& attr, const std::st
   };
   if (affine) declare("weight", 1.0);
   if (affine && bias) declare("bias", 0.0);
-  // nn.RMSNorm's eps=None means torch.finfo(x.dtype).eps at run time; the op has one eps for every
-  // dtype, declared as a module parameter with the fp32 value so it is visible and settable.
-  if (!layer && std::none_of(module.module_args.begin(), module.module_args.end(),
-                             [](const NamedValue& a) { return a.first == "eps" && a.second.type != Value::None; })) {
-    take("eps");
-    const bool taken = std::any_of(params.begin(), params.end(), [](const ParamDecl& p) { return p.name == "eps"; });
-    const std::string name = taken ? attr + "_eps" : "eps";
-    params.push_back(ParamDecl{name, ParamShape::Scalar, 1.1920928955078125e-07, false});
-    module.module_args.push_back({"eps", tensor(sym(name))});
+  // An eps the source does not give a number for becomes a declared module parameter, visible in
+  // the profile and settable in the op's options: nn.RMSNorm's eps=None (torch.finfo(x.dtype).eps
+  // at run time, which depends on the dtype; the op has one eps for every dtype: fp32's, the
+  // precision it computes in), and a value read from outside the source (eps=config.norm_eps:
+  // PyTorch's default of the class until set).
+  const auto eps = std::find_if(module.module_args.begin(), module.module_args.end(),
+                                [](const NamedValue& a) { return a.first == "eps"; });
+  const bool missing = eps == module.module_args.end() || eps->second.type == Value::None;
+  const bool external = !missing && eps->second.type != Value::Tensor;
+  if (layer && !external) return;
+  if (!missing && !external) return;
+  const std::string written = external ? (eps->second.text.empty() ? std::string("...") : eps->second.text) : "";
+  take("eps");
+  const bool taken = std::any_of(params.begin(), params.end(), [](const ParamDecl& p) { return p.name == "eps"; });
+  const std::string name = taken ? attr + "_eps" : "eps";
+  const double value = layer ? 1e-5 : 1.1920928955078125e-07;
+  params.push_back(ParamDecl{name, ParamShape::Scalar, value, false});
+  module.module_args.push_back({"eps", tensor(sym(name))});
+  if (external)
+    notes.push_back(constructor + "(eps=" + written + "): the value is not in the source; the op's module parameter '" +
+                    name + "' takes PyTorch's default " + (layer ? "1e-05" : "1.1920929e-07") +
+                    ": set it to the model's value");
+  else
     notes.push_back(constructor + "() without eps: PyTorch uses torch.finfo(x.dtype).eps at run time; the op declares "
                     "the module parameter '" + name + "' = 1.1920929e-07 (fp32's, the precision it computes in) for "
                     "every dtype: pass eps to nn.RMSNorm to fix another value");
-  }
 }
 
 }  // namespace liger::kernel_dev::torch_detail

@@ -117,7 +117,8 @@ std::string recognised_row_variant(const Program& program);
 
 // The op's name (tier2_naming.cpp): `source_name` (its function or class, snake_cased) when it is
 // meaningful (not f, fn, forward, Model, ...), else the recognised row op, else `callees` (the row
-// functions the code calls, joined) + "_custom", else row_<hash>. A name the library already has
+// functions the code calls, joined; for an expression its reductions: mean, sum, amax, amin) +
+// "_custom", else row_<hash>. A name the library already has
 // becomes the recognised variant's when that differs (rms_norm without weight:
 // rms_norm_no_affine), else gets _custom, with a note, so Act's "already exists" refusal is never
 // met by accident.

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
+#include <map>
 #include <set>
 
 #include "workflows/kernel_dev/tier2_derive.h"
@@ -185,7 +187,22 @@ std::string tier2_op_name(const Program& program, const std::string& source_name
                           std::vector<std::string>& notes, const std::string& callees) {
   const std::string recognised = recognised_row_variant(program);
   std::string op = meaningful(snake(source_name)) ? snake(source_name) : recognised;
-  if (op.empty() && !callees.empty()) op = callees + "_custom";
+  std::string called = callees;
+  if (called.empty()) {
+    // An expression has no callee left: its reductions say what it computes (mean, sum, amax, ...).
+    static const std::map<std::string, std::string> reductions = {
+        {"row_sum", "sum"}, {"row_mean", "mean"}, {"row_max", "amax"}, {"row_min", "amin"}};
+    std::vector<std::string> seen;
+    std::function<void(const Expr&)> walk = [&](const Expr& e) {
+      for (const auto& a : e->args) walk(a);
+      auto it = e->kind == Kind::Call ? reductions.find(e->name) : reductions.end();
+      if (it != reductions.end() && std::find(seen.begin(), seen.end(), it->second) == seen.end() && seen.size() < 3)
+        seen.push_back(it->second);
+    };
+    walk(program.expression);
+    for (const auto& s : seen) called += (called.empty() ? "" : "_") + s;
+  }
+  if (op.empty() && !called.empty()) op = called + "_custom";
   if (op.empty()) {
     std::uint32_t h = 2166136261u;  // FNV-1a of the expression: the same op gets the same name
     for (unsigned char c : to_string(program.expression)) h = (h ^ c) * 16777619u;
