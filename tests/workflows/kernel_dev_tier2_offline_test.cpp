@@ -18,6 +18,8 @@
 #include "workflows/kernel_dev/row_program.h"
 #include "workflows/kernel_dev/tier2_derive.h"
 
+#include "kernel_dev_family.h"
+
 namespace kd = liger::kernel_dev;
 namespace fs = std::filesystem;
 
@@ -25,12 +27,8 @@ namespace {
 
 const fs::path kSource = LIGER_SOURCE_DIR;
 
-const kd::KnowledgeBase& kb() {
-  static const kd::KnowledgeBase k = kd::KnowledgeBase::load(kSource);
-  return k;
-}
-
-kd::KernelProfile analyse(const std::string& text) { return kd::analyse({text, kd::InputKind::Auto, ""}, kb()); }
+using liger::testing::family::analyse;
+using liger::testing::family::kb;
 
 std::string undecided(const kd::KernelProfile& p) {
   std::string out;
@@ -339,14 +337,14 @@ TEST(KernelDevTier2Offline, DeclinesWhatTheRowTemplateCannotGenerate) {
   };
   const std::vector<Case> cases = {
       // A weight passed as a second tensor input (a learnable nn.Parameter is generated:
-      // kernel_dev_tier2_weights_test.cpp), a learnable scalar, and nn.LayerNorm's implicit weight.
+      // kernel_dev_tier2_weights_test.cpp), a learnable scalar.
       {"def f(x, w): return F.rms_norm(x, (x.shape[-1],), weight=w)", "input tensors"},
       {"class ScaledSoftmax(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.scale = nn.Parameter(torch.tensor(1.0))\n"
        "    def forward(self, x):\n        return torch.softmax(self.scale * x, dim=-1)",
        "learnable scalar"},
-      {"class M(nn.Module):\n    def __init__(self, d):\n        super().__init__()\n        self.norm = nn.LayerNorm(d)\n"
-       "    def forward(self, x):\n        return self.norm(x)",
-       "cross-row reduction"},
+      // A norm module built inside forward: fresh parameters on every call (one built in __init__
+      // is generated: kernel_dev_tier2_modules_test.cpp).
+      {"def f(x):\n    return nn.LayerNorm(x.shape[-1])(x)", "build it once in __init__"},
       // Two inputs.
       {"def f(x, y): return torch.softmax(x + y, dim=-1)", "input tensors"},
       // keepdim=False broadcast against the columns, and against a keepdim=True row value.

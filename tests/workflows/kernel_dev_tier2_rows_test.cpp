@@ -20,6 +20,8 @@
 #include "workflows/kernel_dev/row_program.h"
 #include "workflows/kernel_dev/tier2_derive.h"
 
+#include "kernel_dev_family.h"
+
 namespace kd = liger::kernel_dev;
 namespace fs = std::filesystem;
 
@@ -27,12 +29,8 @@ namespace {
 
 const fs::path kSource = LIGER_SOURCE_DIR;
 
-const kd::KnowledgeBase& kb() {
-  static const kd::KnowledgeBase k = kd::KnowledgeBase::load(kSource);
-  return k;
-}
-
-kd::KernelProfile analyse(const std::string& text) { return kd::analyse({text, kd::InputKind::Auto, ""}, kb()); }
+using liger::testing::family::analyse;
+using liger::testing::family::kb;
 
 std::vector<double> random_row(std::mt19937& rng, std::size_t cols, double scale) {
   std::normal_distribution<double> normal(0.0, scale);

@@ -544,8 +544,10 @@ KernelProfile analyse(const AnalysisRequest& request, const KnowledgeBase& knowl
     return fallback;
   };
 
-  auto finish_tier2 = [&](const Program& program, const std::string& source_name) {
-    set_identity(p, request.name.empty() ? tier2_op_name(program, source_name, knowledge, p.notes) : snake_case(request.name),
+  auto finish_tier2 = [&](const Program& program, const std::string& source_name, const std::string& callees = "") {
+    set_identity(p,
+                 request.name.empty() ? tier2_op_name(program, source_name, knowledge, p.notes, callees)
+                                      : snake_case(request.name),
                  "");
     derive_tier2(p, program, knowledge);
     return p;
@@ -683,7 +685,7 @@ KernelProfile analyse(const AnalysisRequest& request, const KnowledgeBase& knowl
   if (t.row_reduction) {
     p.resolved_from = "PyTorch " + t.entry + " translated to '" + to_string(t.program.expression) + "'";
     for (const auto& n : t.notes) p.notes.push_back("translation: " + n);
-    return finish_tier2(t.program, t.module_class.empty() ? t.entry : t.module_class);
+    return finish_tier2(t.program, t.module_class.empty() ? t.entry : t.module_class, t.row_callees);
   }
   if (!t.elementwise) {
     std::string where = t.line > 0 ? " (line " + std::to_string(t.line) +

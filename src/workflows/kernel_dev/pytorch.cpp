@@ -27,6 +27,8 @@ class Translator {
     std::vector<LogicalLine> body;
   };
   std::map<std::string, Helper> helpers;  // top-level defs usable as functions
+  std::set<std::string> methods;          // the module's own methods, called as self.<name>(...)
+  std::vector<std::string> row_callees;   // row functions called, first call first
   std::function<Value(const std::string&, const std::vector<Arg>&)> call_helper;
   // Where the text given to evaluate() starts in the file, for error positions.
   int line = 0;
@@ -226,9 +228,13 @@ class Translator {
           std::string path = v.text + "." + attribute;
           if (v.text == "self") {
             auto it = self_attributes.find(attribute);
-            if (it == self_attributes.end())
+            if (it != self_attributes.end()) {
+              v = it->second;
+            } else if (methods.count(attribute)) {
+              v.text = path;  // self.<method>: inlined when called (apply)
+            } else {
               throw Reject{"self." + attribute + " is not set in __init__ (unknown attribute)", 0};
-            v = it->second;
+            }
           } else if (path == "math.pi" || path == "torch.pi" || path == "np.pi") {
             v = tensor(num(M_PI));
           } else if (path == "math.e") {
@@ -446,7 +452,11 @@ class Translator {
       if (hi) return tensor(call("min", {x, hi}));
       return tensor(x);
     }
-    if (auto reduction = row_function(f, fn, all, notes_)) return *reduction;
+    if (auto reduction = row_function(f, fn, all, notes_)) {
+      if (f != "size" && std::find(row_callees.begin(), row_callees.end(), f) == row_callees.end())
+        row_callees.push_back(f);
+      return *reduction;
+    }
     if (f == "maximum" || f == "fmax" || f == "minimum" || f == "fmin" || f == "max" || f == "min") {
       Expr other = arg_tensor(1, "other");
       if (!other || has_keyword("dim"))
@@ -528,7 +538,7 @@ class Translator {
           {"leaky_relu", {"negative_slope"}}, {"elu", {"alpha"}}, {"celu", {"alpha"}},
           {"softplus", {"beta", "threshold"}}, {"hardtanh", {"min_val", "max_val"}}, {"gelu", {"approximate"}},
           {"softmax", {"dim"}}, {"log_softmax", {"dim"}},
-          {"layer_norm", {"normalized_shape", "eps", "elementwise_affine"}},
+          {"layer_norm", {"normalized_shape", "eps", "elementwise_affine", "bias"}},
           {"rms_norm", {"normalized_shape", "eps", "elementwise_affine"}}};
       auto names = ctor.find(module.text);
       std::size_t positional = 0;
@@ -556,6 +566,7 @@ class Translator {
     }
     if (path == "float" || path == "torch.tensor" || path == "torch.as_tensor") return args.at(0).value;
     if (helpers.count(path)) return call_helper(path, args);
+    if (path.rfind("self.", 0) == 0 && methods.count(path.substr(5))) return call_helper(path, args);
     std::string fn = torch_function(path);
     if (fn.empty()) throw Reject{"unknown function '" + path + "'", 0};
     return elementwise(fn, args);
@@ -570,65 +581,6 @@ class Translator {
 
 // The 0-based column where a logical line's text starts in its physical line.
 int start_column(const LogicalLine& l) { return l.column >= 0 ? l.column : l.indent; }
-
-struct Def {
-  std::string name;
-  std::vector<std::string> params;
-  std::map<std::string, std::string> defaults;
-  int line = 0;
-  int indent = 0;
-  std::vector<LogicalLine> body;
-};
-
-// "def name(a, b=1.0, *, c: float = 2) -> T:" -> Def (without body).
-bool parse_def(const LogicalLine& l, Def& d) {
-  if (l.text.rfind("def ", 0) != 0) return false;
-  std::size_t open = l.text.find('('), close = l.text.rfind(')');
-  if (open == std::string::npos || close == std::string::npos) return false;
-  d.name = l.text.substr(4, open - 4);
-  d.name.erase(std::remove_if(d.name.begin(), d.name.end(), ::isspace), d.name.end());
-  d.line = l.number;
-  d.indent = l.indent;
-  std::string params = l.text.substr(open + 1, close - open - 1);
-  int depth = 0;
-  std::string current;
-  auto flush = [&] {
-    std::string p = current;
-    current.clear();
-    std::size_t b = p.find_first_not_of(" \t");
-    if (b == std::string::npos) return;
-    p = p.substr(b);
-    if (p == "*" || p[0] == '*') return;
-    std::string name = p, def;
-    std::size_t eq = p.find('=');
-    if (eq != std::string::npos) {
-      name = p.substr(0, eq);
-      def = p.substr(eq + 1);
-    }
-    std::size_t colon = name.find(':');
-    if (colon != std::string::npos) name = name.substr(0, colon);
-    name.erase(std::remove_if(name.begin(), name.end(), ::isspace), name.end());
-    def.erase(std::remove_if(def.begin(), def.end(), ::isspace), def.end());
-    d.params.push_back(name);
-    if (!def.empty()) d.defaults[name] = def;
-  };
-  for (char c : params) {
-    if (c == '(' || c == '[') ++depth;
-    if (c == ')' || c == ']') --depth;
-    if (c == ',' && depth == 0) flush();
-    else current += c;
-  }
-  flush();
-  return true;
-}
-
-struct ClassDef {
-  std::string name;
-  std::string bases;
-  int line = 0;
-  int indent = 0;
-  std::vector<Def> methods;
-};
 
 }  // namespace
 
@@ -652,43 +604,9 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
   }
   std::vector<LogicalLine> lines = expand_compound(logical_lines(source));
   // Structure: top-level defs and classes with their methods.
-  std::vector<Def> functions;
-  std::vector<ClassDef> classes;
-  for (std::size_t i = 0; i < lines.size(); ++i) {
-    const LogicalLine& l = lines[i];
-    auto body_of = [&](int indent, std::size_t& k) {
-      std::vector<LogicalLine> body;
-      while (k + 1 < lines.size() && lines[k + 1].indent > indent) body.push_back(lines[++k]);
-      return body;
-    };
-    if (l.indent == 0 && l.text.rfind("class ", 0) == 0) {
-      ClassDef c;
-      c.line = l.number;
-      std::size_t open = l.text.find('(');
-      std::size_t end = l.text.find_first_of("(:");
-      c.name = l.text.substr(6, end - 6);
-      if (open != std::string::npos) c.bases = l.text.substr(open + 1, l.text.rfind(')') - open - 1);
-      std::size_t k = i;
-      std::vector<LogicalLine> body = body_of(0, k);
-      for (std::size_t j = 0; j < body.size(); ++j) {
-        Def d;
-        if (parse_def(body[j], d)) {
-          while (j + 1 < body.size() && body[j + 1].indent > d.indent) d.body.push_back(body[++j]);
-          c.methods.push_back(d);
-        }
-      }
-      classes.push_back(c);
-      i = k;
-    } else if (l.indent == 0) {
-      Def d;
-      if (parse_def(l, d)) {
-        std::size_t k = i;
-        d.body = body_of(0, k);
-        functions.push_back(d);
-        i = k;
-      }
-    }
-  }
+  SourceStructure structure = source_structure(lines);
+  std::vector<Def>& functions = structure.functions;
+  const std::vector<ClassDef>& classes = structure.classes;
 
   Translator translator(catalogue, result.notes);
   const LogicalLine* current = nullptr;
@@ -806,43 +724,91 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
     throw Reject{"no return statement", 0};
   };
 
-  // Helpers may call helpers; a cycle (or a very deep chain) would recurse without end.
+  // Helpers (top-level functions, and the module's own methods called as self.<name>(...)) are
+  // inlined: arguments bound to parameters, defaults evaluated in the helper's scope, the body run
+  // with its own locals. Recursion is refused at the call that closes the cycle (a kernel applies
+  // one formula; a recursion depth depends on values the analyser does not have).
   constexpr int kMaxHelperDepth = 32;
-  int helper_depth = 0;
+  std::vector<std::string> active;  // helpers being inlined, outermost first
+  const ClassDef* module_class = nullptr;
   translator.call_helper = [&](const std::string& name, const std::vector<Arg>& args) -> Value {
-    struct Depth {
-      int& value;
-      explicit Depth(int& v) : value(++v) {}
-      ~Depth() { --value; }
-    } depth_guard(helper_depth);
-    if (helper_depth > kMaxHelperDepth)
-      throw Reject{name + "(): helper functions call each other more than " + std::to_string(kMaxHelperDepth) +
-                       " levels deep (recursion is not supported by the built-in analyser)",
-                   0};
+    const bool method = name.rfind("self.", 0) == 0;
     const Def* def = nullptr;
-    for (const auto& f : functions)
-      if (f.name == name) def = &f;
-    auto saved_locals = translator.locals;
-    auto saved_inputs = translator.inputs;
-    const LogicalLine* saved_current = current;
-    translator.locals.clear();
+    if (method) {
+      for (const auto& m : module_class->methods)
+        if (m.name == name.substr(5)) def = &m;
+    } else {
+      for (const auto& f : functions)
+        if (f.name == name) def = &f;
+    }
+    if (!def) throw Reject{name + "() is not defined in the source", 0};
+    if (std::find(active.begin(), active.end(), name) != active.end()) {
+      std::string chain;
+      for (auto it = std::find(active.begin(), active.end(), name); it != active.end(); ++it) chain += *it + "() -> ";
+      throw Reject{"recursion: " + chain + name + "() cannot be inlined (the built-in analyser inlines helper "
+                       "functions and methods, and a recursion's depth depends on values it does not have); write "
+                       "the computation without calling " + name + "() from itself",
+                   0};
+    }
+    if (static_cast<int>(active.size()) >= kMaxHelperDepth)
+      throw Reject{name + "(): helper functions call each other more than " + std::to_string(kMaxHelperDepth) +
+                       " levels deep; the built-in analyser inlines at most that many",
+                   0};
+    if (def->variadic)
+      throw Reject{name + "() takes *args or **kwargs, which the built-in analyser cannot bind when it inlines the "
+                       "call: give the helper named parameters",
+                   0};
+    // A method's `self` (first parameter, unless a @staticmethod without one) is the module itself.
+    std::vector<std::string> params = def->params;
+    if (method && !params.empty() && (params.front() == "self" || params.front() == "cls")) params.erase(params.begin());
+    std::map<std::string, Value> bound;
     std::size_t positional = 0;
     for (const auto& a : args) {
-      std::string p = a.keyword.empty() ? (positional < def->params.size() ? def->params[positional++] : "") : a.keyword;
-      if (p.empty()) throw Reject{name + "(): too many arguments", 0};
-      translator.locals[p] = a.value;
+      std::string p = a.keyword;
+      if (p.empty()) {
+        if (positional >= params.size())
+          throw Reject{name + "() takes " + std::to_string(params.size()) + " argument(s), more were given", 0};
+        p = params[positional++];
+      } else if (std::find(params.begin(), params.end(), p) == params.end()) {
+        throw Reject{name + "() has no parameter '" + p + "'", 0};
+      }
+      if (bound.count(p)) throw Reject{name + "() got two values for '" + p + "'", 0};
+      bound[p] = a.value;
     }
-    for (const auto& p : def->params)
-      if (!translator.locals.count(p)) {
+    const LogicalLine* call_line = current;
+    auto saved_locals = translator.locals;
+    auto saved_inputs = translator.inputs;
+    // The helper sees its parameters (and the module's self.*), not the caller's names.
+    translator.locals.clear();
+    translator.inputs.clear();
+    struct Active {
+      std::vector<std::string>& stack;
+      Active(std::vector<std::string>& s, const std::string& n) : stack(s) { stack.push_back(n); }
+      ~Active() { stack.pop_back(); }
+    } guard(active, name);
+    try {
+      for (const auto& p : params) {
+        if (bound.count(p)) {
+          translator.locals[p] = bound.at(p);
+          continue;
+        }
         auto d = def->defaults.find(p);
         if (d == def->defaults.end()) throw Reject{name + "(): missing argument '" + p + "'", 0};
         translator.locals[p] = translator.evaluate(d->second);
       }
-    Value v = run_body(def->body);
-    translator.locals = saved_locals;
-    translator.inputs = saved_inputs;
-    current = saved_current;
-    return v;
+      Value v = run_body(def->body);
+      translator.locals = std::move(saved_locals);
+      translator.inputs = std::move(saved_inputs);
+      current = call_line;
+      return v;
+    } catch (Reject& r) {
+      // Reported at the helper's line that failed; the message says which call inlined it.
+      if (current == call_line) throw;
+      if (r.column == 0 && current) r.column = start_column(*current) + 1;
+      if (call_line)
+        r.message = "in " + name + "(), inlined from line " + std::to_string(call_line->number) + ": " + r.message;
+      throw;
+    }
   };
 
   try {
@@ -855,6 +821,10 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
           entry = &m;
         }
     for (const auto& f : functions) translator.helpers[f.name] = {};
+    module_class = module;
+    if (module)
+      for (const auto& m : module->methods)
+        if (m.name != "__init__") translator.methods.insert(m.name);
     if (!entry) {
       // The last top-level function that is not called by another one is the entry point.
       for (const auto& f : functions) entry = &f;
@@ -919,6 +889,31 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
           double d = std::strtod(v.c_str(), &end);
           if (end && *end == 0 && !v.empty()) defaults[k] = d;
         }
+        // Submodules: which self.<attr> the other methods read (an unknown submodule nobody calls
+        // is no reason to refuse), and whether one norm module may take the plain names
+        // weight/bias for its implicit parameters.
+        std::set<std::string> read_attributes;
+        for (const auto& other : module->methods)
+          if (other.name != "__init__")
+            for (const auto& l : other.body) {
+              const auto toks = py_lex(l.text);
+              for (std::size_t k = 0; k + 2 < toks.size(); ++k)
+                if (toks[k].text == "self" && toks[k + 1].text == "." && toks[k + 2].type == PyTok::Name)
+                  read_attributes.insert(toks[k + 2].text);
+            }
+        int norm_modules = 0;
+        bool own_weight = false;
+        for (const auto& l : m.body) {
+          const std::size_t eq = l.text.find('=');
+          if (l.text.rfind("self.", 0) != 0 || eq == std::string::npos) continue;
+          const std::string target = trimmed(l.text.substr(5, eq - 5));
+          own_weight = own_weight || target == "weight" || target == "bias";
+          const std::string callee = constructor_callee(trimmed(l.text.substr(eq + 1)));
+          const std::string cls = callee.substr(callee.rfind('.') + 1);
+          if (cls == "LayerNorm" || cls == "RMSNorm") ++norm_modules;
+        }
+        std::set<std::string> source_classes;
+        for (const auto& c : classes) source_classes.insert(c.name);
         for (const auto& l : m.body) {
           current = &l;
           if (l.text.rfind("self.", 0) != 0) continue;
@@ -927,43 +922,62 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
           std::string attr = l.text.substr(5, eq - 5);
           attr.erase(std::remove_if(attr.begin(), attr.end(), ::isspace), attr.end());
           std::string rhs = l.text.substr(eq + 1);
+          const int rhs_column = start_column(l) + static_cast<int>(eq + 1 + std::min(rhs.find_first_not_of(" \t"), rhs.size()));
           rhs = rhs.substr(std::min(rhs.find_first_not_of(" \t"), rhs.size()));
-          if (rhs.find("Parameter(") != std::string::npos) {
-            ParamDecl p;
-            p.name = attr;
-            p.learnable = true;
-            std::string inner = rhs.substr(rhs.find("Parameter(") + 10);
-            // shape: scalar when built from one element
-            bool scalar = inner.find("(1)") != std::string::npos || inner.find("((1,))") != std::string::npos ||
-                          inner.find("(1,)") != std::string::npos || inner.find("tensor(") != std::string::npos ||
-                          inner.find("([1])") != std::string::npos;
-            p.shape = scalar ? ParamShape::Scalar : ParamShape::Channel;
-            p.init = inner.find("zeros") != std::string::npos ? 0.0 : 1.0;
-            std::size_t tensor_at = inner.find("tensor(");
-            if (tensor_at != std::string::npos) {
-              std::string value = inner.substr(tensor_at + 7);
-              char* end = nullptr;
-              double d = std::strtod(value.c_str(), &end);
-              if (end != value.c_str()) p.init = d;
-              else {
-                std::string name = value.substr(0, value.find_first_of(",)"));
-                name.erase(std::remove_if(name.begin(), name.end(), ::isspace), name.end());
-                if (defaults.count(name)) p.init = defaults[name];
+          const std::string callee = constructor_callee(rhs);
+          if (!callee.empty()) {
+            // A submodule. nn.<Class> (or the class imported by name from torch.nn) is read through
+            // its functional form; any other class is not inlined.
+            const std::string cls = callee.substr(callee.rfind('.') + 1);
+            const bool torch_nn = callee.rfind("nn.", 0) == 0 || callee.rfind("torch.nn.", 0) == 0 ||
+                                  (callee == cls && !source_classes.count(cls) && module_functionals().count(cls));
+            if (!torch_nn || !module_functionals().count(cls)) {
+              if (!read_attributes.count(attr)) {
+                result.notes.push_back("self." + attr + " = " + callee + "(...) is not used by forward; ignored");
+                continue;
+              }
+              throw Reject{"self." + attr + " = " + callee + "(...): " +
+                               (torch_nn ? callee + " is not a module the built-in analyser knows"
+                                         : "a submodule of class " + cls + ", which the built-in analyser does not inline") +
+                               "; as submodules it reads nn.LayerNorm, nn.RMSNorm, nn.Softmax, nn.LogSoftmax and the nn "
+                               "activation modules (nn.ReLU, nn.GELU, nn.SiLU, ...): write " + cls +
+                               "'s computation in forward with torch / F functions" +
+                               (source_classes.count(cls) ? ", or pass class " + cls + " itself as the op" : ""),
+                           0, rhs_column + 1};
+            }
+            // Constructor arguments may name __init__'s parameters: a numeric default is a fixed
+            // module parameter of the op (eps=eps), any other a size (normalized_shape).
+            translator.locals.clear();
+            for (const auto& [k, v] : defaults) translator.locals[k] = tensor(sym(k));
+            translator.line = l.number;
+            const std::string text = callee == cls ? "nn." + rhs : rhs;
+            translator.column_base = rhs_column - static_cast<int>(text.size() - rhs.size());
+            Value built = translator.evaluate(text);
+            translator.locals.clear();
+            if (built.type == Value::Module && (built.text == "layer_norm" || built.text == "rms_norm")) {
+              try {
+                adopt_norm_parameters(built, attr, callee, norm_modules == 1 && !own_weight, params, result.notes);
+              } catch (Reject& r) {
+                if (r.column == 0) r.column = rhs_column + 1;
+                throw;
               }
             }
-            std::size_t times = inner.find('*');
-            if (times != std::string::npos) {
-              std::string factor = inner.substr(times + 1);
-              factor = factor.substr(0, factor.find(')'));
-              factor.erase(std::remove_if(factor.begin(), factor.end(), ::isspace), factor.end());
-              char* end = nullptr;
-              double d = std::strtod(factor.c_str(), &end);
-              if (end && *end == 0 && !factor.empty()) p.init *= d;
-              else if (defaults.count(factor)) p.init *= defaults[factor];
-            }
+            for (const auto& a : built.module_args)
+              if (a.second.type == Value::Tensor)
+                for (const auto& name : free_symbols(a.second.expr))
+                  if (defaults.count(name) &&
+                      std::none_of(params.begin(), params.end(), [&](const ParamDecl& p) { return p.name == name; }))
+                    params.push_back(ParamDecl{name, ParamShape::Scalar, defaults.at(name), false});
+            translator.self_attributes[attr] = built;
+            continue;
+          }
+          if (rhs.find("Parameter(") != std::string::npos) {
+            ParamDecl p = parameter_decl(attr, rhs, defaults);
             params.push_back(p);
             translator.self_attributes[attr] = tensor(sym(attr));
           } else if (rhs.rfind("nn.", 0) == 0 || rhs.rfind("torch.nn.", 0) == 0) {
+            translator.line = l.number;
+            translator.column_base = rhs_column;
             translator.self_attributes[attr] = translator.evaluate(rhs);
           } else {
             // A plain attribute: a fixed module parameter when numeric.
@@ -978,6 +992,8 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
               numeric = true;
             }
             if (numeric) {
+              params.erase(std::remove_if(params.begin(), params.end(), [&](const ParamDecl& p) { return p.name == attr; }),
+                           params.end());
               params.push_back(ParamDecl{attr, ParamShape::Scalar, d, false});
               translator.self_attributes[attr] = tensor(sym(attr));
             } else if (value.size() > 2 && (value.front() == '(' || value.front() == '[') &&
@@ -1021,6 +1037,7 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
       }
     }
     current = nullptr;
+    active.push_back(module ? "self.forward" : entry->name);  // a call back into the entry is recursion too
     Value out = run_body(entry->body);
     Expr expression = translator.as_tensor(out, "a tensor result");
     if (std::string problem = tree_limit_problem(expression); !problem.empty()) throw Reject{problem, 0};
@@ -1054,6 +1071,11 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
     if (rows) {
       result.elementwise = false;
       result.tier_guess = 2;
+      for (std::size_t k = 0; k < translator.row_callees.size() && k < 3; ++k) {
+        std::string name = translator.row_callees[k];
+        std::replace(name.begin(), name.end(), '.', '_');  // linalg.vector_norm
+        result.row_callees += (k ? "_" : "") + name;
+      }
     }
     return result;
   } catch (const Reject& r) {

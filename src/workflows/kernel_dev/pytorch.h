@@ -25,6 +25,9 @@ struct TorchTranslation {
   std::string offending_line;
   int tier_guess = 0;        // 2 (reduction) or 3 (GEMM / fused / loss) when recognised, else 0
   std::vector<std::string> notes;  // translation remarks (casts dropped, modules inlined...)
+  // The row functions the code calls (softmax, layer_norm, mean, ...), in call order without
+  // repeats, joined by '_' (at most three): what an op without a meaningful name is named after.
+  std::string row_callees;
 };
 
 // Never throws on bad input: a parse problem is a rejection with its line.

@@ -34,6 +34,30 @@ std::vector<std::size_t> top_level(const std::string& text, char wanted);
 std::string trimmed(const std::string& text);
 std::vector<LogicalLine> expand_compound(const std::vector<LogicalLine>& lines);
 
+// The source's functions and classes (pytorch_structure.cpp).
+struct Def {
+  std::string name;
+  std::vector<std::string> params;
+  std::map<std::string, std::string> defaults;
+  int line = 0;
+  int indent = 0;
+  bool variadic = false;  // takes *args or **kwargs: its parameters cannot be bound by name
+  std::vector<LogicalLine> body;
+};
+
+struct ClassDef {
+  std::string name;
+  std::string bases;
+  int line = 0;
+  int indent = 0;
+  std::vector<Def> methods;
+};
+struct SourceStructure {
+  std::vector<Def> functions;  // top level, in order
+  std::vector<ClassDef> classes;
+};
+SourceStructure source_structure(const std::vector<LogicalLine>& lines);
+
 // --------------------------------------------------------------------------------------------
 // Python expression tokens.
 enum class PyTok { Number, Name, String, Op, End };
@@ -91,5 +115,22 @@ std::optional<Value> row_function(const std::string& f, const std::string& fn, c
                                   std::vector<std::string>& notes);
 // max/min(dim=...)'s (values, indices) pair.
 Value max_result(const Value& values);
+
+// Module attributes built in __init__ (pytorch_modules.cpp).
+// `self.<attr> = nn.Parameter(<rhs>)`: learnable, a scalar when built from one element
+// (torch.ones(1) * init, torch.tensor(v)), else per channel; the init value from ones/zeros,
+// tensor(v) and `* factor`, constructor arguments read from `defaults`.
+ParamDecl parameter_decl(const std::string& attr, const std::string& rhs, const std::map<std::string, double>& defaults);
+// The class path of `rhs` when it is a constructor call (`nn.LayerNorm(d)`, `LayerNorm(d)`,
+// `my.Block(...)`: the last name starts upper case), else "" (nn.Parameter is not a submodule).
+std::string constructor_callee(const std::string& rhs);
+// An nn.LayerNorm / nn.RMSNorm module value (module.text layer_norm / rms_norm) built as
+// self.<attr>: its constructor flags (elementwise_affine, bias) consumed and its implicit learnable
+// weight and bias declared in `params` (per column, init 1 and 0) and passed to the norm, as
+// PyTorch's defaults say; nn.RMSNorm without eps gets a declared eps. `plain_names`: the weights
+// are named weight/bias (the module's only norm), else <attr>_weight/<attr>_bias. Throws Reject for
+// a constructor outside the row form.
+void adopt_norm_parameters(Value& module, const std::string& attr, const std::string& constructor, bool plain_names,
+                           std::vector<ParamDecl>& params, std::vector<std::string>& notes);
 
 }  // namespace liger::kernel_dev::torch_detail

@@ -180,9 +180,9 @@ std::optional<Value> row_function(const std::string& f, const std::string& fn, c
     return tensor(normalised);
   };
   if (flag("elementwise_affine", false))
-    throw Reject{fn + " with elementwise_affine=True has a learnable weight: its gradient is a sum over rows (a "
-                      "cross-row reduction), which the Tier-2 row-program template does not generate; pass "
-                      "elementwise_affine=False and apply the weight outside, or use the library's " + f + " kernel",
+    throw Reject{fn + " built inside forward has fresh learnable parameters on every call: build it once in "
+                      "__init__ (self.norm = nn." + std::string(f == "rms_norm" ? "RMSNorm" : "LayerNorm") +
+                      "(d)) so its weight is a parameter of the op, or pass elementwise_affine=False",
                  2};
   if (f == "rms_norm") {
     if (!bound.count("eps") || bound.at("eps").type == Value::None)

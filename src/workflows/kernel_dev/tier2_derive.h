@@ -107,12 +107,23 @@ RowDerivation derive_row_program(const Program& program);
 // ("softmax", "log_softmax", "logsumexp", "l2_normalize"), else "".
 std::string recognised_row_op(const Program& program);
 
-// The op's name: the row op it is (recognised_row_op), else `source_name` (its function or class)
-// unless generic (f, forward), else row_<hash>; a name the library already has (rms_norm and
-// layer_norm take a learnable weight) gets a suffix, with a note, so Act's "already exists"
-// refusal is never met by accident.
+// The row op `program` computes, recognised numerically (fp64, random rows and weights; module
+// parameters must barely matter, as an eps does): softmax, log_softmax, logsumexp, l2_normalize,
+// rms_norm, layer_norm, each with its learnable variant named against the PyTorch module's affine
+// (nn.RMSNorm has a weight, nn.LayerNorm a weight and a bias): rms_norm_no_affine, rms_norm_offset
+// (x * (1 + w), Gemma), rms_norm_bias, layer_norm_no_bias, layer_norm_no_affine, softmax_weighted,
+// ...; "" when none.
+std::string recognised_row_variant(const Program& program);
+
+// The op's name (tier2_naming.cpp): `source_name` (its function or class, snake_cased) when it is
+// meaningful (not f, fn, forward, Model, ...), else the recognised row op, else `callees` (the row
+// functions the code calls, joined; for an expression its reductions: mean, sum, amax, amin) +
+// "_custom", else row_<hash>. A name the library already has
+// becomes the recognised variant's when that differs (rms_norm without weight:
+// rms_norm_no_affine), else gets _custom, with a note, so Act's "already exists" refusal is never
+// met by accident.
 std::string tier2_op_name(const Program& program, const std::string& source_name, const KnowledgeBase& knowledge,
-                          std::vector<std::string>& notes);
+                          std::vector<std::string>& notes, const std::string& callees = "");
 
 // Fills every field of a Tier-2 profile from `program` (identity already set), or leaves the
 // formulas undecided with the reason the derivation declined.

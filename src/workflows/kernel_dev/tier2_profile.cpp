@@ -25,45 +25,7 @@ void decline(KernelProfile& p, const std::string& reason) {
   p.notes.push_back("Tier 2 declined: " + reason);
 }
 
-std::string snake(const std::string& text) {
-  std::string out;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const unsigned char c = static_cast<unsigned char>(text[i]);
-    if (std::isupper(c) && i > 0 && std::islower(static_cast<unsigned char>(text[i - 1]))) out += '_';
-    if (std::isalnum(c)) out += static_cast<char>(std::tolower(c));
-    else if (!out.empty() && out.back() != '_') out += '_';
-  }
-  while (!out.empty() && out.back() == '_') out.pop_back();
-  return out;
-}
-
 }  // namespace
-
-std::string tier2_op_name(const Program& program, const std::string& source_name, const KnowledgeBase& knowledge,
-                          std::vector<std::string>& notes) {
-  static const std::set<std::string> generic = {"forward", "func", "fn", "fun", "op", "op_snippet", "snippet",
-                                                "compute", "kernel", "model", "module", "lambda", "main", "run", "apply"};
-  std::string op = recognised_row_op(program);
-  if (op.empty()) {
-    op = snake(source_name);
-    if (op.size() < 3 || generic.count(op) || !std::isalpha(static_cast<unsigned char>(op[0]))) op.clear();
-  }
-  if (op.empty()) {
-    std::uint32_t h = 2166136261u;  // FNV-1a of the expression: the same op gets the same name
-    for (unsigned char c : to_string(program.expression)) h = (h ^ c) * 16777619u;
-    char buffer[16];
-    std::snprintf(buffer, sizeof(buffer), "%08x", h);
-    op = std::string("row_") + buffer;
-  }
-  if (std::find(knowledge.tiers.kernels.begin(), knowledge.tiers.kernels.end(), op) != knowledge.tiers.kernels.end()) {
-    const bool learnable = std::any_of(program.params.begin(), program.params.end(), [](const ParamDecl& d) { return d.learnable; });
-    const std::string renamed = op + (learnable ? "_custom" : "_no_affine");
-    notes.push_back("the library already has an op named '" + op + "' (with a learnable weight); this one is '" +
-                    renamed + "' (--name picks another)");
-    op = renamed;
-  }
-  return op;
-}
 
 void derive_tier2(KernelProfile& p, const Program& program, const KnowledgeBase& knowledge) {
   p.tier = 2;
