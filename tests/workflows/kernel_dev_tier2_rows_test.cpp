@@ -235,15 +235,16 @@ TEST(KernelDevTier2Rows, RenderedRowKernelHoldsTheRowInRegisters) {
   // An op that keeps x: the recomputed statistic is reduced from the registers too.
   const auto l2 = kd::render(analyse("def f(x): return x / x.norm(dim=-1, keepdim=True)"), kSource / "templates/kernel_dev");
   const std::string l2_backward = kernel_text(file(l2, "l2_normalize/l2_normalize.cu").content, "l2_normalize_backward_kernel");
-  EXPECT_NE(l2_backward.find("float s;  // recomputed: sum over the row of x^2"), std::string::npos) << l2_backward;
+  EXPECT_NE(l2_backward.find("float s;  // sum over the row of x^2"), std::string::npos) << l2_backward;
   EXPECT_NE(l2_backward.find("take_row<T, VEC, kSlots, PREFETCH>(p.x, p.x_stride, row_, p.rows, p.cols, xr_, xn_);"), std::string::npos);
   EXPECT_EQ(count(l2_backward, "load_chunk<"), 0u);
 }
 
 TEST(KernelDevTier2Rows, IndependentReductionsShareAPass) {
   // PolyNorm-style: three means of different powers, independent of each other -> one pass and one
-  // block combine of three values; the backward's recomputed means and its three adjoint sums ->
-  // two passes.
+  // block combine of three values; the backward's recomputed means and its three adjoint sums
+  // (their loops read dy and powers of x; the means only scale them after the combine) -> one pass
+  // of six values.
   const auto poly = analyse(
       "def rn(v, eps):\n    return v * torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + eps)\n\n"
       "def poly_norm(x, eps=1e-6):\n    return 0.5 * rn(x ** 3, eps) + 0.3 * rn(x ** 2, eps) + 0.2 * rn(x, eps)");
@@ -251,14 +252,29 @@ TEST(KernelDevTier2Rows, IndependentReductionsShareAPass) {
   const auto code = kd::generate_tier2(poly);
   ASSERT_EQ(code.forward_groups.size(), 1u);
   EXPECT_EQ(code.forward_groups[0].size(), 3u);
-  EXPECT_EQ(code.recomputed_groups.size(), 1u);
   ASSERT_EQ(code.backward_groups.size(), 1u);
-  EXPECT_EQ(code.backward_groups[0].size(), 3u);
+  EXPECT_EQ(code.backward_groups[0].size(), 6u);
   const std::string cu = file(kd::render(poly, kSource / "templates/kernel_dev"), "poly_norm/poly_norm.cu").content;
   const std::string forward = kernel_text(cu, "poly_norm_forward_kernel");
   EXPECT_EQ(count(forward, "block_all_reduce<"), 1u) << forward;
   EXPECT_NE(forward.find("block_all_reduce<Reduce::kSum, Reduce::kSum, Reduce::kSum>(all_, shared_);"), std::string::npos);
-  EXPECT_EQ(count(kernel_text(cu, "poly_norm_backward_kernel"), "block_all_reduce<"), 2u);
+  EXPECT_EQ(count(kernel_text(cu, "poly_norm_backward_kernel"), "block_all_reduce<"), 1u);
+  // Layer norm's backward: the mean, then one pass for the variance and both gradient sums. The
+  // sum that mixes two row factors, one of them another gradient sum (gvar), is split into the sums
+  // of its terms, scaled and added after the combine; the fp64 reference keeps it whole.
+  const auto ln_code = kd::generate_tier2(analyse("def f(x): return F.layer_norm(x, x.shape[-1:])"));
+  ASSERT_EQ(ln_code.backward_groups.size(), 2u);
+  EXPECT_EQ(ln_code.backward_groups[0].size(), 1u);
+  std::size_t combined = 0;
+  for (const auto& part : ln_code.backward_groups[1]) combined += part.combined.empty() ? 0 : 1;
+  EXPECT_EQ(combined, 1u);
+  for (const auto& r : ln_code.backward_reductions) EXPECT_TRUE(r.combined.empty()) << r.name;
+  const auto ln_profile = analyse("def f(x): return F.layer_norm(x, x.shape[-1:])");
+  const std::string& ln_op = ln_profile.op_name;
+  const std::string ln_backward = kernel_text(
+      file(kd::render(ln_profile, kSource / "templates/kernel_dev"), ln_op + "/" + ln_op + ".cu").content,
+      ln_op + "_backward_kernel");
+  EXPECT_EQ(count(ln_backward, "block_all_reduce<"), 2u) << ln_backward;
   // Layer norm's variance needs the mean first: two passes; softmax's sum needs the max first.
   const auto ln = kd::generate_tier2(analyse("def f(x): return F.layer_norm(x, (x.shape[-1],))"));
   EXPECT_EQ(ln.forward_groups.size(), 2u);
@@ -277,7 +293,7 @@ TEST(KernelDevTier2Rows, RowValuesLeaveTheColumnLoop) {
   const auto& g = l2.backward_reductions[0];
   EXPECT_NE(g.cuda.find("v_ = (dy * x);"), std::string::npos) << g.cuda;  // -0.5 / sqrt(s)^3 factored out
   EXPECT_FALSE(g.post_scale.empty());
-  EXPECT_NE(g.row_cuda.find(g.post_scale + " = "), std::string::npos) << g.row_cuda;
+  EXPECT_NE(g.post_cuda.find(g.post_scale + " = "), std::string::npos) << g.post_cuda;
   EXPECT_NE(g.reference.find("sqrt"), std::string::npos) << g.reference;  // the reference is as written
   // No square root or division is left per element in the backward's gradient pass.
   EXPECT_EQ(l2.grad_input.cuda.find("sqrt"), std::string::npos) << l2.grad_input.cuda;
@@ -295,7 +311,11 @@ TEST(KernelDevTier2Rows, RowValuesLeaveTheColumnLoop) {
                                          kSource / "templates/kernel_dev"),
                               "l2_normalize/l2_normalize.cu").content;
   const std::string backward = kernel_text(cu, "l2_normalize_backward_kernel");
-  EXPECT_NE(backward.find("gs = all_[0] * " + g.post_scale + ";"), std::string::npos) << backward;
+  // s = sum(x^2) is recomputed and gs sums dy * x, scaled by a power of s after the combine: one
+  // pass, one block combine of both.
+  EXPECT_EQ(count(backward, "block_all_reduce<"), 1u) << backward;
+  EXPECT_NE(backward.find("gs = all_[1];"), std::string::npos) << backward;
+  EXPECT_LT(backward.find("gs = all_[1];"), backward.find("gs *= " + g.post_scale + ";")) << backward;
   EXPECT_LT(backward.find("float dx_r0_"), backward.rfind("for (int64_t b_ = 0;")) << backward;
 }
 

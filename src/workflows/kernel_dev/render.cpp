@@ -413,6 +413,10 @@ mu::data tier2_context(const KernelProfile& p, const std::filesystem::path& temp
                                      {"cuda_member", indented(r.cuda, 6)},
                                      {"row_cuda", r.row_cuda.empty() ? "" : indented(r.row_cuda, 6)},
                                      {"post_scale", r.post_scale},
+                                     {"post_cuda", r.post_cuda.empty() ? "" : indented(r.post_cuda, 6)},
+                                     {"combined", r.combined},
+                                     {"combination", r.combination},
+                                     {"has_combined", mu::data(!r.combined.empty())},
                                      {"has_post_scale", mu::data(!r.post_scale.empty())},
                                      {"reduce", sum ? "kSum" : r.op == "max" ? "kMax" : "kMin"},
                                      {"is_mean", mu::data(r.op == "mean")},
@@ -424,7 +428,6 @@ mu::data tier2_context(const KernelProfile& p, const std::filesystem::path& temp
     return out;
   };
   d.set("forward_groups", groups(code.forward_groups));
-  d.set("recomputed_groups", groups(code.recomputed_groups));
   d.set("backward_groups", groups(code.backward_groups));
   d.set("max_group", std::to_string(kMaxPassGroup));
   d.set("forward_reductions", passes(code.forward_reductions));

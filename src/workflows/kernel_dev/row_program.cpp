@@ -369,8 +369,13 @@ RowPassCode pass(const std::string& name, const std::string& op, const Expr& par
   if (op == "sum" || op == "mean") {
     Expr row_factor;
     summed = factor_row_scale(e, [&](const Expr& f) { return hoister.per_row_value(f); }, row_factor);
-    if (row_factor) code.post_scale = hoister.named(row_factor);
+    if (row_factor) {
+      code.post_scale = name + "_s_";
+      code.post_cuda = "float " + code.post_scale + ";  // once per row, after the combine\n{\n" +
+                       emit_statements({{code.post_scale, row_factor}}, Dialect::CudaF32, "  ").statements + "}";
+    }
   }
+  code.column_uses = free_symbols(summed);
   const Expr per_column = hoister.run(summed);
   code.cuda = without_final_newline(emit_statements({{target, per_column}}, Dialect::CudaF32, indent).statements);
   if (!hoister.row_values().empty()) {
@@ -385,14 +390,62 @@ RowPassCode pass(const std::string& name, const std::string& op, const Expr& par
   return code;
 }
 
-// Consecutive reductions in passes: a reduction joins the current pass unless it uses a result
-// of that pass (it needs the block combine first) or the pass is full.
-std::vector<std::vector<RowPassCode>> passes_of(const std::vector<RowPassCode>& reductions,
-                                                const std::vector<std::pair<std::string, Expr>>& parsed) {
+// The terms of a sum or difference (a - b + c), each with its sign.
+void sum_terms(const Expr& e, bool negative, std::vector<std::pair<Expr, bool>>& out) {
+  if (e->kind == Kind::Add || e->kind == Kind::Sub) {
+    sum_terms(e->args[0], negative, out);
+    sum_terms(e->args[1], e->kind == Kind::Sub ? !negative : negative, out);
+  } else if (e->kind == Kind::Neg) {
+    sum_terms(e->args[0], !negative, out);
+  } else {
+    out.push_back({e, negative});
+  }
+}
+
+// A row sum of terms scaled by different row factors is the sum of the terms' sums, each scaled
+// after the combine: sum(dy * w * r0 - (x - mu) * r1) = r0 * sum(dy * w) - r1 * sum(x - mu).
+// The split parts' loops no longer read r0 and r1, so a part can share an earlier pass (LayerNorm's
+// r1 = 2 * gvar / n needs a combine first; sum(x - mu) does not). Only when at least one term has
+// a row factor that uses a reduction (otherwise nothing moves); parts are named <name>_t<k>.
+std::vector<RowPassCode> split_sum(const std::string& name, const std::string& op, const Expr& parsed,
+                                   const std::set<std::string>& column_symbols,
+                                   const std::set<std::string>& reductions) {
+  const Expr e = simplify(parsed);
+  std::vector<std::pair<Expr, bool>> terms;
+  if (op == "sum") sum_terms(e, false, terms);
+  bool worth = false;
+  if (terms.size() > 1 && terms.size() <= 4) {
+    RowHoister probe(column_symbols, "");
+    for (const auto& [term, negative] : terms) {
+      Expr row_factor;
+      factor_row_scale(term, [&](const Expr& f) { return probe.per_row_value(f); }, row_factor);
+      if (!row_factor) continue;
+      for (const auto& s : free_symbols(row_factor)) worth = worth || reductions.count(s) > 0;
+    }
+  }
+  if (!worth) return {pass(name, op, parsed, "v_", column_symbols)};
+  std::vector<RowPassCode> parts;
+  std::string combination;
+  for (std::size_t k = 0; k < terms.size(); ++k) {
+    const auto& [term, negative] = terms[k];
+    const std::string part = name + "_t" + std::to_string(k);
+    parts.push_back(pass(part, op, term, "v_", column_symbols));
+    combination += (k == 0 ? (negative ? "-" : "") : (negative ? " - " : " + ")) + part;
+  }
+  parts.back().combined = name;
+  parts.back().combination = combination;
+  return parts;
+}
+
+// Consecutive reductions in passes: a reduction joins the current pass unless its column loop
+// uses a result of that pass (it needs the block combine first) or the pass is full. A row factor
+// applied after the combine (post_scale) may use the pass's results: each row's chain of block
+// barriers is what these kernels wait on.
+std::vector<std::vector<RowPassCode>> passes_of(const std::vector<RowPassCode>& reductions) {
   std::vector<std::vector<RowPassCode>> groups;
   std::set<std::string> in_group;
   for (std::size_t i = 0; i < reductions.size(); ++i) {
-    const auto uses = free_symbols(parsed[i].second);
+    const auto& uses = reductions[i].column_uses;
     const bool depends = std::any_of(in_group.begin(), in_group.end(), [&](const std::string& n) { return uses.count(n) > 0; });
     if (groups.empty() || depends || groups.back().size() == kMaxPassGroup) {
       groups.emplace_back();
@@ -448,9 +501,22 @@ Tier2Code generate_tier2(const KernelProfile& p) {
   for (const auto& w : c.weights)
     for (const auto& [name, e] : c.param_grads)
       if (name == w) code.param_grads.push_back(pass("d" + w, "", e, "d" + w, columns));
-  code.forward_groups = passes_of(code.forward_reductions, c.forward);
-  code.recomputed_groups = passes_of(code.recomputed, c.forward);
-  code.backward_groups = passes_of(code.backward_reductions, c.backward);
+  code.forward_groups = passes_of(code.forward_reductions);
+  // The backward's recomputed statistics and its own reductions form one sequence of passes, so a
+  // gradient sum whose loop needs only the mean shares the variance's pass (LayerNorm), and one
+  // that needs no statistic shares the first (RMSNorm's sum(dy * w * x) beside sum(x^2)).
+  // The kernel's backward sums may be split into parts (split_sum); the fp64 reference keeps the
+  // reductions whole (backward_reductions).
+  std::vector<RowPassCode> backward_sequence = code.recomputed;
+  std::set<std::string> reduction_names;
+  for (const auto& r : code.recomputed) reduction_names.insert(r.name);
+  for (std::size_t i = 0; i < c.backward.size(); ++i) {
+    for (auto& part : split_sum(c.backward[i].first, r.backward_reductions[i].op, c.backward[i].second, columns,
+                                reduction_names))
+      backward_sequence.push_back(std::move(part));
+    reduction_names.insert(c.backward[i].first);
+  }
+  code.backward_groups = passes_of(backward_sequence);
   return code;
 }
 

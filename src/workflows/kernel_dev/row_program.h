@@ -10,6 +10,7 @@
 // backward); a backward written from the saved output recomputes nothing.
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,9 +26,18 @@ struct RowPassCode {
   // fp32 statements declaring and computing the pass's values that are one per row (hoisted out
   // of `cuda`, which uses them), placed before the pass's column loop; "" when there are none.
   std::string row_cuda;
-  // Reductions: the row value (declared in row_cuda) the combined sum is multiplied by, when the
-  // per-column formula was a product with factors that are one per row; "" otherwise.
+  // Reductions: the row value the combined sum is multiplied by, when the per-column formula was
+  // a product with factors that are one per row ("" otherwise), and the fp32 statements declaring
+  // and computing it, placed after the block combine: the factor may use reductions combined in
+  // the same pass (the LayerNorm backward's 1/sqrt(var + eps)^3 scales a sum taken beside var).
   std::string post_scale;
+  std::string post_cuda;
+  // Reductions: the symbols the column loop and the values before it read (not the post scale's):
+  // a reduction whose loop reads none of a pass's results joins that pass.
+  std::set<std::string> column_uses;
+  // A part of a split sum (see generate_tier2): the last part declares `combined` and assigns it
+  // `combination` (the parts added) after its combine; "" for an unsplit reduction.
+  std::string combined, combination;
   std::string reference;  // fp64 statements, same assignment
   std::string python;     // a PyTorch expression of the per-column value
 };
@@ -50,7 +60,8 @@ struct Tier2Code {
   bool saves_input = false, saves_output = false;
   bool per_row = false;  // per_row_output: y and dy are one value per row
   // The same reductions cut into passes (kMaxPassGroup): PolyNorm's three means are one pass.
-  std::vector<std::vector<RowPassCode>> forward_groups, recomputed_groups, backward_groups;
+  // Passes of the backward: the recomputed statistics, then its own reductions, in one sequence.
+  std::vector<std::vector<RowPassCode>> forward_groups, backward_groups;
 };
 
 // Whether the profile's output is one value per row (shape [rows] or [rows, 1]: logsumexp, a

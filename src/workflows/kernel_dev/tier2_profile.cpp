@@ -155,7 +155,9 @@ void derive_tier2(KernelProfile& p, const Program& program, const KnowledgeBase&
   } else {
     t.grid = "x: in the backward one wave of the blocks that fit on the SMs at once, at most 8 per SM (each block strides over rows and sums its weight gradients)";
     t.parameter_gradients = "each backward block accumulates its rows' weight-gradient contributions per column in fp32 "
-                            "(registers when the row is resident, else its own row of the fp32 workspace), writes one "
+                            "(by default the row streams and the sums live in the block's shared memory when all weights' columns fit "
+                            "48 KB; else the row is held and the sums are in registers, or in the block's own row of the fp32 "
+                            "workspace), writes one "
                             "partial row per weight, and a second kernel sums the partials over the blocks in a fixed "
                             "order (deterministic)";
   }
