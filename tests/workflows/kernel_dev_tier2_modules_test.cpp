@@ -30,30 +30,10 @@ std::string undecided(const kd::KernelProfile& p) {
   return out + "resolved_from: " + p.resolved_from + "\n";
 }
 
-// transformers' Gemma3RMSNorm (models/gemma3/modeling_gemma3.py), as written there.
-const char* const kGemma3 = R"(import torch
-from torch import nn
-
-
-class Gemma3RMSNorm(nn.Module):
-    def __init__(self, dim: int, eps: float = 1e-6):
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.zeros(dim))
-
-    def _norm(self, x):
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
-
-    def forward(self, x):
-        output = self._norm(x.float())
-        # Llama does x.to(float16) * w whilst Gemma3 is (x * w).to(float16)
-        # See https://github.com/huggingface/transformers/pull/29402
-        output = output * (1.0 + self.weight.float())
-        return output.type_as(x)
-
-    def extra_repr(self):
-        return f"{tuple(self.weight.shape)}, eps={self.eps}"
-)";
+// transformers' Gemma3RMSNorm (models/gemma3/modeling_gemma3.py), as written there: the same file
+// the GPU runs give to kernel-dev.
+const std::string kGemma3 =
+    liger::util::read_file(std::filesystem::path(LIGER_SOURCE_DIR) / "benchmarks/kernel_dev_inputs/gemma3.py");
 
 double rms(const std::vector<double>& x, double eps) {
   double s = 0;
