@@ -172,10 +172,13 @@ std::string recognised_row_variant(const Program& program) {
           forms.push_back({"weight_bias", add(mul(op.form, w), b)});
           forms.push_back({"offset_bias", add(mul(op.form, add(num(1), w)), b)});
         }
-      for (const auto& [variant, form] : forms)
+      for (const auto& candidate : forms) {
+        // A named variable, not a structured binding: clang 14 (the fuzz build) cannot capture one.
+        const Expr& form = candidate.second;
         if (std::all_of(rows.begin(), rows.end(),
                         [&](const Row& r) { return close(eval_row(form, r.columns, {}, cols), r.y); }))
-          return variant_name(op, variant);
+          return variant_name(op, candidate.first);
+      }
     }
   } catch (const std::exception&) {
     return "";  // a form outside the evaluator (it cannot be one of the known ops)
