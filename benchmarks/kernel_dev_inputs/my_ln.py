@@ -1,8 +1,4 @@
 import torch
-from torch import nn
-import torch.nn.functional as F
-
-import torch
 import torch.nn.functional as F
 from torch import nn
 

@@ -38,6 +38,31 @@ inline kernel_dev::KernelProfile analyse(const std::string& text, const std::str
   return kernel_dev::analyse({text, kernel_dev::InputKind::Auto, name}, kb());
 }
 
+// The profile's undecided fields, one "field: why" per line (for failure messages).
+inline std::string undecided_text(const kernel_dev::KernelProfile& p) {
+  std::string out;
+  for (const auto& [field, why] : p.undecided) out += field + ": " + why + "\n";
+  return out;
+}
+
+// The rendered row kernel of `op` under `root` compiled for sm_90 by `nvcc` with -Werror and ptxas
+// statistics, against the rendered and the checkout's library headers. Returns nvcc's exit status;
+// `output` gets what it printed.
+inline int compile_rendered_kernel(const std::string& nvcc, const std::filesystem::path& root, const std::string& op,
+                                   std::string& output) {
+  const std::filesystem::path source = LIGER_SOURCE_DIR;
+  const std::filesystem::path log = root / "nvcc.log";
+  const std::string command = nvcc + " -std=c++17 -c --expt-relaxed-constexpr -gencode=arch=compute_90,code=sm_90 "
+                              "-Werror all-warnings -Xptxas -v -I" + (root / "kernels/include").string() + " -I" +
+                              (root / "kernels/src").string() + " -I" + (source / "kernels/include").string() + " -I" +
+                              (source / "kernels/src").string() + " " +
+                              (root / ("kernels/src/" + op + "/" + op + ".cu")).string() + " -o " +
+                              (root / "kernel.o").string() + " >" + log.string() + " 2>&1";
+  const int status = std::system(command.c_str());
+  output = liger::util::read_file(log);
+  return status;
+}
+
 using Variants = std::vector<std::pair<std::string, std::string>>;  // op name, request
 
 // Each variant rendered; its GPU test and benchmark syntax-checked against the CUDA headers, its

@@ -25,9 +25,7 @@ using liger::testing::family::analyse;
 using liger::testing::family::kb;
 
 std::string undecided(const kd::KernelProfile& p) {
-  std::string out;
-  for (const auto& [field, why] : p.undecided) out += field + ": " + why + "\n";
-  return out + "resolved_from: " + p.resolved_from + "\n";
+  return liger::testing::family::undecided_text(p) + "resolved_from: " + p.resolved_from + "\n";
 }
 
 // transformers' Gemma3RMSNorm (models/gemma3/modeling_gemma3.py), as written there: the same file

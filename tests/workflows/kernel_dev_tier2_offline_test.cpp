@@ -30,11 +30,7 @@ const fs::path kSource = LIGER_SOURCE_DIR;
 using liger::testing::family::analyse;
 using liger::testing::family::kb;
 
-std::string undecided(const kd::KernelProfile& p) {
-  std::string out;
-  for (const auto& [field, reason] : p.undecided) out += field + ": " + reason + "\n";
-  return out;
-}
+std::string undecided(const kd::KernelProfile& p) { return liger::testing::family::undecided_text(p); }
 
 using Row = std::vector<double>;
 using Reference = std::function<Row(const Row&)>;

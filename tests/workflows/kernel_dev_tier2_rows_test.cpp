@@ -372,17 +372,8 @@ TEST(KernelDevTier2Rows, RenderedKernelsCompileWithoutLocalMemory) {
       fs::create_directories((root / f.path).parent_path());
       std::ofstream(root / f.path) << f.content;
     }
-    const fs::path log = root / "nvcc.log";
-    const std::string command = nvcc + " -std=c++17 -c --expt-relaxed-constexpr -gencode=arch=compute_90,code=sm_90 "
-                                "-Werror all-warnings -Xptxas -v -I" + (root / "kernels/include").string() + " -I" +
-                                (root / "kernels/src").string() + " -I" + (kSource / "kernels/include").string() + " -I" +
-                                (kSource / "kernels/src").string() + " " +
-                                (root / ("kernels/src/" + p.op_name + "/" + p.op_name + ".cu")).string() + " -o " +
-                                (root / "kernel.o").string() + " >" + log.string() + " 2>&1";
-    const int status = std::system(command.c_str());
-    std::stringstream text;
-    text << std::ifstream(log).rdbuf();
-    const std::string out = text.str();
+    std::string out;
+    const int status = liger::testing::family::compile_rendered_kernel(nvcc, root, p.op_name, out);
     ASSERT_EQ(status, 0) << out;
     // 2 kernels x (3 dtypes: 4 + 4 + 3 vector widths) x 5 chunk counts, and the prefetching
     // variants: 2 kernels x 3 dtypes x the chunk counts 1 and 2 at the widest vector.

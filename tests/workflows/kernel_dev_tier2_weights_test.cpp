@@ -31,70 +31,18 @@ const fs::path kSource = LIGER_SOURCE_DIR;
 using liger::testing::family::analyse;
 using liger::testing::family::kb;
 
-std::string undecided(const kd::KernelProfile& p) {
-  std::string out;
-  for (const auto& [field, why] : p.undecided) out += field + ": " + why + "\n";
-  return out;
+std::string undecided(const kd::KernelProfile& p) { return liger::testing::family::undecided_text(p); }
+
+// The user-style module files the GPU runs give to kernel-dev (benchmarks/kernel_dev_inputs/):
+// HF's LlamaRMSNorm verbatim but for the docstring, a LayerNorm module calling F.layer_norm, the
+// same LayerNorm written out, and Gemma's RMSNorm with its 1 + weight offset.
+std::string input_file(const std::string& name) {
+  return liger::util::read_file(kSource / "benchmarks/kernel_dev_inputs" / name);
 }
-
-// HF's LlamaRMSNorm, verbatim but for the docstring.
-const char* kLlama = R"(import torch
-from torch import nn
-
-class LlamaRMSNorm(nn.Module):
-    def __init__(self, hidden_size, eps=1e-6):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(hidden_size))
-        self.variance_epsilon = eps
-
-    def forward(self, hidden_states):
-        input_dtype = hidden_states.dtype
-        hidden_states = hidden_states.to(torch.float32)
-        variance = hidden_states.pow(2).mean(-1, keepdim=True)
-        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
-        return self.weight * hidden_states.to(input_dtype)
-)";
-
-const char* kLayerNorm = R"(import torch
-import torch.nn.functional as F
-from torch import nn
-
-class MyLayerNorm(nn.Module):
-    def __init__(self, hidden_size, eps=1e-5):
-        super().__init__()
-        self.normalized_shape = (hidden_size,)
-        self.weight = nn.Parameter(torch.ones(hidden_size))
-        self.bias = nn.Parameter(torch.zeros(hidden_size))
-        self.eps = eps
-
-    def forward(self, x):
-        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
-)";
-
-const char* kLayerNormWritten = R"(class LayerNormWB(nn.Module):
-    def __init__(self, hidden, eps=1e-5):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(hidden))
-        self.bias = nn.Parameter(torch.zeros(hidden))
-        self.eps = eps
-
-    def forward(self, x):
-        mean = x.mean(-1, keepdim=True)
-        var = ((x - mean) ** 2).mean(-1, keepdim=True)
-        return (x - mean) / torch.sqrt(var + self.eps) * self.weight + self.bias
-)";
-
-const char* kGemma = R"(class GemmaRMSNorm(nn.Module):
-    def __init__(self, dim, eps=1e-6):
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.zeros(dim))
-
-    def forward(self, x):
-        output = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + self.eps)
-        output = output * (1.0 + self.weight.float())
-        return output.type_as(x)
-)";
+const std::string kLlama = input_file("llama_rms.py");
+const std::string kLayerNorm = input_file("my_ln.py");
+const std::string kLayerNormWritten = input_file("ln_wb.py");
+const std::string kGemma = input_file("gemma.py");
 
 std::vector<double> random_row(std::mt19937& rng, std::size_t cols, double mean, double scale) {
   std::normal_distribution<double> normal(mean, scale);
@@ -193,8 +141,8 @@ int run_reference_test(const kd::KernelProfile& p, const std::string& tag, std::
   return status;
 }
 
-const std::vector<std::pair<std::string, const char*>>& sources() {
-  static const std::vector<std::pair<std::string, const char*>> s = {
+const std::vector<std::pair<std::string, std::string>>& sources() {
+  static const std::vector<std::pair<std::string, std::string>> s = {
       {"llama_rms_norm", kLlama}, {"layer_norm", kLayerNorm}, {"layer_norm_written", kLayerNormWritten}, {"gemma", kGemma}};
   return s;
 }
@@ -389,17 +337,8 @@ TEST(KernelDevTier2Weights, RenderedKernelsCompileWithoutLocalMemory) {
     const auto p = analyse(source);
     const fs::path root = fs::temp_directory_path() / ("liger_tier2_weights_nvcc_" + std::to_string(::getpid()) + "_" + label);
     write_tree(p, root);
-    const fs::path log = root / "nvcc.log";
-    const std::string command = nvcc + " -std=c++17 -c --expt-relaxed-constexpr -gencode=arch=compute_90,code=sm_90 "
-                                "-Werror all-warnings -Xptxas -v -I" + (root / "kernels/include").string() + " -I" +
-                                (root / "kernels/src").string() + " -I" + (kSource / "kernels/include").string() + " -I" +
-                                (kSource / "kernels/src").string() + " " +
-                                (root / ("kernels/src/" + p.op_name + "/" + p.op_name + ".cu")).string() + " -o " +
-                                (root / "kernel.o").string() + " >" + log.string() + " 2>&1";
-    const int status = std::system(command.c_str());
-    std::stringstream text;
-    text << std::ifstream(log).rdbuf();
-    const std::string out = text.str();
+    std::string out;
+    const int status = liger::testing::family::compile_rendered_kernel(nvcc, root, p.op_name, out);
     ASSERT_EQ(status, 0) << out;
     auto count = [&](const std::string& what) {
       std::size_t n = 0;
