@@ -328,7 +328,9 @@ liger_status launch_staged(Params p, int lanes, int rows, int stages, bool stage
   LIGER_RETURN_IF_ERROR(
       check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kernel, lanes * rows, smem), "rope"));
   if (resident < 1)
-    return fail(LIGER_STATUS_INVALID_ARGUMENT, "rope: a block of %d threads with %zu bytes of stages does not fit an SM",
+    return fail(LIGER_STATUS_INVALID_ARGUMENT,
+                "rope: a block of %d threads with %zu bytes of stages exceeds what one SM holds for this kernel "
+                "variant (registers or shared memory); use fewer threads_per_block, rows_per_block or stages",
                 lanes * rows, smem);
   const int64_t tiles = (p.tokens + rows - 1) / rows;
   int64_t blocks = static_cast<int64_t>(resident) * std::max(current_sm_count(), 1);
