@@ -388,6 +388,84 @@ const Call& pooling_call(const std::vector<Call>& list, const std::vector<std::s
   return list.front();
 }
 
+// "line L, column C" of offset `pos` of `body`, a suffix of `code` (comments are blanked, never
+// removed across lines, so the numbers are the source's).
+std::string where(const std::string& code, const std::string& body, std::size_t pos) {
+  const std::size_t at = code.size() - body.size() + std::min(pos, body.size());
+  const std::size_t line = 1 + static_cast<std::size_t>(std::count(code.begin(), code.begin() + static_cast<std::ptrdiff_t>(at), '\n'));
+  const std::size_t start = code.rfind('\n', at == 0 ? 0 : at - 1);
+  const std::size_t column = start == std::string::npos || at == 0 ? at + 1 : at - start;
+  return "line " + std::to_string(line) + ", column " + std::to_string(column);
+}
+
+// The expression a method is called on: `out` in out.scatter_reduce(...), `torch.zeros(n, d)` in
+// torch.zeros(n, d).scatter_reduce(...) ("" for a module function).
+std::string receiver(const std::string& body, std::size_t pos) {
+  if (pos == 0 || body[pos - 1] != '.') return "";
+  std::size_t b = pos - 1;
+  while (b > 0) {
+    const char c = body[b - 1];
+    if (ident_char(c) || c == '.') {
+      --b;
+    } else if (c == ')' || c == ']') {
+      int depth = 0;
+      std::size_t k = b - 1;
+      for (;; --k) {
+        if (body[k] == ')' || body[k] == ']') ++depth;
+        if (body[k] == '(' || body[k] == '[') --depth;
+        if (depth == 0 || k == 0) break;
+      }
+      if (depth != 0) break;
+      b = k;
+    } else {
+      break;
+    }
+  }
+  return trim(body.substr(b, pos - 1 - b));
+}
+
+// The value a reduce-into tensor starts from, read from how it is made: "zero" (zeros, new_zeros,
+// full(.., 0)), "-inf" / "+inf" (full(.., float('-inf')), torch.finfo(..).min / .max), "other" (a
+// known non-zero constant, or empty: undefined), "" (unknown: a parameter or an expression).
+std::string initial_value(const std::string& body, std::size_t before, const std::string& receiver_text) {
+  std::string made = receiver_text;
+  if (std::regex_match(made, std::regex(R"([A-Za-z_]\w*)"))) {
+    // The last assignment to the name before the call (out = torch.zeros(...)).
+    const std::regex assign("(?:^|\\n)[ \\t]*" + regex_quote(made) + R"(\s*=(?!=)\s*([^\n]*))");
+    const std::string head = body.substr(0, before);
+    made.clear();
+    for (auto it = std::sregex_iterator(head.begin(), head.end(), assign); it != std::sregex_iterator(); ++it)
+      made = trim((*it)[1]);
+    // A fill after the assignment decides instead (out.fill_(float('-inf'))).
+    const std::regex fill(regex_quote(receiver_text) + R"(\.fill_\(([^\n]*)\))");
+    for (auto it = std::sregex_iterator(head.begin(), head.end(), fill); it != std::sregex_iterator(); ++it)
+      made = "full(_, " + (*it)[1].str() + ")";
+    if (made.empty()) return "";
+  }
+  const std::string low = lower(made);
+  static const std::regex zeros(R"(^(?:torch\.)?(?:[\w\.]*\.)?(?:zeros|new_zeros|zeros_like)\s*\()");
+  if (std::regex_search(low, zeros)) return "zero";
+  static const std::regex empties(R"(^(?:torch\.)?(?:[\w\.]*\.)?(?:empty|new_empty|empty_like|ones|new_ones|ones_like|rand\w*)\s*\()");
+  if (std::regex_search(low, empties)) return "other";
+  static const std::regex full(R"(^(?:torch\.)?(?:[\w\.]*\.)?(?:full|new_full|full_like)\s*\()");
+  if (!std::regex_search(low, full)) return "";
+  const std::size_t open = low.find('(');
+  const std::size_t close = matching(low, open);
+  if (close == std::string::npos) return "";
+  std::vector<std::string> args;
+  for (const auto& a : split_top(low.substr(open + 1, close - open - 1)))
+    if (!std::regex_search(a, std::regex(R"(^\w+\s*=)")) || a.rfind("fill_value", 0) == 0)
+      args.push_back(a.rfind("fill_value", 0) == 0 ? trim(a.substr(a.find('=') + 1)) : a);
+  if (args.size() < 2) return "";
+  const std::string v = args[1];
+  if (v.find("inf") != std::string::npos) return v.find('-') != std::string::npos ? "-inf" : "+inf";
+  if (v.find("finfo") != std::string::npos)
+    return v.find(".min") != std::string::npos ? "-inf" : v.find(".max") != std::string::npos ? "+inf" : "";
+  static const std::regex number(R"(^[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:e[-+]?[0-9]+)?$)");
+  if (std::regex_match(v, number)) return std::strtod(v.c_str(), nullptr) == 0.0 ? "zero" : "other";
+  return "";
+}
+
 SegmentRecognition recognise_code(const std::string& source) {
   SegmentRecognition r;
   const std::string code = strip_comments(source);
@@ -493,10 +571,38 @@ SegmentRecognition recognise_code(const std::string& source) {
     kind = scatter_reduce_kind(reduce);
     if (kind.empty()) r.rejection = c.name + " with reduce='" + reduce + "': the generated kernels pool by sum, mean, max or min";
     if (data.empty()) r.rejection = "the tensor pooled by " + c.name + " is computed (" + c.args[2] + "): kernel-dev generates the pooling of one input tensor; compute it first";
+    // include_self (default True) folds the output's initial values into every segment: harmless
+    // for a sum into zeros or a max from -inf, a different op otherwise (a max with 0 is a ReLU of
+    // the max; a mean counts one more element). An empty segment keeps the initial value.
     auto self = c.kwargs.find("include_self");
-    if (self != c.kwargs.end() && self->second == "True" && kind != "sum")
-      r.notes.push_back(c.name + " with include_self=True also reduces the initial values of the output; the generated "
-                        "op pools the segment's rows only (empty segments give 0)");
+    const bool include_self = self == c.kwargs.end() || trim(self->second) != "False";
+    const std::string initial = initial_value(body, c.pos, receiver(body, c.pos));
+    const std::string identity = kind == "max" ? "-inf" : kind == "min" ? "+inf" : "zero";
+    const std::string at = " (" + where(code, body, c.pos) + ")";
+    if (!kind.empty() && r.rejection.empty()) {
+      if (initial == identity && kind != "mean") {
+        r.spec.empty_segment = identity == "zero" ? "zero" : "inf";
+      } else if (!include_self && (initial == "zero" || (initial == identity && kind != "sum"))) {
+        r.spec.empty_segment = initial == "zero" ? "zero" : "inf";
+      } else if (include_self) {
+        r.rejection = c.name + "(..., reduce='" + reduce + "') with include_self=True (the default)" + at +
+                      " also reduces the output's initial values " +
+                      (initial.empty() ? std::string("(which the analyser cannot see)") : "(" + initial + ")") +
+                      " into every segment" +
+                      (kind == "mean" ? ": the mean counts them as one more element"
+                       : kind == "sum" ? ""
+                                       : ": a " + kind + " with " + initial + " is not the segment's " + kind) +
+                      ". The generated op pools each segment's rows only: pass include_self=False (empty segments "
+                      "then keep the initial value, 0 from torch.zeros)" +
+                      (kind == "max" || kind == "min"
+                           ? std::string(", or start from torch.full(..., float('") + (kind == "max" ? "-" : "") + "inf'))"
+                           : std::string());
+      } else {
+        r.rejection = c.name + " with include_self=False" + at + " leaves an empty segment at the output's initial value (" +
+                      (initial.empty() ? std::string("unknown to the analyser") : initial) +
+                      "); the generated op writes 0 (or -inf / +inf for max / min): start from torch.zeros";
+      }
+    }
   } else if (!adds.empty()) {
     const Call& c = pooling_call(adds, sig.params);
     form = c.name.find("index") == 0 ? "index_add" : "scatter_add";
@@ -551,8 +657,23 @@ SegmentRecognition recognise_code(const std::string& source) {
       }
     }
     if (form.empty()) return r;
+    // A piece reduced by something other than sum/mean/max/min is a segment reduction the
+    // generator does not have: named (with where) rather than left to the element-wise front end.
+    static const std::set<std::string> others = {"std", "var", "prod", "median", "nanmedian", "logsumexp", "norm",
+                                                 "quantile", "nanquantile", "mode", "nanmean", "nansum", "argmax",
+                                                 "argmin", "count_nonzero", "std_mean", "var_mean"};
+    const std::vector<Call> other_calls = calls(body, others);
+    const std::vector<Call> pooled = calls(body, {"mean", "sum", "max", "amax", "min", "amin"});
+    if (!other_calls.empty() && (pooled.empty() || other_calls.front().pos < pooled.front().pos)) {
+      r.matched = true;
+      r.spec.source_form = form;
+      r.rejection = "each segment is reduced with " + other_calls.front().name + " (" +
+                    where(code, body, other_calls.front().pos) +
+                    "): the generated segment kernels pool by sum, mean, max or min (amax / amin)";
+      return r;
+    }
     // The reduction applied to each piece: the first reducing call after the slice / split.
-    for (const auto& c : calls(body, {"mean", "sum", "max", "amax", "min", "amin"})) {
+    for (const auto& c : pooled) {
       kind = method_reduce(c.name);
       std::string d;
       if (c.kwargs.count("dim")) d = c.kwargs.at("dim");
