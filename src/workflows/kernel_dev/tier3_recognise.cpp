@@ -10,6 +10,7 @@
 #include <set>
 
 #include "workflows/kernel_dev/tier3.h"
+#include "workflows/kernel_dev/tier3_code.h"
 
 namespace liger::kernel_dev {
 
@@ -138,7 +139,9 @@ FusedLinearRecognition recognise_fused_linear(const std::string& text) {
                                 has(text, "CrossEntropyLoss") ||
                                 (has(text, "nll_loss") && has(text, "log_softmax")));
   const bool kl_code = code && (std::regex_search(text, std::regex(R"(\bkl_div\s*\()")) || has(text, "KLDivLoss"));
-  const bool jsd_code = code && std::regex_search(low, std::regex(R"(\bjsd\b|jensen)"));
+  // A JSD by name (generalized_jsd_loss, JSD) or by what it computes: KL divergences against one
+  // mixture (F.kl_div(m, p) and F.kl_div(m, q) with the same first argument).
+  const bool jsd_code = code && (std::regex_search(low, std::regex(R"(jsd|jensen)")) || kl_terms_share_input(text));
   const bool linear_words = has_any(low, {"linear", "lm head", "lm_head", "lm-head", "projection", "matmul", "unembed",
                                           "output layer", "vocab head", "logits = x @", "logits from"});
   const bool ce_words = std::regex_search(low, std::regex(R"(cross[\s_-]?entropy|\bce\b|\bnll\b|negative log[\s-]likelihood)"));
@@ -207,8 +210,13 @@ FusedLinearRecognition recognise_fused_linear(const std::string& text) {
       // z-loss written out: coeff * logsumexp(logits, -1) ** 2 (or .pow(2) / square).
       if (has(text, "logsumexp") && std::regex_search(text, std::regex(R"(\*\*\s*2|pow\s*\(\s*2|square)"))) {
         std::smatch m;
-        if (std::regex_search(text, m, std::regex(std::string(kNumber) + R"(\s*\*\s*[^\n]*logsumexp)")) ||
-            std::regex_search(text, m, std::regex(std::string(R"(logsumexp[^\n]*\*\s*)") + kNumber)))
+        const LossCodeReading read = read_loss_code(text, s.loss, s.reduction, s.beta);
+        if (!read.rejection.empty())  // e.g. a z-loss reduced unlike the cross-entropy
+          r.rejection = read.rejection;
+        else if (read.z_loss)  // read through the names the code binds (lse = torch.logsumexp(..))
+          s.z_loss = *read.z_loss;
+        else if (std::regex_search(text, m, std::regex(std::string(kNumber) + R"(\s*\*(?!\*)\s*[^\n]*logsumexp)")) ||
+                 std::regex_search(text, m, std::regex(std::string(R"(logsumexp[^\n]*[^*]\*(?!\*)\s*)") + kNumber)))
           s.z_loss = std::stod(m[1].str());
         else if (auto v = keyword_number(text, "z_loss|z_loss_weight|lse_square_scale|zloss"))
           s.z_loss = *v;
@@ -237,7 +245,7 @@ FusedLinearRecognition recognise_fused_linear(const std::string& text) {
         s.softcap = 30.0;
         r.notes.push_back("softcapping without a cap: 30 taken (Gemma 2's final logits); edit fused_linear.softcap");
       }
-      if (std::regex_search(low, std::regex(R"(\bsum\b)"))) s.reduction = "sum";
+      if (std::regex_search(low, std::regex(R"(\bsum(?:med|ming)?\b|\btotal\b)"))) s.reduction = "sum";
       if (std::regex_search(low, std::regex(R"(label[\s_-]?smoothing)")) && s.label_smoothing == 0.0) {
         s.label_smoothing = 0.1;
         r.notes.push_back("label smoothing without a value: 0.1 taken; edit fused_linear.label_smoothing");
@@ -264,10 +272,17 @@ FusedLinearRecognition recognise_fused_linear(const std::string& text) {
     } else {
       if (auto v = number_after(low, R"(\bbeta)")) s.beta = *v;
       if (auto v = number_after(low, R"((?:temperature|\btemp\b|\btau\b|\bt\b))")) s.temperature = *v;
-      if (std::regex_search(low, std::regex(R"(\bsum\b)"))) s.reduction = "sum";
+      if (std::regex_search(low, std::regex(R"(\bsum(?:med|ming)?\b|\btotal\b)"))) s.reduction = "sum";
     }
     if (s.reduction != "batchmean" && s.reduction != "sum" && s.reduction != "mean")
       r.rejection = "reduction '" + s.reduction + "': the fused op returns one scalar (batchmean, mean or sum)";
+  }
+  if (code && r.rejection.empty()) {
+    // Terms, factors, added logits and arguments the keyword reading above cannot see.
+    const LossCodeReading read = read_loss_code(text, s.loss, s.reduction, s.beta);
+    if (!read.rejection.empty()) r.rejection = read.rejection;
+    if (read.beta) s.beta = *read.beta;
+    for (const auto& n : read.notes) r.notes.push_back(n);
   }
   if (code && linear.bias && r.rejection.empty())
     r.rejection = "the linear layer has a bias: the generated fused-linear op computes x @ weight.T without one; "
