@@ -475,6 +475,7 @@ SegmentRecognition recognise_code(const std::string& source) {
   std::string data, index_arg;  // the pooled tensor; the index tensor of a scatter-style call
   int dim = 0;
   std::string kind, form;
+  std::size_t pooling_pos = std::string::npos;  // the pooling call or slice, for where a refusal points
 
   const std::vector<Call> segs = calls(body, {"segment_reduce", "_segment_reduce"});
   const std::vector<Call> csr = calls(body, {"segment_csr"});  // torch_scatter: offsets ("indptr")
@@ -490,6 +491,7 @@ SegmentRecognition recognise_code(const std::string& source) {
   std::string index_name;  // the index tensor named by the spelling
   if (!segs.empty()) {
     const Call& c = segs.front();
+    pooling_pos = c.pos;
     form = "segment_reduce";
     data = c.args.empty() ? (c.kwargs.count("data") ? tensor_name(c.kwargs.at("data")) : "") : tensor_name(c.args[0]);
     std::string reduce = c.args.size() > 1 ? quoted(c.args[1]) : (c.kwargs.count("reduce") ? quoted(c.kwargs.at("reduce")) : "");
@@ -522,6 +524,7 @@ SegmentRecognition recognise_code(const std::string& source) {
     }
   } else if (!nested.empty()) {
     const Call& c = nested.front();
+    pooling_pos = c.pos;
     form = "nested";
     data = !c.args.empty() ? tensor_name(c.args[0]) : (c.kwargs.count("values") ? tensor_name(c.kwargs.at("values")) : "");
     if (c.args.size() > 1 || c.kwargs.count("offsets")) {
@@ -543,6 +546,7 @@ SegmentRecognition recognise_code(const std::string& source) {
     if (kind.empty()) return r;
   } else if (!csr.empty()) {
     const Call& c = csr.front();
+    pooling_pos = c.pos;
     form = "segment_csr";
     data = c.args.empty() ? "" : tensor_name(c.args[0]);
     index_hint = "offsets";
@@ -553,6 +557,7 @@ SegmentRecognition recognise_code(const std::string& source) {
     // segment_csr pools the last dim of indptr's rank - 1; with a 1-D indptr that is dim 0.
   } else if (!ts.empty()) {
     const Call& c = ts.front();
+    pooling_pos = c.pos;
     form = "torch_scatter";
     if (c.args.size() < 2) return r;
     data = tensor_name(c.args[0]);
@@ -562,6 +567,7 @@ SegmentRecognition recognise_code(const std::string& source) {
     if (data.empty()) r.rejection = "the tensor pooled by " + c.name + " is computed (" + c.args[0] + "): kernel-dev generates the pooling of one input tensor; compute it first";
   } else if (!scat.empty()) {
     const Call& c = pooling_call(scat, sig.params);
+    pooling_pos = c.pos;
     form = c.name.find("index") == 0 ? "index_reduce" : "scatter_reduce";
     if (c.args.size() < 3) return r;
     dim = int_arg(c.args[0], 0);
@@ -605,6 +611,7 @@ SegmentRecognition recognise_code(const std::string& source) {
     }
   } else if (!adds.empty()) {
     const Call& c = pooling_call(adds, sig.params);
+    pooling_pos = c.pos;
     form = c.name.find("index") == 0 ? "index_add" : "scatter_add";
     if (c.args.size() < 3) return r;
     dim = int_arg(c.args[0], 0);
@@ -627,6 +634,7 @@ SegmentRecognition recognise_code(const std::string& source) {
       static const std::regex constant(R"(^-?[0-9]*$)");
       if (!a.empty() && !b.empty() && !(std::regex_match(a, constant) && std::regex_match(b, constant))) {
         data = m[1];
+        pooling_pos = body.size() - search.size() + static_cast<std::size_t>(m.position(0));
         const std::string leading = m[2];  // ":, " per dim before the sliced one
         dim = static_cast<int>(std::count(leading.begin(), leading.end(), ','));
         form = "loop";
@@ -636,6 +644,7 @@ SegmentRecognition recognise_code(const std::string& source) {
     }
     if (form.empty() && !splits.empty()) {
       const Call& c = splits.front();
+      pooling_pos = c.pos;
       const bool method = tensor_method(body, c.pos);
       if (method) {
         std::size_t b = c.pos - 1;
@@ -747,16 +756,20 @@ SegmentRecognition recognise_code(const std::string& source) {
 
   // Anything besides the pooling would be dropped by the generated kernel: name it.
   std::set<std::string> extra;
+  std::size_t extra_pos = std::string::npos;  // the first of them
   static const std::regex call_re(R"(\b([A-Za-z_]\w*)\s*\()");
   for (auto it = std::sregex_iterator(body.begin(), body.end(), call_re);
        it != std::sregex_iterator(); ++it) {
     const std::string name = (*it)[1];
     if (!allowed_calls().count(name) && name != sig.klass && name != "def" && name != "return" && name != "in" &&
-        name != "if" && name != "for" && name != "and" && name != "or" && name != "not")
+        name != "if" && name != "for" && name != "and" && name != "or" && name != "not") {
       extra.insert(name);
+      extra_pos = std::min(extra_pos, static_cast<std::size_t>(it->position(0)));
+    }
   }
   std::istringstream lines(body);
-  for (std::string line; std::getline(lines, line);) {
+  std::size_t line_at = 0;
+  for (std::string line; std::getline(lines, line); line_at += line.size() + 1) {
     if ((data.empty() || !mentions(line, data)) && line.find("return") == std::string::npos) continue;
     // Indexing ([...]) and call arguments may hold index arithmetic; operators outside them act on values.
     std::string outside;
@@ -775,14 +788,22 @@ SegmentRecognition recognise_code(const std::string& source) {
                                            std::regex_search(flat, std::regex(R"([*+@/-]\s*)" + d + R"(\b(?!\s*\.))")));
     if (operand || outside.find('*') != std::string::npos || outside.find('@') != std::string::npos ||
         std::regex_search(outside, std::regex(R"([^+]\+[^+=])")))
+    {
       extra.insert("arithmetic in '" + trim(line) + "'");
+      extra_pos = std::min(extra_pos, line_at + line.find_first_not_of(" \t"));
+    }
   }
-  if (!extra.empty() && r.rejection.empty()) {
+  const bool extra_refused = !extra.empty() && r.rejection.empty();
+  if (extra_refused) {
     std::string list;
     for (const auto& e : extra) list += (list.empty() ? "" : ", ") + e;
     r.rejection = "the code computes more than a segment " + r.spec.reduce + " (" + list +
                   "); kernel-dev generates the pooling of one input tensor: apply the rest separately, or pool first";
   }
+  // Every refusal of code says where (the construct's line and column).
+  const std::size_t refused_at = extra_refused ? extra_pos : pooling_pos;
+  if (!r.rejection.empty() && r.rejection.find("(line ") == std::string::npos && refused_at != std::string::npos)
+    r.rejection = where(code, body, refused_at) + ": " + r.rejection;
   r.resolved_from = "PyTorch " + (sig.entry.empty() ? std::string("code") : sig.entry) + ": segment " + r.spec.reduce +
                     " of `" + data + "` over dim " + std::to_string(dim) + " via " + form + ", segments given by " +
                     index + (chosen.empty() ? "" : " (`" + chosen + "`)");

@@ -234,6 +234,8 @@ class Reader {
   void check_logits(const Statement& s, const std::string& rhs);
   void check_loss_arguments(const std::vector<Statement>& stmts);
   void read_terms(const Statement& ret);
+  void check_ce_logits(const std::vector<Statement>& stmts);
+  std::string normal_logits(std::string e, bool log_probs, const std::string& where);
   void read_jsd(const std::vector<Statement>& stmts, double beta);
 };
 
@@ -355,6 +357,123 @@ void Reader::check_loss_arguments(const std::vector<Statement>& stmts) {
           return;
         }
       }
+    }
+  }
+}
+
+// The cross-entropy's input, normalised: casts and reshapes dropped, log_softmax unwrapped for
+// nll_loss, a per-row shift dropped and softcapping (c * tanh(z / c)) unwrapped. What remains must
+// be the linear layer itself; returns "" when it is (a refusal is recorded otherwise).
+std::string Reader::normal_logits(std::string e, bool log_probs, const std::string& where) {
+  static const std::regex log_softmax(R"(^(?:torch\.|F\.|functional\.|torch\.nn\.functional\.|nn\.functional\.)?log_softmax\s*\(([\s\S]*)\)$)");
+  static const std::regex log_softmax_method(R"(^([\s\S]+?)\.log_softmax\s*\([^()]*\)$)");
+  static const std::regex tanh_left(R"(^([\w.]+)\s*\*\s*(?:torch\.|F\.)?tanh\s*\(([\s\S]*)\)$)");
+  static const std::regex tanh_right(R"(^(?:torch\.|F\.)?tanh\s*\(([\s\S]*)\)\s*\*\s*([\w.]+)$)");
+  static const std::regex linear(
+      R"(^(?:[\w.]+(?:\(\))?\s*@\s*[\w.]+\s*\.\s*(?:T|mT|t\s*\(\s*\)|transpose\s*\([^()]*\))|(?:F|functional|torch\.nn\.functional|nn\.functional)\.linear\s*\([^()]*\)|(?:torch\.)?(?:matmul|mm)\s*\([^()]*\([^()]*\)[^()]*\)|[\w.]+\s*\.\s*(?:matmul|mm)\s*\([^()]*\)|[\w.]+\s*\(\s*[\w.]+\s*\)|\(?(?:torch\.)?nn\.Linear\s*\([^()]*\)\)?\s*\(\s*[\w.]+\s*\))$)");
+  bool unwrapped_log = !log_probs;
+  for (int guard = 0; guard < 20; ++guard) {
+    e = strip_parens(e);
+    std::smatch m;
+    if (!e.empty() && e.back() == ')') {  // a cast or reshape method at the end: z.view(-1, z.size(-1))
+      int depth = 0;
+      std::size_t open = e.size() - 1;
+      for (;; --open) {
+        if (e[open] == ')' || e[open] == ']') ++depth;
+        if ((e[open] == '(' || e[open] == '[') && --depth == 0) break;
+        if (open == 0) break;
+      }
+      std::size_t b = open;
+      while (b > 0 && ident(e[b - 1])) --b;
+      static const std::set<std::string> casts = {"float", "double", "half", "bfloat16", "contiguous", "to", "view",
+                                                  "reshape", "flatten", "view_as", "type_as", "squeeze", "unsqueeze"};
+      if (depth == 0 && b > 0 && e[b - 1] == '.' && casts.count(e.substr(b, open - b))) {
+        e = e.substr(0, b - 1);
+        continue;
+      }
+    }
+    if (!unwrapped_log && std::regex_match(e, m, log_softmax)) {
+      e = split_at(m[1].str(), ",").front().second;
+      unwrapped_log = true;
+      continue;
+    }
+    if (!unwrapped_log && std::regex_match(e, m, log_softmax_method)) {
+      e = m[1].str();
+      unwrapped_log = true;
+      continue;
+    }
+    const auto terms = split_at(e, "+-");
+    if (terms.size() > 1) {
+      std::vector<std::string> kept;
+      for (const auto& [op, t] : terms)
+        if (!(op == '-' && std::regex_search(t, std::regex(R"(\b(?:max|amax|logsumexp)\s*\()")) &&
+              t.find("keepdim") != std::string::npos))
+          kept.push_back(t);
+      if (kept.size() == 1) {
+        e = kept.front();
+        continue;
+      }
+    }
+    std::string cap_out, inner;
+    if (std::regex_match(e, m, tanh_left)) cap_out = m[1].str(), inner = m[2].str();
+    else if (std::regex_match(e, m, tanh_right)) inner = m[1].str(), cap_out = m[2].str();
+    if (!inner.empty()) {
+      const auto parts = split_at(inner, "*/");
+      if (parts.size() == 2 && parts[1].first == '/') {
+        const auto a = number(cap_out), b = number(parts[1].second);
+        if ((a && b && *a == *b) || (!a && !b && trim(cap_out) == trim(parts[1].second))) {
+          e = parts[0].second;
+          continue;
+        }
+        refuse("the logits are softcapped as `" + e.substr(0, 120) + "` (" + where + "), multiplying by " + cap_out +
+               " but dividing by " + parts[1].second + ": the generated op's softcapping is cap * tanh(logits / cap) with one cap");
+        return e;
+      }
+    }
+    break;
+  }
+  if (!log_probs || unwrapped_log) {
+    if (std::regex_match(e, linear)) return "";
+  }
+  if (!unwrapped_log) {
+    refuse("nll_loss over `" + e.substr(0, 120) + "` (" + where + "): the fused cross-entropy needs log_softmax(x @ weight.T) as its input");
+    return e;
+  }
+  std::smatch m;
+  if (std::regex_search(e, m, std::regex(R"(\[[^\[\]]*\]$)")))
+    refuse("the logits are sliced (`" + m[0].str() + "`, " + where + "): the generated op computes a loss for every row "
+           "of x; slice x and the targets before the loss (e.g. shift the labels) instead");
+  else
+    refuse("the cross-entropy's logits are `" + e.substr(0, 160) + "` (" + where + "): the generated op takes logits = "
+           "x @ weight.T, optionally softcapped as cap * tanh(logits / cap); a scale, temperature or other change of the "
+           "logits is not in it (scale x or the weight instead)");
+  return e;
+}
+
+void Reader::check_ce_logits(const std::vector<Statement>& stmts) {
+  std::string callee = R"(\b(cross_entropy|nll_loss)\s*\(|\b(?:CrossEntropyLoss|NLLLoss)\s*\([^()]*\)\s*\()";
+  for (const auto& [name, b] : env_) {
+    std::smatch m;
+    if (std::regex_search(b.expr, m, std::regex(R"(^(?:torch\.)?(?:nn\.)?(CrossEntropyLoss|NLLLoss)\s*\([^()]*\)$)")))
+      callee += "|(?:^|[^\\w.])" + std::regex_replace(name, std::regex(R"(\.)"), R"(\.)") + "\\s*\\(";
+  }
+  const std::regex call(callee);
+  for (const auto& s : stmts) {
+    for (auto it = std::sregex_iterator(s.text.begin(), s.text.end(), call); it != std::sregex_iterator(); ++it) {
+      const std::size_t open = static_cast<std::size_t>(it->position(0) + it->length(0) - 1);
+      int depth = 0;
+      std::size_t close = open;
+      for (; close < s.text.size(); ++close) {
+        if (s.text[close] == '(' || s.text[close] == '[') ++depth;
+        if ((s.text[close] == ')' || s.text[close] == ']') && --depth == 0) break;
+      }
+      if (close >= s.text.size()) continue;
+      const auto args = split_at(s.text.substr(open + 1, close - open - 1), ",");
+      std::string first = args.front().second;
+      if (first.rfind("input", 0) == 0 && first.find('=') != std::string::npos) first = trim(first.substr(first.find('=') + 1));
+      const bool nll = it->str().find("nll") != std::string::npos || it->str().find("NLL") != std::string::npos;
+      normal_logits(expand(first), nll, location(code_, s.origin + static_cast<std::size_t>(it->position(0))));
+      if (!out_.rejection.empty()) return;
     }
   }
 }
@@ -557,6 +676,7 @@ LossCodeReading Reader::run(double beta) {
   } else if (!returns.empty()) {
     read_terms(returns.back());
   }
+  if (loss_ == "cross_entropy") check_ce_logits(stmts);
   return out_;
 }
 

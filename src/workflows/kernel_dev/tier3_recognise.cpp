@@ -109,6 +109,16 @@ LinearUse find_linears(const std::string& code) {
   return u;
 }
 
+// " (line L, column C)" of the first nn.Linear / F.linear in the code ("" when there is none).
+std::string linear_where(const std::string& code) {
+  std::smatch m;
+  if (!std::regex_search(code, m, std::regex(R"(\bnn\.Linear\s*\(|\blinear\s*\()"))) return "";
+  const auto at = static_cast<std::size_t>(m.position(0));
+  const auto line = 1 + std::count(code.begin(), code.begin() + static_cast<std::ptrdiff_t>(at), '\n');
+  const std::size_t nl = at == 0 ? std::string::npos : code.rfind('\n', at - 1);
+  return " (line " + std::to_string(line) + ", column " + std::to_string(nl == std::string::npos ? at + 1 : at - nl) + ")";
+}
+
 // The temperature a code divides the logits by inside a (log-)softmax: a literal, or a parameter
 // with a numeric default in the def line.
 std::optional<double> code_temperature(const std::string& code) {
@@ -285,7 +295,7 @@ FusedLinearRecognition recognise_fused_linear(const std::string& text) {
     for (const auto& n : read.notes) r.notes.push_back(n);
   }
   if (code && linear.bias && r.rejection.empty())
-    r.rejection = "the linear layer has a bias: the generated fused-linear op computes x @ weight.T without one; "
+    r.rejection = "the linear layer has a bias" + linear_where(text) + ": the generated fused-linear op computes x @ weight.T without one; "
                   "drop the bias (LM heads have none) or fold it into an extra input column";
   if (code) {
     std::smatch m;
