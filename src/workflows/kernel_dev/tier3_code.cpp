@@ -237,6 +237,10 @@ class Reader {
   void check_ce_logits(const std::vector<Statement>& stmts);
   std::string normal_logits(std::string e, bool log_probs, const std::string& where);
   void read_jsd(const std::vector<Statement>& stmts, double beta);
+  void read_params(const std::vector<Statement>& stmts);
+  int side(const std::string& expr) const;
+  void check_kl_calls(const std::vector<Statement>& stmts);
+  std::vector<std::string> params_;
 };
 
 void Reader::read_statements(const std::vector<Statement>& stmts, std::vector<Statement>& returns) {
@@ -587,67 +591,136 @@ void Reader::read_terms(const Statement& ret) {
            "): the fused op computes one loss over one linear layer's logits");
 }
 
-// The generalised JSD's beta: the generator mixes M = beta * student + (1 - beta) * teacher and
-// weights KL(teacher || M) by beta. Code that weights by beta the same distribution in the mixture
-// and among the KLs (TRL's and Liger-Kernel's form) is a different function unless beta = 0.5.
-void Reader::read_jsd(const std::vector<Statement>& stmts, double beta) {
-  if (std::fabs(beta - 0.5) < 1e-12) return;
-  // The student's parameters come first (the generated op's order: x, weight, teacher_x,
-  // teacher_weight); the entry is forward when a class defines one, else the first def or lambda.
-  std::vector<std::string> params;
+// The student's parameters come first (the generated op's order: x, weight, teacher_x,
+// teacher_weight); the entry is forward when a class defines one, else the first def or lambda.
+// Parameters with defaults (beta=0.5, T=2.0) are options, not tensors.
+void Reader::read_params(const std::vector<Statement>& stmts) {
   bool forward = false;
   for (const auto& s : stmts) {
     std::smatch m;
     if (!std::regex_search(s.text, m, std::regex(R"(^(?:def\s+(\w+)\s*\(|lambda\b)([\s\S]*?)\)?\s*(?:->[^:]*)?:$)"))) continue;
     const std::string fn = m[1].str();
-    if (fn == "__init__" || forward || (!params.empty() && fn != "forward")) continue;
+    if (fn == "__init__" || forward || (!params_.empty() && fn != "forward")) continue;
     forward = fn == "forward";
-    params.clear();
+    params_.clear();
     for (const auto& piece : split_at(m[2].str(), ",")) {
-      const std::string name = trim(piece.second.substr(0, piece.second.find_first_of(":=")));
-      if (!name.empty() && name != "self" && name != "beta" && name.find('*') == std::string::npos) params.push_back(name);
+      if (piece.second.find('=') != std::string::npos) continue;
+      const std::string name = trim(piece.second.substr(0, piece.second.find(':')));
+      if (!name.empty() && name != "self" && name.find('*') == std::string::npos) params_.push_back(name);
     }
   }
-  auto side = [&](const std::string& name) -> int {  // 0 student, 1 teacher, -1 unknown
-    const std::string e = expand(name);
-    const bool teacher_word = std::regex_search(e, std::regex(R"(teacher)", std::regex::icase));
-    const bool student_word = std::regex_search(e, std::regex(R"(student)", std::regex::icase));
-    if (teacher_word != student_word) return teacher_word ? 1 : 0;
-    std::vector<std::size_t> found;
-    for (std::size_t i = 0; i < params.size(); ++i)
-      if (std::regex_search(e, std::regex("(^|[^\\w.])" + params[i] + "\\b"))) found.push_back(i);
-    if (found.empty() || params.size() < 4) return -1;
-    const std::size_t half = params.size() / 2;
-    const bool early = std::all_of(found.begin(), found.end(), [half](std::size_t i) { return i < half; });
-    const bool late = std::all_of(found.begin(), found.end(), [half](std::size_t i) { return i >= half; });
-    return early ? 0 : late ? 1 : -1;
-  };
-  std::string joined;
-  for (const auto& s : stmts) joined += s.text + "\n";
+}
+
+// Which model an expression comes from: 0 the student, 1 the teacher, -1 unknown (named by the
+// words student / teacher, else by the parameters it uses: the first half are the student's).
+int Reader::side(const std::string& expr) const {
+  const std::string e = expand(expr);
+  const bool teacher_word = std::regex_search(e, std::regex(R"(teacher)", std::regex::icase));
+  const bool student_word = std::regex_search(e, std::regex(R"(student)", std::regex::icase));
+  if (teacher_word != student_word) return teacher_word ? 1 : 0;
+  std::vector<std::size_t> found;
+  for (std::size_t i = 0; i < params_.size(); ++i)
+    if (std::regex_search(e, std::regex("(^|[^\\w.])" + params_[i] + "\\b"))) found.push_back(i);
+  if (found.empty() || params_.size() < 4) return -1;
+  const std::size_t half = params_.size() / 2;
+  const bool early = std::all_of(found.begin(), found.end(), [half](std::size_t i) { return i < half; });
+  const bool late = std::all_of(found.begin(), found.end(), [half](std::size_t i) { return i >= half; });
+  return early ? 0 : late ? 1 : -1;
+}
+
+// F.kl_div(input, target) reads its target as probabilities unless log_target=True: a target
+// given as log-probabilities without it (or probabilities with it) is a different function. The
+// input must be the student's log-probabilities; with the teacher there, the divergence is
+// KL(student || teacher), the generalised JSD's beta = 0 end.
+void Reader::check_kl_calls(const std::vector<Statement>& stmts) {
+  static const std::regex call(R"(\bkl_div\s*\()");
+  for (const auto& s : stmts) {
+    for (auto it = std::sregex_iterator(s.text.begin(), s.text.end(), call); it != std::sregex_iterator(); ++it) {
+      const std::size_t open = static_cast<std::size_t>(it->position(0) + it->length(0) - 1);
+      int depth = 0;
+      std::size_t close = open;
+      for (; close < s.text.size(); ++close) {
+        if (s.text[close] == '(' || s.text[close] == '[') ++depth;
+        if ((s.text[close] == ')' || s.text[close] == ']') && --depth == 0) break;
+      }
+      if (close >= s.text.size()) continue;
+      std::vector<std::string> positional;
+      bool log_target = false;
+      for (const auto& [op, arg] : split_at(s.text.substr(open + 1, close - open - 1), ",")) {
+        std::smatch m;
+        if (std::regex_match(arg, m, std::regex(R"(^(\w+)\s*=(?!=)\s*([\s\S]*)$)"))) {
+          if (m[1].str() == "log_target") log_target = trim(m[2].str()) == "True";
+          else if (m[1].str() == "input" || m[1].str() == "target") positional.push_back(m[2].str());
+        } else {
+          positional.push_back(arg);
+        }
+      }
+      if (positional.size() < 2) continue;
+      const std::string where = location(code_, s.origin + static_cast<std::size_t>(it->position(0)));
+      const std::string target = strip_parens(expand(positional[1]));
+      const bool target_log = std::regex_search(target, std::regex(R"(^(?:torch\.|F\.|functional\.|torch\.nn\.functional\.)?log_softmax\s*\(|\.log_softmax\s*\(|\.log\s*\(\s*\)$|^torch\.log\s*\()"));
+      const bool target_prob = std::regex_search(target, std::regex(R"(^(?:torch\.|F\.|functional\.|torch\.nn\.functional\.)?softmax\s*\(|\.softmax\s*\([^()]*\)$)"));
+      if (target_log && !log_target) {
+        refuse("kl_div's target `" + positional[1] + "` is log-probabilities but log_target is not True (" + where +
+               "): PyTorch then reads it as probabilities, a different function; pass log_target=True or give softmax");
+        return;
+      }
+      if (target_prob && log_target) {
+        refuse("kl_div's target `" + positional[1] + "` is probabilities but log_target=True (" + where +
+               "): PyTorch then reads it as log-probabilities, a different function; drop log_target or give log_softmax");
+        return;
+      }
+      if (loss_ == "kl_div" && side(positional[0]) == 1 && side(positional[1]) == 0) {
+        out_.reverse_kl = true;
+        out_.notes.push_back("kl_div's input is the teacher's and its target the student's (" + where +
+                             "): KL(student || teacher), generated as the generalised JSD with beta = 0");
+      }
+    }
+  }
+}
+
+// The generalised JSD's beta: the generator mixes M = beta * student + (1 - beta) * teacher and
+// weights KL(teacher || M) by beta. Code that weights by beta the same distribution in the mixture
+// and among the KLs (TRL's and Liger-Kernel's form) is a different function unless beta = 0.5.
+void Reader::read_jsd(const std::vector<Statement>& stmts, double beta) {
+  if (std::fabs(beta - 0.5) < 1e-12) return;
   int mixture = -1, kl = -1;  // the side beta weights in M, and in the sum of KLs
+  std::string where;          // the mixture's line and column
   std::smatch m;
+  // The first statement matching `re` (m refers into it); `at` gets its location.
+  auto find = [&](const std::regex& re, std::string& at) {
+    for (const auto& st : stmts)
+      if (std::regex_search(st.text, m, re)) {
+        at = location(code_, st.origin + static_cast<std::size_t>(m.position(0)));
+        return true;
+      }
+    return false;
+  };
   // beta * a + (1 - beta) * b, either order
   const std::string w = R"(([A-Za-z_][\w.]*(?:\(\))?))";
-  if (std::regex_search(joined, m, std::regex(R"(\b(beta|[0-9.]+)\s*\*\s*)" + w + R"(\s*\+\s*\(\s*1(?:\.0*)?\s*-\s*\1\s*\)\s*\*\s*)" + w)))
+  std::string kl_where;
+  if (find(std::regex(R"(\b(beta|[0-9.]+)\s*\*\s*)" + w + R"(\s*\+\s*\(\s*1(?:\.0*)?\s*-\s*\1\s*\)\s*\*\s*)" + w), where))
     mixture = side(m[2].str());
-  else if (std::regex_search(joined, m, std::regex(R"(\(\s*1(?:\.0*)?\s*-\s*(beta|[0-9.]+)\s*\)\s*\*\s*)" + w + R"(\s*\+\s*\1\s*\*\s*)" + w)))
+  else if (find(std::regex(R"(\(\s*1(?:\.0*)?\s*-\s*(beta|[0-9.]+)\s*\)\s*\*\s*)" + w + R"(\s*\+\s*\1\s*\*\s*)" + w), where))
     mixture = side(m[3].str());
-  else if (std::regex_search(joined, m, std::regex(w + R"(\s*\+\s*(?:torch|math|np)\.log\(\s*(?:torch\.tensor\(\s*)?beta\b)")))
+  else if (find(std::regex(w + R"(\s*\+\s*(?:torch|math|np)\.log\(\s*(?:torch\.tensor\(\s*)?beta\b)"), where))
     mixture = side(m[1].str());  // log-space: lp + log(beta)
   // beta * F.kl_div(input, target): KL(target || input)
-  if (std::regex_search(joined, m, std::regex(R"(\bbeta\s*\*\s*(?:F\.|functional\.)?kl_div\s*\(\s*[^,]+,\s*)" + w)))
+  if (find(std::regex(R"(\bbeta\s*\*\s*(?:F\.|functional\.)?kl_div\s*\(\s*[^,]+,\s*)" + w), kl_where))
     kl = side(m[1].str());
-  else if (std::regex_search(joined, m, std::regex(R"(\(\s*1(?:\.0*)?\s*-\s*beta\s*\)\s*\*\s*(?:F\.|functional\.)?kl_div\s*\(\s*[^,]+,\s*)" + w)))
+  else if (find(std::regex(R"(\(\s*1(?:\.0*)?\s*-\s*beta\s*\)\s*\*\s*(?:F\.|functional\.)?kl_div\s*\(\s*[^,]+,\s*)" + w), kl_where))
     kl = side(m[1].str()) < 0 ? -1 : 1 - side(m[1].str());
+  if (where.empty()) where = kl_where;
+  if (where.empty() && !stmts.empty()) where = location(code_, stmts.front().origin);
   if (mixture < 0 || kl < 0) {
-    refuse("a generalised JSD with beta = " + std::to_string(beta) + " whose weighting the analyser cannot read: the "
+    refuse("a generalised JSD with beta = " + std::to_string(beta) + " (" + where + ") whose weighting the analyser cannot read: the "
            "generated op computes beta * KL(teacher || M) + (1 - beta) * KL(student || M) with M = beta * p_student + "
            "(1 - beta) * p_teacher; write the mixture as beta * p + (1 - beta) * q and the KLs with F.kl_div, or "
            "describe it in words");
     return;
   }
   if (mixture == kl) {
-    refuse(std::string("this JSD weights the ") + (mixture == 0 ? "student" : "teacher") +
+    refuse(std::string("this JSD (") + where + ") weights the " + (mixture == 0 ? "student" : "teacher") +
            " by beta both in the mixture M and among the KL terms (TRL's and Liger-Kernel's form); the generated op's "
            "generalised JSD is beta * KL(teacher || M) + (1 - beta) * KL(student || M) with M = beta * p_student + "
            "(1 - beta) * p_teacher, the same function only at beta = 0.5");
@@ -662,7 +735,9 @@ LossCodeReading Reader::run(double beta) {
   const std::vector<Statement> stmts = statements(code_);
   std::vector<Statement> returns;
   read_statements(stmts, returns);
+  read_params(stmts);
   check_loss_arguments(stmts);
+  if (loss_ != "cross_entropy") check_kl_calls(stmts);
   if (loss_ == "jsd") {
     read_jsd(stmts, beta);
     // A temperature's square multiplying the result (Hinton's T * T) is not in the generated op.

@@ -292,6 +292,10 @@ FusedLinearRecognition recognise_fused_linear(const std::string& text) {
     const LossCodeReading read = read_loss_code(text, s.loss, s.reduction, s.beta);
     if (!read.rejection.empty()) r.rejection = read.rejection;
     if (read.beta) s.beta = *read.beta;
+    if (read.reverse_kl && s.loss == "kl_div") {  // KL(student || teacher) is the JSD's beta = 0 end
+      s.loss = "jsd";
+      s.beta = 0.0;
+    }
     for (const auto& n : read.notes) r.notes.push_back(n);
   }
   if (code && linear.bias && r.rejection.empty())
