@@ -618,10 +618,22 @@ SegmentRecognition recognise_code(const std::string& source) {
     index_arg = tensor_name(c.args[1]);
     data = tensor_name(c.args[2]);
     if (data.empty()) r.rejection = "the tensor pooled by " + c.name + " is computed (" + c.args[2] + "): kernel-dev generates the pooling of one input tensor; compute it first";
-    // A division after the sums makes them means (out / lengths[:, None], out.div_(counts)).
+    // A division after the sums makes them means (out / lengths[:, None], out.div_(counts)), when
+    // it divides by counts: a divisor without any name (/ 2.0) only scales the sums.
     const std::string after = body.substr(c.pos);
-    static const std::regex divide(R"((?:[^/]/[^/]|\.div_?\(|torch\.div\(|true_divide|/=))");
+    static const std::regex divide(R"((?:[^/]/[^/=]|\.div_?\(|torch\.div\(|true_divide|/=))");
     kind = std::regex_search(after, divide) ? "mean" : "sum";
+    static const std::regex divisor(R"((?:[^/]/=?|\.div_?\(|true_divide\()\s*([^\n]*))");
+    for (auto it = std::sregex_iterator(after.begin(), after.end(), divisor); it != std::sregex_iterator(); ++it) {
+      const std::string by = trim((*it)[1].str());
+      if (!by.empty() && by[0] != '/' && !std::regex_search(by, std::regex(R"(^\(*\s*[A-Za-z_])")) && r.rejection.empty())
+        r.rejection = where(code, body, c.pos + static_cast<std::size_t>(it->position(0))) + ": the " + c.name +
+                      " sums are divided by `" + by + "`, not by the segments' lengths: the generated op pools by sum, "
+                      "mean (divided by each segment's row count), max or min; scale the result separately";
+    }
+    if (c.kwargs.count("alpha") && int_arg(c.kwargs.at("alpha"), 0) != 1 && r.rejection.empty())
+      r.rejection = where(code, body, c.pos) + ": " + c.name + " with alpha=" + c.kwargs.at("alpha") +
+                    " scales the pooled rows; the generated op pools them unscaled (scale the result separately)";
   } else {
     // A loop over segments, or a split into segments, with a reduction per piece.
     static const std::regex slice(R"(\b([A-Za-z_]\w*)\s*\[\s*((?::\s*,\s*)*)([^\[\]:,]*(?:\[[^\]]*\][^\[\]:,]*)*):([^\[\]:,]*(?:\[[^\]]*\][^\[\]:,]*)*)\])");
@@ -681,7 +693,9 @@ SegmentRecognition recognise_code(const std::string& source) {
                     "): the generated segment kernels pool by sum, mean, max or min (amax / amin)";
       return r;
     }
-    // The reduction applied to each piece: the first reducing call after the slice / split.
+    // The reduction applied to each piece: the first reducing call after the slice / split. It
+    // must reduce the dim the pieces were cut along (else it is no pooling of the segment's rows),
+    // and what is done to its result must be a division by the segment's row count (a mean) or nothing.
     for (const auto& c : pooled) {
       kind = method_reduce(c.name);
       std::string d;
@@ -689,10 +703,57 @@ SegmentRecognition recognise_code(const std::string& source) {
       else if (c.kwargs.count("axis")) d = c.kwargs.at("axis");
       else if (tensor_method(body, c.pos) && !c.args.empty())
         d = c.args[0];                            // piece.mean(0)
-      else if (c.args.size() > 1) d = c.args[1];  // torch.mean(piece, 0)
-      if (!d.empty() && form == "split") dim = int_arg(d, dim);
-      if (!d.empty() && form == "loop" && int_arg(d, dim) != dim && int_arg(d, dim) >= 0)
-        r.notes.push_back("the reduction's dim (" + d + ") and the sliced dim differ; the sliced dim is pooled");
+      else if (!tensor_method(body, c.pos) && c.args.size() > 1) d = c.args[1];  // torch.mean(piece, 0)
+      const std::string at = where(code, body, c.pos);
+      r.matched = true;
+      r.spec.source_form = form;
+      if (d.empty()) {
+        r.rejection = at + ": " + c.name + " without a dim reduces every element of the segment, not its rows: the "
+                      "generated op pools each segment's rows per feature (write ." + c.name + "(" + std::to_string(dim) + "))";
+        return r;
+      }
+      if (int_arg(d, -99) != dim) {
+        r.rejection = at + ": each segment is reduced over dim " + d + " but cut along dim " + std::to_string(dim) +
+                      ": the generated op pools the rows the segments are cut into (reduce over dim " +
+                      std::to_string(dim) + ", written non-negative)";
+        return r;
+      }
+      // The call's end, past .values / [0] of a max or min.
+      std::size_t end = body.find('(', c.pos);
+      end = end == std::string::npos ? std::string::npos : matching(body, end);
+      if (end != std::string::npos) {
+        std::smatch m;
+        std::string rest = body.substr(end + 1);
+        if (std::regex_search(rest, m, std::regex(R"(^(?:\.values|\[\s*0\s*\])?\s*(\*\*|[*/%+-])(?!=)\s*)"))) {
+          // The operand: up to a delimiter at this depth.
+          std::string operand;
+          int depth = 0;
+          for (std::size_t i = static_cast<std::size_t>(m.length(0)); i < rest.size(); ++i) {
+            const char ch = rest[i];
+            if (ch == '(' || ch == '[') ++depth;
+            if ((ch == ')' || ch == ']' || ch == ',' || ch == '\n') && depth == 0) break;
+            if (ch == ')' || ch == ']') --depth;
+            operand += ch;
+          }
+          operand = trim(std::regex_replace(operand, std::regex(R"(\s+for\s[\s\S]*$)"), ""));
+          // Counts: the index tensor or a loop variable (offsets[i + 1] - offsets[i], e - s, n), or the piece's size.
+          bool counts = std::regex_search(operand, std::regex(R"(\blen\s*\(|\.shape\s*\[|\.size\s*\(|numel|nelement)"));
+          for (const auto& p : sig.params)
+            counts = counts || (p != data && mentions(operand, p));
+          static const std::regex loop_var(R"(\bfor\s+([\w\s,()]+?)\s+in\b)");
+          for (auto it = std::sregex_iterator(body.begin(), body.end(), loop_var); it != std::sregex_iterator(); ++it)
+            for (const auto& v : split_top((*it)[1].str()))
+              counts = counts || (!trim(v).empty() && std::regex_match(trim(v), std::regex(R"(\w+)")) && mentions(operand, trim(v)));
+          if (m[1].str() == "/" && kind == "sum" && counts) {
+            kind = "mean";
+          } else {
+            r.rejection = at + ": each segment's " + kind + " is combined with `" + m[1].str() + " " + operand +
+                          "`: the generated op pools by sum, mean, max or min alone (a sum divided by the segment's "
+                          "row count is its mean); apply the rest separately";
+            return r;
+          }
+        }
+      }
       break;
     }
     if (kind.empty()) return r;
@@ -802,7 +863,8 @@ SegmentRecognition recognise_code(const std::string& source) {
   }
   // Every refusal of code says where (the construct's line and column).
   const std::size_t refused_at = extra_refused ? extra_pos : pooling_pos;
-  if (!r.rejection.empty() && r.rejection.find("(line ") == std::string::npos && refused_at != std::string::npos)
+  if (!r.rejection.empty() && !std::regex_search(r.rejection, std::regex(R"(line \d+, column \d+)")) &&
+      refused_at != std::string::npos)
     r.rejection = where(code, body, refused_at) + ": " + r.rejection;
   r.resolved_from = "PyTorch " + (sig.entry.empty() ? std::string("code") : sig.entry) + ": segment " + r.spec.reduce +
                     " of `" + data + "` over dim " + std::to_string(dim) + " via " + form + ", segments given by " +

@@ -109,6 +109,44 @@ LinearUse find_linears(const std::string& code) {
   return u;
 }
 
+// An option's value wherever the code sets it: every `name=value` (the call's keyword and a
+// default in the def line). A value that is a parameter is read from that parameter's numeric
+// default; one the analyser cannot read as a number sets `rejection` (the option would otherwise
+// silently keep PyTorch's default), as do two different numbers.
+std::optional<double> option_number(const std::string& code, const std::string& name, std::string& rejection) {
+  std::optional<double> found;
+  const std::regex re("\\b" + name + R"(\s*(?::\s*\w+\s*)?=(?!=)\s*([^,\)\n]+))");
+  for (auto it = std::sregex_iterator(code.begin(), code.end(), re); it != std::sregex_iterator(); ++it) {
+    std::string v = (*it)[1].str();
+    while (!v.empty() && std::isspace(static_cast<unsigned char>(v.back()))) v.pop_back();
+    std::smatch m;
+    std::optional<double> value;
+    if (std::regex_match(v, m, std::regex(std::string(R"(\s*)") + kNumber + R"(\s*)"))) {
+      value = std::stod(m[1].str());
+    } else if (v == name) {
+      continue;  // f(..., ignore_index=ignore_index): the default is the other match
+    } else if (std::regex_match(v, std::regex(R"([A-Za-z_]\w*)")) &&
+               std::regex_search(code, m, std::regex("[(,]\\s*" + v + R"(\s*(?::\s*\w+\s*)?=\s*)" + kNumber))) {
+      value = std::stod(m[1].str());
+    } else {
+      const auto at = static_cast<std::size_t>(it->position(0));
+      const auto line = 1 + std::count(code.begin(), code.begin() + static_cast<std::ptrdiff_t>(at), '\n');
+      const std::size_t nl = at == 0 ? std::string::npos : code.rfind('\n', at - 1);
+      if (rejection.empty())
+        rejection = name + "=" + v + " (line " + std::to_string(line) + ", column " +
+                    std::to_string(nl == std::string::npos ? at + 1 : at - nl) +
+                    ") is not a number the analyser can read: write the value, give the parameter a numeric default, "
+                    "or edit fused_linear." + name + " (it would otherwise keep PyTorch's default)";
+      return std::nullopt;
+    }
+    if (found && *found != *value && rejection.empty())
+      rejection = name + " is set to both " + std::to_string(*found) + " and " + std::to_string(*value) +
+                  " in the code: keep one";
+    found = value;
+  }
+  return found;
+}
+
 // " (line L, column C)" of the first nn.Linear / F.linear in the code ("" when there is none).
 std::string linear_where(const std::string& code) {
   std::smatch m;
@@ -214,8 +252,8 @@ FusedLinearRecognition recognise_fused_linear(const std::string& text) {
   // --- options
   if (s.loss == "cross_entropy") {
     if (code) {
-      if (auto v = keyword_number(text, "ignore_index")) s.ignore_index = static_cast<long long>(*v);
-      if (auto v = keyword_number(text, "label_smoothing")) s.label_smoothing = *v;
+      if (auto v = option_number(text, "ignore_index", r.rejection)) s.ignore_index = static_cast<long long>(*v);
+      if (auto v = option_number(text, "label_smoothing", r.rejection)) s.label_smoothing = *v;
       if (auto v = keyword(text, "reduction")) s.reduction = unquote(*v);
       // z-loss written out: coeff * logsumexp(logits, -1) ** 2 (or .pow(2) / square).
       if (has(text, "logsumexp") && std::regex_search(text, std::regex(R"(\*\*\s*2|pow\s*\(\s*2|square)"))) {
@@ -261,6 +299,13 @@ FusedLinearRecognition recognise_fused_linear(const std::string& text) {
         r.notes.push_back("label smoothing without a value: 0.1 taken; edit fused_linear.label_smoothing");
       }
     }
+    if (!code) {
+      if (std::regex_search(low, std::regex(R"(reduction\s*(?:=|:|of)?\s*['"]?none|per[\s-](?:token|row|sample) loss(?:es)?|unreduced)")))
+        s.reduction = "none";
+      if (std::regex_search(low, std::regex(R"(class[\s_-]?weight|per[\s-]class weight|weighted cross[\s-]?entropy|pos[\s_]weight)")))
+        r.rejection = "per-class weights are not in the generated fused-linear op; it takes ignore index, label "
+                      "smoothing, z-loss, softcapping and a mean or sum reduction";
+    }
     if (s.reduction != "mean" && s.reduction != "sum")
       r.rejection = "reduction '" + s.reduction + "': the fused op returns one scalar (mean over the rows not ignored, or "
                     "sum); per-row losses (reduction='none') cannot scale grad_weight after the fact";
@@ -282,6 +327,10 @@ FusedLinearRecognition recognise_fused_linear(const std::string& text) {
     } else {
       if (auto v = number_after(low, R"(\bbeta)")) s.beta = *v;
       if (auto v = number_after(low, R"((?:temperature|\btemp\b|\btau\b|\bt\b))")) s.temperature = *v;
+      // Hinton's T^2 factor on the divergence is not in the generated op (which returns it unscaled).
+      if (std::regex_search(low, std::regex(R"(\bt\s*(?:\^|\*\*)\s*2\b|\bt\s*\*\s*t\b|\b(?:temperature|tau)[\s-]?(?:squared|\^\s*2|\*\*\s*2)|squared temperature)")))
+        r.rejection = "the divergence is scaled by the squared temperature (T^2): the generated op returns it unscaled; "
+                      "multiply its result by T^2 instead (the gradients follow through the upstream gradient)";
       if (std::regex_search(low, std::regex(R"(\bsum(?:med|ming)?\b|\btotal\b)"))) s.reduction = "sum";
     }
     if (s.reduction != "batchmean" && s.reduction != "sum" && s.reduction != "mean")
