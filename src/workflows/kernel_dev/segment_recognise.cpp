@@ -477,6 +477,16 @@ SegmentRecognition recognise_code(const std::string& source) {
   std::string kind, form;
   std::size_t pooling_pos = std::string::npos;  // the pooling call or slice, for where a refusal points
 
+  // An embedding bag looks rows up by index and pools them: the lookup is a gather the generated
+  // segment op does not do.
+  for (const auto& c : calls(body, {"embedding_bag", "EmbeddingBag"})) {
+    r.matched = true;
+    r.spec.source_form = "embedding_bag";
+    r.rejection = where(code, body, c.pos) + ": " + c.name + " gathers rows of its weight by index before pooling; "
+                  "kernel-dev's segment op pools the rows it is given (sum, mean, max or min over offsets or lengths): "
+                  "look the rows up first (weight[ids]) and pool those";
+    return r;
+  }
   const std::vector<Call> segs = calls(body, {"segment_reduce", "_segment_reduce"});
   const std::vector<Call> csr = calls(body, {"segment_csr"});  // torch_scatter: offsets ("indptr")
   // A jagged nested tensor (torch.nested.nested_tensor_from_jagged(values, offsets)) reduced

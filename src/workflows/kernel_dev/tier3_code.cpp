@@ -260,6 +260,8 @@ void Reader::read_statements(const std::vector<Statement>& stmts, std::vector<St
     }
     const std::string name = m[1].str(), op = m[2].str();
     std::string rhs = trim(m[3].str());
+    // A parameter tensor (self.weight = nn.Parameter(..)) is a leaf, not an expression to expand.
+    if (std::regex_search(rhs, std::regex(R"(^(?:torch\.)?(?:nn\.)?Parameter\s*\()"))) continue;
     if (rhs.find(name) != std::string::npos || !op.empty()) {
       // x = x + y / x += y: the earlier binding is substituted now (lazy lookup would loop).
       const std::string before = env_.count(name) ? "(" + env_[name].expr + ")" : name;
@@ -528,6 +530,14 @@ void Reader::read_terms(const Statement& ret) {
       for (const auto& [op, f] : factors)
         if (!loss_call(expand(f))) others += std::string(others.empty() ? "" : " ") + (op == ' ' ? "" : std::string(1, op) + " ") + f;
       if (t.sign == '-') others = "-1 " + others;
+      // sum / (targets != ignore).sum(): the mean over the counted rows (Hugging Face's num_items_in_batch form).
+      std::smatch cm;
+      static const std::regex counted(R"(^/\s*\(*\s*\(?\s*[\w.]+(?:\[[^\]]*\])?\s*!=\s*(-?\d+)\s*\)?\s*(?:\.(?:float|long|int)\(\))?\s*\.sum\(\s*\)\s*(?:\.(?:clamp|clamp_min)\([^()]*\))?(?:\.(?:float|item)\(\))?\s*\)*$)");
+      const std::string scale = trim(others);
+      if (loss_ == "cross_entropy" && reduction_ == "sum" && std::regex_match(scale, cm, counted)) {
+        out_.counted_ignore_index = std::stoll(cm[1].str());
+        continue;
+      }
       if (!trim(others).empty()) {
         const bool temperature = std::regex_search(others, std::regex(R"(\b(?:T|temperature|temp|tau)\b)"));
         refuse("the loss is scaled by `" + trim(others) + "` (" + where + ")" +

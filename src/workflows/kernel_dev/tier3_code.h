@@ -15,6 +15,8 @@ struct LossCodeReading {
   std::string rejection;          // the first construct the fused op cannot take ("" = none)
   std::optional<double> z_loss;   // a z-loss coefficient read through variables (lse = logsumexp(..))
   std::optional<double> beta;     // a JSD's beta in the generator's convention (see tier3_spec.h)
+  // A sum cross-entropy divided by the count of targets != this value: the mean over counted rows.
+  std::optional<long long> counted_ignore_index;
   bool reverse_kl = false;        // kl_div(teacher log-probs, student probs): KL(student || teacher)
   std::vector<std::string> notes;
 };

@@ -313,7 +313,7 @@ FusedLinearRecognition recognise_fused_linear(const std::string& text) {
     s.reduction = "batchmean";
     if (code) {
       if (auto v = keyword(text, "reduction")) s.reduction = unquote(*v);
-      else if (s.loss == "kl_div") {
+      else if (s.loss == "kl_div" || kl_terms_share_input(text)) {  // F.kl_div's default, for a JSD's KL terms too
         s.reduction = "mean";
         r.notes.push_back("F.kl_div without reduction= averages over every element (rows * vocab), PyTorch's default; "
                           "edit fused_linear.reduction to batchmean for the per-row average");
@@ -341,6 +341,17 @@ FusedLinearRecognition recognise_fused_linear(const std::string& text) {
     const LossCodeReading read = read_loss_code(text, s.loss, s.reduction, s.beta);
     if (!read.rejection.empty()) r.rejection = read.rejection;
     if (read.beta) s.beta = *read.beta;
+    if (read.counted_ignore_index) {
+      if (*read.counted_ignore_index == s.ignore_index) {
+        s.reduction = "mean";
+        r.notes.push_back("a summed cross-entropy divided by the number of targets != ignore_index is its mean over "
+                          "the counted rows: reduction mean");
+      } else {
+        r.rejection = "the summed cross-entropy is divided by the number of targets != " +
+                      std::to_string(*read.counted_ignore_index) + " while ignore_index is " +
+                      std::to_string(s.ignore_index) + ": count the rows the loss ignores, or use reduction='mean'";
+      }
+    }
     if (read.reverse_kl && s.loss == "kl_div") {  // KL(student || teacher) is the JSD's beta = 0 end
       s.loss = "jsd";
       s.beta = 0.0;
