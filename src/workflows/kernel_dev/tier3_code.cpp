@@ -375,8 +375,14 @@ std::string Reader::normal_logits(std::string e, bool log_probs, const std::stri
   static const std::regex log_softmax_method(R"(^([\s\S]+?)\.log_softmax\s*\([^()]*\)$)");
   static const std::regex tanh_left(R"(^([\w.]+)\s*\*\s*(?:torch\.|F\.)?tanh\s*\(([\s\S]*)\)$)");
   static const std::regex tanh_right(R"(^(?:torch\.|F\.)?tanh\s*\(([\s\S]*)\)\s*\*\s*([\w.]+)$)");
+  // The linear layer with the weight [vocab, hidden] transposed: x @ w.T, F.linear(x, w),
+  // (torch.)matmul / mm (x, w.t()), x.matmul(w.T), einsum("..h,vh->..v", x, w), a module call.
+  static const std::string wt = R"([\w.]+\s*\.\s*(?:T|mT|t\s*\(\s*\)|transpose\s*\([^()]*\)))";
   static const std::regex linear(
-      R"(^(?:[\w.]+(?:\(\))?\s*@\s*[\w.]+\s*\.\s*(?:T|mT|t\s*\(\s*\)|transpose\s*\([^()]*\))|(?:F|functional|torch\.nn\.functional|nn\.functional)\.linear\s*\([^()]*\)|(?:torch\.)?(?:matmul|mm)\s*\([^()]*\([^()]*\)[^()]*\)|[\w.]+\s*\.\s*(?:matmul|mm)\s*\([^()]*\)|[\w.]+\s*\(\s*[\w.]+\s*\)|\(?(?:torch\.)?nn\.Linear\s*\([^()]*\)\)?\s*\(\s*[\w.]+\s*\))$)");
+      R"(^(?:[\w.]+(?:\(\))?\s*@\s*)" + wt + R"(|(?:F|functional|torch\.nn\.functional|nn\.functional)\.linear\s*\([^()]*\))" +
+      R"(|(?:torch\.)?(?:matmul|mm)\s*\(\s*[\w.]+\s*,\s*)" + wt + R"(\s*\)|[\w.]+\s*\.\s*(?:matmul|mm)\s*\(\s*)" + wt +
+      R"(\s*\)|(?:torch\.)?einsum\s*\(\s*['"]\s*[a-z.]*([a-z])\s*,\s*([a-z])\1\s*->\s*[a-z.]*\2\s*['"]\s*,\s*[\w.]+\s*,\s*[\w.]+\s*\))" +
+      R"(|[\w.]+\s*\(\s*[\w.]+\s*\)|\(?(?:torch\.)?nn\.Linear\s*\([^()]*\)\)?\s*\(\s*[\w.]+\s*\))$)");
   bool unwrapped_log = !log_probs;
   for (int guard = 0; guard < 20; ++guard) {
     e = strip_parens(e);
