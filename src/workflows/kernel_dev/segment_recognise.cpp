@@ -95,6 +95,33 @@ SegmentRecognition recognise_words(const std::string& text) {
   if (kinds.empty() && !pooling) return r;
   r.matched = true;
   r.spec.source_form = "words";
+  // A pooling the generated op does not have (weighted, root-mean-square, median...) or segments
+  // given as per-row ids: named, never generated as the plain pooling the words also mention.
+  static const std::map<std::string, std::string> unsupported = {
+      {"weighted", "a weighted pooling"}, {"weights", "a weighted pooling"}, {"rms", "a root-mean-square pooling"},
+      {"median", "a median"}, {"quantile", "a quantile"}, {"percentile", "a percentile"}, {"topk", "a top-k"},
+      {"geometric", "a geometric mean"}, {"harmonic", "a harmonic mean"}, {"gem", "a generalised-mean pooling"},
+      {"l2", "an L2 pooling"}, {"lp", "an Lp pooling"}};
+  for (const auto& w : ws)
+    if (unsupported.count(w)) {
+      r.rejection = "the description asks for " + unsupported.at(w) + " over segments (\"" + w +
+                    "\"): the generated segment op pools by sum, mean, max or min, unweighted";
+      return r;
+    }
+  if (joined.find(" root mean square") != std::string::npos || joined.find(" mean square") != std::string::npos ||
+      joined.find(" mean of squares") != std::string::npos) {
+    r.rejection = "the description asks for a mean of squares over segments: the generated segment op pools the rows "
+                  "themselves by sum, mean, max or min (square them first, and take the root after)";
+    return r;
+  }
+  for (const char* phrase : {" ids ", " id ", " batch vector", " index vector", " segment index ", " assignment",
+                             " segment labels", " per row segment"})
+    if (joined.find(phrase) != std::string::npos) {
+      r.rejection = "the description gives the segments as per-row ids (\"" + trim(phrase) +
+                    "\"); the generated op takes offsets [segments + 1] or lengths [segments]: compute them once "
+                    "(torch.bincount(ids) gives the lengths of sorted ids) and describe the pooling with those";
+      return r;
+    }
   if (kinds.empty()) {
     r.spec.reduce = "mean";
     r.notes.push_back("the description names no reduction kind: mean pooling assumed (sum, max and min are the "

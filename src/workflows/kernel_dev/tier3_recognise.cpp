@@ -281,7 +281,13 @@ FusedLinearRecognition recognise_fused_linear(const std::string& text) {
         r.rejection = "the logits go through tanh (softcapping?) with a cap the analyser cannot read as a number: "
                       "write it as a literal (30.0 * torch.tanh(logits / 30.0)) or edit fused_linear.softcap";
     } else {
+      std::smatch im;
       if (auto v = number_after(low, R"(ignore[\s_-]?index)")) s.ignore_index = static_cast<long long>(*v);
+      else if (std::regex_search(low, im, std::regex(R"(ignor\w*\b[^.;]{0,40}?\b(?:id|index|label|value)\s*(?:=|:|of|is)?\s*(-?\d+)\b)")))
+        s.ignore_index = std::stoll(im[1].str());  // "ignoring padding tokens (id 0)"
+      if (std::regex_search(low, std::regex(R"(\btemperature\b|\btemp\b|\btau\b)")))
+        r.rejection = "a temperature on the cross-entropy's logits is not in the generated op (its cross-entropy reads "
+                      "x @ weight.T, optionally softcapped): scale x or the weight by 1 / T instead";
       if (auto v = number_after(low, R"(label[\s_-]?smoothing)")) s.label_smoothing = *v;
       if (auto v = number_after(low, R"(z[\s_-]?loss)")) s.z_loss = *v;
       else if (has(low, "z-loss") || has(low, "z loss") || has(low, "z_loss")) {
@@ -300,6 +306,15 @@ FusedLinearRecognition recognise_fused_linear(const std::string& text) {
       }
     }
     if (!code) {
+      std::smatch wm;
+      if (std::regex_search(low, wm, std::regex(R"(\bfocal\b|\bpoly[\s-]?loss|\bsampled softmax|\bhinge|\bsquared error)")))
+        r.rejection = "the description names \"" + wm[0].str() + "\", a loss the fused-linear generator does not have; supported: "
+                      "cross-entropy (ignore index, label smoothing, z-loss, softcapping, mean/sum), KL divergence and "
+                      "generalised JSD (beta) against teacher logits, with a temperature";
+      if (std::regex_search(low, std::regex(R"(\bbias\b)")) &&
+          !std::regex_search(low, std::regex(R"((?:\bno|without|bias[\s-]?free|bias\s*=\s*false|\bnot?\b[^.]{0,20}\bbias))")))
+        r.rejection = "a linear layer with a bias: the generated fused-linear op computes x @ weight.T without one (LM "
+                      "heads have none; fold a bias into an extra input column)";
       if (std::regex_search(low, std::regex(R"(reduction\s*(?:=|:|of)?\s*['"]?none|per[\s-](?:token|row|sample) loss(?:es)?|unreduced)")))
         s.reduction = "none";
       if (std::regex_search(low, std::regex(R"(class[\s_-]?weight|per[\s-]class weight|weighted cross[\s-]?entropy|pos[\s_]weight)")))
