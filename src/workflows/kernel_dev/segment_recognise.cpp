@@ -681,7 +681,32 @@ SegmentRecognition recognise_code(const std::string& source) {
       const std::string a = trim(m[3]), b = trim(m[4]);
       // Bounds that vary per segment (o[i]:o[i + 1], s:s + n, s:e from a zip), not constants.
       static const std::regex constant(R"(^-?[0-9]*$)");
-      if (!a.empty() && !b.empty() && !(std::regex_match(a, constant) && std::regex_match(b, constant))) {
+      // ... and that come from an index tensor: the bounds or the loops' iterables name a tensor
+      // besides the sliced one and the loop variables (x[:, i * 16:(i + 1) * 16] over range(4)
+      // is a fixed chunking, not segments).
+      bool indexed = false;
+      {
+        std::set<std::string> loop_vars;
+        std::string sources = a + " " + b;
+        static const std::regex header(R"(\bfor\s+([\w\s,()]+?)\s+in\s+([^\n:\]]+))");
+        for (auto it = std::sregex_iterator(body.begin(), body.end(), header); it != std::sregex_iterator(); ++it) {
+          static const std::regex word(R"([A-Za-z_]\w*)");
+          const std::string vars = (*it)[1].str();
+          for (auto w = std::sregex_iterator(vars.begin(), vars.end(), word); w != std::sregex_iterator(); ++w)
+            loop_vars.insert(w->str());
+          sources += " " + (*it)[2].str();
+        }
+        // Names assigned in the body from the index (s, e = offsets[i].item(), ...) count as the index.
+        static const std::set<std::string> builtins = {"range", "len", "zip", "enumerate", "int", "tolist", "item",
+                                                       "numel", "size", "shape", "min", "max", "torch", "diff",
+                                                       "cumsum", "long", "cpu", "list", "reversed", "sorted"};
+        static const std::regex name_re(R"((?:^|[^\w.])([A-Za-z_]\w*))");
+        for (auto it = std::sregex_iterator(sources.begin(), sources.end(), name_re); it != std::sregex_iterator(); ++it) {
+          const std::string n = (*it)[1].str();
+          if (n != m[1].str() && !loop_vars.count(n) && !builtins.count(n)) indexed = true;
+        }
+      }
+      if (indexed && !a.empty() && !b.empty() && !(std::regex_match(a, constant) && std::regex_match(b, constant))) {
         data = m[1];
         pooling_pos = body.size() - search.size() + static_cast<std::size_t>(m.position(0));
         const std::string leading = m[2];  // ":, " per dim before the sliced one
