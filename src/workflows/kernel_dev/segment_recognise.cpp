@@ -95,6 +95,33 @@ SegmentRecognition recognise_words(const std::string& text) {
   if (kinds.empty() && !pooling) return r;
   r.matched = true;
   r.spec.source_form = "words";
+  // A pooling the generated op does not have (weighted, root-mean-square, median...) or segments
+  // given as per-row ids: named, never generated as the plain pooling the words also mention.
+  static const std::map<std::string, std::string> unsupported = {
+      {"weighted", "a weighted pooling"}, {"weights", "a weighted pooling"}, {"rms", "a root-mean-square pooling"},
+      {"median", "a median"}, {"quantile", "a quantile"}, {"percentile", "a percentile"}, {"topk", "a top-k"},
+      {"geometric", "a geometric mean"}, {"harmonic", "a harmonic mean"}, {"gem", "a generalised-mean pooling"},
+      {"l2", "an L2 pooling"}, {"lp", "an Lp pooling"}};
+  for (const auto& w : ws)
+    if (unsupported.count(w)) {
+      r.rejection = "the description asks for " + unsupported.at(w) + " over segments (\"" + w +
+                    "\"): the generated segment op pools by sum, mean, max or min, unweighted";
+      return r;
+    }
+  if (joined.find(" root mean square") != std::string::npos || joined.find(" mean square") != std::string::npos ||
+      joined.find(" mean of squares") != std::string::npos) {
+    r.rejection = "the description asks for a mean of squares over segments: the generated segment op pools the rows "
+                  "themselves by sum, mean, max or min (square them first, and take the root after)";
+    return r;
+  }
+  for (const char* phrase : {" ids ", " id ", " batch vector", " index vector", " segment index ", " assignment",
+                             " segment labels", " per row segment"})
+    if (joined.find(phrase) != std::string::npos) {
+      r.rejection = "the description gives the segments as per-row ids (\"" + trim(phrase) +
+                    "\"); the generated op takes offsets [segments + 1] or lengths [segments]: compute them once "
+                    "(torch.bincount(ids) gives the lengths of sorted ids) and describe the pooling with those";
+      return r;
+    }
   if (kinds.empty()) {
     r.spec.reduce = "mean";
     r.notes.push_back("the description names no reduction kind: mean pooling assumed (sum, max and min are the "
@@ -388,6 +415,84 @@ const Call& pooling_call(const std::vector<Call>& list, const std::vector<std::s
   return list.front();
 }
 
+// "line L, column C" of offset `pos` of `body`, a suffix of `code` (comments are blanked, never
+// removed across lines, so the numbers are the source's).
+std::string where(const std::string& code, const std::string& body, std::size_t pos) {
+  const std::size_t at = code.size() - body.size() + std::min(pos, body.size());
+  const std::size_t line = 1 + static_cast<std::size_t>(std::count(code.begin(), code.begin() + static_cast<std::ptrdiff_t>(at), '\n'));
+  const std::size_t start = code.rfind('\n', at == 0 ? 0 : at - 1);
+  const std::size_t column = start == std::string::npos || at == 0 ? at + 1 : at - start;
+  return "line " + std::to_string(line) + ", column " + std::to_string(column);
+}
+
+// The expression a method is called on: `out` in out.scatter_reduce(...), `torch.zeros(n, d)` in
+// torch.zeros(n, d).scatter_reduce(...) ("" for a module function).
+std::string receiver(const std::string& body, std::size_t pos) {
+  if (pos == 0 || body[pos - 1] != '.') return "";
+  std::size_t b = pos - 1;
+  while (b > 0) {
+    const char c = body[b - 1];
+    if (ident_char(c) || c == '.') {
+      --b;
+    } else if (c == ')' || c == ']') {
+      int depth = 0;
+      std::size_t k = b - 1;
+      for (;; --k) {
+        if (body[k] == ')' || body[k] == ']') ++depth;
+        if (body[k] == '(' || body[k] == '[') --depth;
+        if (depth == 0 || k == 0) break;
+      }
+      if (depth != 0) break;
+      b = k;
+    } else {
+      break;
+    }
+  }
+  return trim(body.substr(b, pos - 1 - b));
+}
+
+// The value a reduce-into tensor starts from, read from how it is made: "zero" (zeros, new_zeros,
+// full(.., 0)), "-inf" / "+inf" (full(.., float('-inf')), torch.finfo(..).min / .max), "other" (a
+// known non-zero constant, or empty: undefined), "" (unknown: a parameter or an expression).
+std::string initial_value(const std::string& body, std::size_t before, const std::string& receiver_text) {
+  std::string made = receiver_text;
+  if (std::regex_match(made, std::regex(R"([A-Za-z_]\w*)"))) {
+    // The last assignment to the name before the call (out = torch.zeros(...)).
+    const std::regex assign("(?:^|\\n)[ \\t]*" + regex_quote(made) + R"(\s*=(?!=)\s*([^\n]*))");
+    const std::string head = body.substr(0, before);
+    made.clear();
+    for (auto it = std::sregex_iterator(head.begin(), head.end(), assign); it != std::sregex_iterator(); ++it)
+      made = trim((*it)[1]);
+    // A fill after the assignment decides instead (out.fill_(float('-inf'))).
+    const std::regex fill(regex_quote(receiver_text) + R"(\.fill_\(([^\n]*)\))");
+    for (auto it = std::sregex_iterator(head.begin(), head.end(), fill); it != std::sregex_iterator(); ++it)
+      made = "full(_, " + (*it)[1].str() + ")";
+    if (made.empty()) return "";
+  }
+  const std::string low = lower(made);
+  static const std::regex zeros(R"(^(?:torch\.)?(?:[\w\.]*\.)?(?:zeros|new_zeros|zeros_like)\s*\()");
+  if (std::regex_search(low, zeros)) return "zero";
+  static const std::regex empties(R"(^(?:torch\.)?(?:[\w\.]*\.)?(?:empty|new_empty|empty_like|ones|new_ones|ones_like|rand\w*)\s*\()");
+  if (std::regex_search(low, empties)) return "other";
+  static const std::regex full(R"(^(?:torch\.)?(?:[\w\.]*\.)?(?:full|new_full|full_like)\s*\()");
+  if (!std::regex_search(low, full)) return "";
+  const std::size_t open = low.find('(');
+  const std::size_t close = matching(low, open);
+  if (close == std::string::npos) return "";
+  std::vector<std::string> args;
+  for (const auto& a : split_top(low.substr(open + 1, close - open - 1)))
+    if (!std::regex_search(a, std::regex(R"(^\w+\s*=)")) || a.rfind("fill_value", 0) == 0)
+      args.push_back(a.rfind("fill_value", 0) == 0 ? trim(a.substr(a.find('=') + 1)) : a);
+  if (args.size() < 2) return "";
+  const std::string v = args[1];
+  if (v.find("inf") != std::string::npos) return v.find('-') != std::string::npos ? "-inf" : "+inf";
+  if (v.find("finfo") != std::string::npos)
+    return v.find(".min") != std::string::npos ? "-inf" : v.find(".max") != std::string::npos ? "+inf" : "";
+  static const std::regex number(R"(^[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:e[-+]?[0-9]+)?$)");
+  if (std::regex_match(v, number)) return std::strtod(v.c_str(), nullptr) == 0.0 ? "zero" : "other";
+  return "";
+}
+
 SegmentRecognition recognise_code(const std::string& source) {
   SegmentRecognition r;
   const std::string code = strip_comments(source);
@@ -397,7 +502,18 @@ SegmentRecognition recognise_code(const std::string& source) {
   std::string data, index_arg;  // the pooled tensor; the index tensor of a scatter-style call
   int dim = 0;
   std::string kind, form;
+  std::size_t pooling_pos = std::string::npos;  // the pooling call or slice, for where a refusal points
 
+  // An embedding bag looks rows up by index and pools them: the lookup is a gather the generated
+  // segment op does not do.
+  for (const auto& c : calls(body, {"embedding_bag", "EmbeddingBag"})) {
+    r.matched = true;
+    r.spec.source_form = "embedding_bag";
+    r.rejection = where(code, body, c.pos) + ": " + c.name + " gathers rows of its weight by index before pooling; "
+                  "kernel-dev's segment op pools the rows it is given (sum, mean, max or min over offsets or lengths): "
+                  "look the rows up first (weight[ids]) and pool those";
+    return r;
+  }
   const std::vector<Call> segs = calls(body, {"segment_reduce", "_segment_reduce"});
   const std::vector<Call> csr = calls(body, {"segment_csr"});  // torch_scatter: offsets ("indptr")
   // A jagged nested tensor (torch.nested.nested_tensor_from_jagged(values, offsets)) reduced
@@ -412,6 +528,7 @@ SegmentRecognition recognise_code(const std::string& source) {
   std::string index_name;  // the index tensor named by the spelling
   if (!segs.empty()) {
     const Call& c = segs.front();
+    pooling_pos = c.pos;
     form = "segment_reduce";
     data = c.args.empty() ? (c.kwargs.count("data") ? tensor_name(c.kwargs.at("data")) : "") : tensor_name(c.args[0]);
     std::string reduce = c.args.size() > 1 ? quoted(c.args[1]) : (c.kwargs.count("reduce") ? quoted(c.kwargs.at("reduce")) : "");
@@ -444,6 +561,7 @@ SegmentRecognition recognise_code(const std::string& source) {
     }
   } else if (!nested.empty()) {
     const Call& c = nested.front();
+    pooling_pos = c.pos;
     form = "nested";
     data = !c.args.empty() ? tensor_name(c.args[0]) : (c.kwargs.count("values") ? tensor_name(c.kwargs.at("values")) : "");
     if (c.args.size() > 1 || c.kwargs.count("offsets")) {
@@ -465,6 +583,7 @@ SegmentRecognition recognise_code(const std::string& source) {
     if (kind.empty()) return r;
   } else if (!csr.empty()) {
     const Call& c = csr.front();
+    pooling_pos = c.pos;
     form = "segment_csr";
     data = c.args.empty() ? "" : tensor_name(c.args[0]);
     index_hint = "offsets";
@@ -475,6 +594,7 @@ SegmentRecognition recognise_code(const std::string& source) {
     // segment_csr pools the last dim of indptr's rank - 1; with a 1-D indptr that is dim 0.
   } else if (!ts.empty()) {
     const Call& c = ts.front();
+    pooling_pos = c.pos;
     form = "torch_scatter";
     if (c.args.size() < 2) return r;
     data = tensor_name(c.args[0]);
@@ -484,6 +604,7 @@ SegmentRecognition recognise_code(const std::string& source) {
     if (data.empty()) r.rejection = "the tensor pooled by " + c.name + " is computed (" + c.args[0] + "): kernel-dev generates the pooling of one input tensor; compute it first";
   } else if (!scat.empty()) {
     const Call& c = pooling_call(scat, sig.params);
+    pooling_pos = c.pos;
     form = c.name.find("index") == 0 ? "index_reduce" : "scatter_reduce";
     if (c.args.size() < 3) return r;
     dim = int_arg(c.args[0], 0);
@@ -493,22 +614,63 @@ SegmentRecognition recognise_code(const std::string& source) {
     kind = scatter_reduce_kind(reduce);
     if (kind.empty()) r.rejection = c.name + " with reduce='" + reduce + "': the generated kernels pool by sum, mean, max or min";
     if (data.empty()) r.rejection = "the tensor pooled by " + c.name + " is computed (" + c.args[2] + "): kernel-dev generates the pooling of one input tensor; compute it first";
+    // include_self (default True) folds the output's initial values into every segment: harmless
+    // for a sum into zeros or a max from -inf, a different op otherwise (a max with 0 is a ReLU of
+    // the max; a mean counts one more element). An empty segment keeps the initial value.
     auto self = c.kwargs.find("include_self");
-    if (self != c.kwargs.end() && self->second == "True" && kind != "sum")
-      r.notes.push_back(c.name + " with include_self=True also reduces the initial values of the output; the generated "
-                        "op pools the segment's rows only (empty segments give 0)");
+    const bool include_self = self == c.kwargs.end() || trim(self->second) != "False";
+    const std::string initial = initial_value(body, c.pos, receiver(body, c.pos));
+    const std::string identity = kind == "max" ? "-inf" : kind == "min" ? "+inf" : "zero";
+    const std::string at = " (" + where(code, body, c.pos) + ")";
+    if (!kind.empty() && r.rejection.empty()) {
+      if (initial == identity && kind != "mean") {
+        r.spec.empty_segment = identity == "zero" ? "zero" : "inf";
+      } else if (!include_self && (initial == "zero" || (initial == identity && kind != "sum"))) {
+        r.spec.empty_segment = initial == "zero" ? "zero" : "inf";
+      } else if (include_self) {
+        r.rejection = c.name + "(..., reduce='" + reduce + "') with include_self=True (the default)" + at +
+                      " also reduces the output's initial values " +
+                      (initial.empty() ? std::string("(which the analyser cannot see)") : "(" + initial + ")") +
+                      " into every segment" +
+                      (kind == "mean" ? ": the mean counts them as one more element"
+                       : kind == "sum" ? ""
+                                       : ": a " + kind + " with " + initial + " is not the segment's " + kind) +
+                      ". The generated op pools each segment's rows only: pass include_self=False (empty segments "
+                      "then keep the initial value, 0 from torch.zeros)" +
+                      (kind == "max" || kind == "min"
+                           ? std::string(", or start from torch.full(..., float('") + (kind == "max" ? "-" : "") + "inf'))"
+                           : std::string());
+      } else {
+        r.rejection = c.name + " with include_self=False" + at + " leaves an empty segment at the output's initial value (" +
+                      (initial.empty() ? std::string("unknown to the analyser") : initial) +
+                      "); the generated op writes 0 (or -inf / +inf for max / min): start from torch.zeros";
+      }
+    }
   } else if (!adds.empty()) {
     const Call& c = pooling_call(adds, sig.params);
+    pooling_pos = c.pos;
     form = c.name.find("index") == 0 ? "index_add" : "scatter_add";
     if (c.args.size() < 3) return r;
     dim = int_arg(c.args[0], 0);
     index_arg = tensor_name(c.args[1]);
     data = tensor_name(c.args[2]);
     if (data.empty()) r.rejection = "the tensor pooled by " + c.name + " is computed (" + c.args[2] + "): kernel-dev generates the pooling of one input tensor; compute it first";
-    // A division after the sums makes them means (out / lengths[:, None], out.div_(counts)).
+    // A division after the sums makes them means (out / lengths[:, None], out.div_(counts)), when
+    // it divides by counts: a divisor without any name (/ 2.0) only scales the sums.
     const std::string after = body.substr(c.pos);
-    static const std::regex divide(R"((?:[^/]/[^/]|\.div_?\(|torch\.div\(|true_divide|/=))");
+    static const std::regex divide(R"((?:[^/]/[^/=]|\.div_?\(|torch\.div\(|true_divide|/=))");
     kind = std::regex_search(after, divide) ? "mean" : "sum";
+    static const std::regex divisor(R"((?:[^/]/=?|\.div_?\(|true_divide\()\s*([^\n]*))");
+    for (auto it = std::sregex_iterator(after.begin(), after.end(), divisor); it != std::sregex_iterator(); ++it) {
+      const std::string by = trim((*it)[1].str());
+      if (!by.empty() && by[0] != '/' && !std::regex_search(by, std::regex(R"(^\(*\s*[A-Za-z_])")) && r.rejection.empty())
+        r.rejection = where(code, body, c.pos + static_cast<std::size_t>(it->position(0))) + ": the " + c.name +
+                      " sums are divided by `" + by + "`, not by the segments' lengths: the generated op pools by sum, "
+                      "mean (divided by each segment's row count), max or min; scale the result separately";
+    }
+    if (c.kwargs.count("alpha") && int_arg(c.kwargs.at("alpha"), 0) != 1 && r.rejection.empty())
+      r.rejection = where(code, body, c.pos) + ": " + c.name + " with alpha=" + c.kwargs.at("alpha") +
+                    " scales the pooled rows; the generated op pools them unscaled (scale the result separately)";
   } else {
     // A loop over segments, or a split into segments, with a reduction per piece.
     static const std::regex slice(R"(\b([A-Za-z_]\w*)\s*\[\s*((?::\s*,\s*)*)([^\[\]:,]*(?:\[[^\]]*\][^\[\]:,]*)*):([^\[\]:,]*(?:\[[^\]]*\][^\[\]:,]*)*)\])");
@@ -519,8 +681,34 @@ SegmentRecognition recognise_code(const std::string& source) {
       const std::string a = trim(m[3]), b = trim(m[4]);
       // Bounds that vary per segment (o[i]:o[i + 1], s:s + n, s:e from a zip), not constants.
       static const std::regex constant(R"(^-?[0-9]*$)");
-      if (!a.empty() && !b.empty() && !(std::regex_match(a, constant) && std::regex_match(b, constant))) {
+      // ... and that come from an index tensor: the bounds or the loops' iterables name a tensor
+      // besides the sliced one and the loop variables (x[:, i * 16:(i + 1) * 16] over range(4)
+      // is a fixed chunking, not segments).
+      bool indexed = false;
+      {
+        std::set<std::string> loop_vars;
+        std::string sources = a + " " + b;
+        static const std::regex header(R"(\bfor\s+([\w\s,()]+?)\s+in\s+([^\n:\]]+))");
+        for (auto it = std::sregex_iterator(body.begin(), body.end(), header); it != std::sregex_iterator(); ++it) {
+          static const std::regex word(R"([A-Za-z_]\w*)");
+          const std::string vars = (*it)[1].str();
+          for (auto w = std::sregex_iterator(vars.begin(), vars.end(), word); w != std::sregex_iterator(); ++w)
+            loop_vars.insert(w->str());
+          sources += " " + (*it)[2].str();
+        }
+        // Names assigned in the body from the index (s, e = offsets[i].item(), ...) count as the index.
+        static const std::set<std::string> builtins = {"range", "len", "zip", "enumerate", "int", "tolist", "item",
+                                                       "numel", "size", "shape", "min", "max", "torch", "diff",
+                                                       "cumsum", "long", "cpu", "list", "reversed", "sorted"};
+        static const std::regex name_re(R"((?:^|[^\w.])([A-Za-z_]\w*))");
+        for (auto it = std::sregex_iterator(sources.begin(), sources.end(), name_re); it != std::sregex_iterator(); ++it) {
+          const std::string n = (*it)[1].str();
+          if (n != m[1].str() && !loop_vars.count(n) && !builtins.count(n)) indexed = true;
+        }
+      }
+      if (indexed && !a.empty() && !b.empty() && !(std::regex_match(a, constant) && std::regex_match(b, constant))) {
         data = m[1];
+        pooling_pos = body.size() - search.size() + static_cast<std::size_t>(m.position(0));
         const std::string leading = m[2];  // ":, " per dim before the sliced one
         dim = static_cast<int>(std::count(leading.begin(), leading.end(), ','));
         form = "loop";
@@ -530,6 +718,7 @@ SegmentRecognition recognise_code(const std::string& source) {
     }
     if (form.empty() && !splits.empty()) {
       const Call& c = splits.front();
+      pooling_pos = c.pos;
       const bool method = tensor_method(body, c.pos);
       if (method) {
         std::size_t b = c.pos - 1;
@@ -551,18 +740,82 @@ SegmentRecognition recognise_code(const std::string& source) {
       }
     }
     if (form.empty()) return r;
-    // The reduction applied to each piece: the first reducing call after the slice / split.
-    for (const auto& c : calls(body, {"mean", "sum", "max", "amax", "min", "amin"})) {
+    // A piece reduced by something other than sum/mean/max/min is a segment reduction the
+    // generator does not have: named (with where) rather than left to the element-wise front end.
+    static const std::set<std::string> others = {"std", "var", "prod", "median", "nanmedian", "logsumexp", "norm",
+                                                 "quantile", "nanquantile", "mode", "nanmean", "nansum", "argmax",
+                                                 "argmin", "count_nonzero", "std_mean", "var_mean"};
+    const std::vector<Call> other_calls = calls(body, others);
+    const std::vector<Call> pooled = calls(body, {"mean", "sum", "max", "amax", "min", "amin"});
+    if (!other_calls.empty() && (pooled.empty() || other_calls.front().pos < pooled.front().pos)) {
+      r.matched = true;
+      r.spec.source_form = form;
+      r.rejection = "each segment is reduced with " + other_calls.front().name + " (" +
+                    where(code, body, other_calls.front().pos) +
+                    "): the generated segment kernels pool by sum, mean, max or min (amax / amin)";
+      return r;
+    }
+    // The reduction applied to each piece: the first reducing call after the slice / split. It
+    // must reduce the dim the pieces were cut along (else it is no pooling of the segment's rows),
+    // and what is done to its result must be a division by the segment's row count (a mean) or nothing.
+    for (const auto& c : pooled) {
       kind = method_reduce(c.name);
       std::string d;
       if (c.kwargs.count("dim")) d = c.kwargs.at("dim");
       else if (c.kwargs.count("axis")) d = c.kwargs.at("axis");
       else if (tensor_method(body, c.pos) && !c.args.empty())
         d = c.args[0];                            // piece.mean(0)
-      else if (c.args.size() > 1) d = c.args[1];  // torch.mean(piece, 0)
-      if (!d.empty() && form == "split") dim = int_arg(d, dim);
-      if (!d.empty() && form == "loop" && int_arg(d, dim) != dim && int_arg(d, dim) >= 0)
-        r.notes.push_back("the reduction's dim (" + d + ") and the sliced dim differ; the sliced dim is pooled");
+      else if (!tensor_method(body, c.pos) && c.args.size() > 1) d = c.args[1];  // torch.mean(piece, 0)
+      const std::string at = where(code, body, c.pos);
+      r.matched = true;
+      r.spec.source_form = form;
+      if (d.empty()) {
+        r.rejection = at + ": " + c.name + " without a dim reduces every element of the segment, not its rows: the "
+                      "generated op pools each segment's rows per feature (write ." + c.name + "(" + std::to_string(dim) + "))";
+        return r;
+      }
+      if (int_arg(d, -99) != dim) {
+        r.rejection = at + ": each segment is reduced over dim " + d + " but cut along dim " + std::to_string(dim) +
+                      ": the generated op pools the rows the segments are cut into (reduce over dim " +
+                      std::to_string(dim) + ", written non-negative)";
+        return r;
+      }
+      // The call's end, past .values / [0] of a max or min.
+      std::size_t end = body.find('(', c.pos);
+      end = end == std::string::npos ? std::string::npos : matching(body, end);
+      if (end != std::string::npos) {
+        std::smatch m;
+        std::string rest = body.substr(end + 1);
+        if (std::regex_search(rest, m, std::regex(R"(^(?:\.values|\[\s*0\s*\])?\s*(\*\*|[*/%+-])(?!=)\s*)"))) {
+          // The operand: up to a delimiter at this depth.
+          std::string operand;
+          int depth = 0;
+          for (std::size_t i = static_cast<std::size_t>(m.length(0)); i < rest.size(); ++i) {
+            const char ch = rest[i];
+            if (ch == '(' || ch == '[') ++depth;
+            if ((ch == ')' || ch == ']' || ch == ',' || ch == '\n') && depth == 0) break;
+            if (ch == ')' || ch == ']') --depth;
+            operand += ch;
+          }
+          operand = trim(std::regex_replace(operand, std::regex(R"(\s+for\s[\s\S]*$)"), ""));
+          // Counts: the index tensor or a loop variable (offsets[i + 1] - offsets[i], e - s, n), or the piece's size.
+          bool counts = std::regex_search(operand, std::regex(R"(\blen\s*\(|\.shape\s*\[|\.size\s*\(|numel|nelement)"));
+          for (const auto& p : sig.params)
+            counts = counts || (p != data && mentions(operand, p));
+          static const std::regex loop_var(R"(\bfor\s+([\w\s,()]+?)\s+in\b)");
+          for (auto it = std::sregex_iterator(body.begin(), body.end(), loop_var); it != std::sregex_iterator(); ++it)
+            for (const auto& v : split_top((*it)[1].str()))
+              counts = counts || (!trim(v).empty() && std::regex_match(trim(v), std::regex(R"(\w+)")) && mentions(operand, trim(v)));
+          if (m[1].str() == "/" && kind == "sum" && counts) {
+            kind = "mean";
+          } else {
+            r.rejection = at + ": each segment's " + kind + " is combined with `" + m[1].str() + " " + operand +
+                          "`: the generated op pools by sum, mean, max or min alone (a sum divided by the segment's "
+                          "row count is its mean); apply the rest separately";
+            return r;
+          }
+        }
+      }
       break;
     }
     if (kind.empty()) return r;
@@ -626,16 +879,20 @@ SegmentRecognition recognise_code(const std::string& source) {
 
   // Anything besides the pooling would be dropped by the generated kernel: name it.
   std::set<std::string> extra;
+  std::size_t extra_pos = std::string::npos;  // the first of them
   static const std::regex call_re(R"(\b([A-Za-z_]\w*)\s*\()");
   for (auto it = std::sregex_iterator(body.begin(), body.end(), call_re);
        it != std::sregex_iterator(); ++it) {
     const std::string name = (*it)[1];
     if (!allowed_calls().count(name) && name != sig.klass && name != "def" && name != "return" && name != "in" &&
-        name != "if" && name != "for" && name != "and" && name != "or" && name != "not")
+        name != "if" && name != "for" && name != "and" && name != "or" && name != "not") {
       extra.insert(name);
+      extra_pos = std::min(extra_pos, static_cast<std::size_t>(it->position(0)));
+    }
   }
   std::istringstream lines(body);
-  for (std::string line; std::getline(lines, line);) {
+  std::size_t line_at = 0;
+  for (std::string line; std::getline(lines, line); line_at += line.size() + 1) {
     if ((data.empty() || !mentions(line, data)) && line.find("return") == std::string::npos) continue;
     // Indexing ([...]) and call arguments may hold index arithmetic; operators outside them act on values.
     std::string outside;
@@ -654,14 +911,23 @@ SegmentRecognition recognise_code(const std::string& source) {
                                            std::regex_search(flat, std::regex(R"([*+@/-]\s*)" + d + R"(\b(?!\s*\.))")));
     if (operand || outside.find('*') != std::string::npos || outside.find('@') != std::string::npos ||
         std::regex_search(outside, std::regex(R"([^+]\+[^+=])")))
+    {
       extra.insert("arithmetic in '" + trim(line) + "'");
+      extra_pos = std::min(extra_pos, line_at + line.find_first_not_of(" \t"));
+    }
   }
-  if (!extra.empty() && r.rejection.empty()) {
+  const bool extra_refused = !extra.empty() && r.rejection.empty();
+  if (extra_refused) {
     std::string list;
     for (const auto& e : extra) list += (list.empty() ? "" : ", ") + e;
     r.rejection = "the code computes more than a segment " + r.spec.reduce + " (" + list +
                   "); kernel-dev generates the pooling of one input tensor: apply the rest separately, or pool first";
   }
+  // Every refusal of code says where (the construct's line and column).
+  const std::size_t refused_at = extra_refused ? extra_pos : pooling_pos;
+  if (!r.rejection.empty() && !std::regex_search(r.rejection, std::regex(R"(line \d+, column \d+)")) &&
+      refused_at != std::string::npos)
+    r.rejection = where(code, body, refused_at) + ": " + r.rejection;
   r.resolved_from = "PyTorch " + (sig.entry.empty() ? std::string("code") : sig.entry) + ": segment " + r.spec.reduce +
                     " of `" + data + "` over dim " + std::to_string(dim) + " via " + form + ", segments given by " +
                     index + (chosen.empty() ? "" : " (`" + chosen + "`)");

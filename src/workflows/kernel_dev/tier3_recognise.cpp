@@ -10,6 +10,7 @@
 #include <set>
 
 #include "workflows/kernel_dev/tier3.h"
+#include "workflows/kernel_dev/tier3_code.h"
 
 namespace liger::kernel_dev {
 
@@ -108,6 +109,54 @@ LinearUse find_linears(const std::string& code) {
   return u;
 }
 
+// An option's value wherever the code sets it: every `name=value` (the call's keyword and a
+// default in the def line). A value that is a parameter is read from that parameter's numeric
+// default; one the analyser cannot read as a number sets `rejection` (the option would otherwise
+// silently keep PyTorch's default), as do two different numbers.
+std::optional<double> option_number(const std::string& code, const std::string& name, std::string& rejection) {
+  std::optional<double> found;
+  const std::regex re("\\b" + name + R"(\s*(?::\s*\w+\s*)?=(?!=)\s*([^,\)\n]+))");
+  for (auto it = std::sregex_iterator(code.begin(), code.end(), re); it != std::sregex_iterator(); ++it) {
+    std::string v = (*it)[1].str();
+    while (!v.empty() && std::isspace(static_cast<unsigned char>(v.back()))) v.pop_back();
+    std::smatch m;
+    std::optional<double> value;
+    if (std::regex_match(v, m, std::regex(std::string(R"(\s*)") + kNumber + R"(\s*)"))) {
+      value = std::stod(m[1].str());
+    } else if (v == name) {
+      continue;  // f(..., ignore_index=ignore_index): the default is the other match
+    } else if (std::regex_match(v, std::regex(R"([A-Za-z_]\w*)")) &&
+               std::regex_search(code, m, std::regex("[(,]\\s*" + v + R"(\s*(?::\s*\w+\s*)?=\s*)" + kNumber))) {
+      value = std::stod(m[1].str());
+    } else {
+      const auto at = static_cast<std::size_t>(it->position(0));
+      const auto line = 1 + std::count(code.begin(), code.begin() + static_cast<std::ptrdiff_t>(at), '\n');
+      const std::size_t nl = at == 0 ? std::string::npos : code.rfind('\n', at - 1);
+      if (rejection.empty())
+        rejection = name + "=" + v + " (line " + std::to_string(line) + ", column " +
+                    std::to_string(nl == std::string::npos ? at + 1 : at - nl) +
+                    ") is not a number the analyser can read: write the value, give the parameter a numeric default, "
+                    "or edit fused_linear." + name + " (it would otherwise keep PyTorch's default)";
+      return std::nullopt;
+    }
+    if (found && *found != *value && rejection.empty())
+      rejection = name + " is set to both " + std::to_string(*found) + " and " + std::to_string(*value) +
+                  " in the code: keep one";
+    found = value;
+  }
+  return found;
+}
+
+// " (line L, column C)" of the first nn.Linear / F.linear in the code ("" when there is none).
+std::string linear_where(const std::string& code) {
+  std::smatch m;
+  if (!std::regex_search(code, m, std::regex(R"(\bnn\.Linear\s*\(|\blinear\s*\()"))) return "";
+  const auto at = static_cast<std::size_t>(m.position(0));
+  const auto line = 1 + std::count(code.begin(), code.begin() + static_cast<std::ptrdiff_t>(at), '\n');
+  const std::size_t nl = at == 0 ? std::string::npos : code.rfind('\n', at - 1);
+  return " (line " + std::to_string(line) + ", column " + std::to_string(nl == std::string::npos ? at + 1 : at - nl) + ")";
+}
+
 // The temperature a code divides the logits by inside a (log-)softmax: a literal, or a parameter
 // with a numeric default in the def line.
 std::optional<double> code_temperature(const std::string& code) {
@@ -138,7 +187,9 @@ FusedLinearRecognition recognise_fused_linear(const std::string& text) {
                                 has(text, "CrossEntropyLoss") ||
                                 (has(text, "nll_loss") && has(text, "log_softmax")));
   const bool kl_code = code && (std::regex_search(text, std::regex(R"(\bkl_div\s*\()")) || has(text, "KLDivLoss"));
-  const bool jsd_code = code && std::regex_search(low, std::regex(R"(\bjsd\b|jensen)"));
+  // A JSD by name (generalized_jsd_loss, JSD) or by what it computes: KL divergences against one
+  // mixture (F.kl_div(m, p) and F.kl_div(m, q) with the same first argument).
+  const bool jsd_code = code && (std::regex_search(low, std::regex(R"(jsd|jensen)")) || kl_terms_share_input(text));
   const bool linear_words = has_any(low, {"linear", "lm head", "lm_head", "lm-head", "projection", "matmul", "unembed",
                                           "output layer", "vocab head", "logits = x @", "logits from"});
   const bool ce_words = std::regex_search(low, std::regex(R"(cross[\s_-]?entropy|\bce\b|\bnll\b|negative log[\s-]likelihood)"));
@@ -201,14 +252,19 @@ FusedLinearRecognition recognise_fused_linear(const std::string& text) {
   // --- options
   if (s.loss == "cross_entropy") {
     if (code) {
-      if (auto v = keyword_number(text, "ignore_index")) s.ignore_index = static_cast<long long>(*v);
-      if (auto v = keyword_number(text, "label_smoothing")) s.label_smoothing = *v;
+      if (auto v = option_number(text, "ignore_index", r.rejection)) s.ignore_index = static_cast<long long>(*v);
+      if (auto v = option_number(text, "label_smoothing", r.rejection)) s.label_smoothing = *v;
       if (auto v = keyword(text, "reduction")) s.reduction = unquote(*v);
       // z-loss written out: coeff * logsumexp(logits, -1) ** 2 (or .pow(2) / square).
       if (has(text, "logsumexp") && std::regex_search(text, std::regex(R"(\*\*\s*2|pow\s*\(\s*2|square)"))) {
         std::smatch m;
-        if (std::regex_search(text, m, std::regex(std::string(kNumber) + R"(\s*\*\s*[^\n]*logsumexp)")) ||
-            std::regex_search(text, m, std::regex(std::string(R"(logsumexp[^\n]*\*\s*)") + kNumber)))
+        const LossCodeReading read = read_loss_code(text, s.loss, s.reduction, s.beta);
+        if (!read.rejection.empty())  // e.g. a z-loss reduced unlike the cross-entropy
+          r.rejection = read.rejection;
+        else if (read.z_loss)  // read through the names the code binds (lse = torch.logsumexp(..))
+          s.z_loss = *read.z_loss;
+        else if (std::regex_search(text, m, std::regex(std::string(kNumber) + R"(\s*\*(?!\*)\s*[^\n]*logsumexp)")) ||
+                 std::regex_search(text, m, std::regex(std::string(R"(logsumexp[^\n]*[^*]\*(?!\*)\s*)") + kNumber)))
           s.z_loss = std::stod(m[1].str());
         else if (auto v = keyword_number(text, "z_loss|z_loss_weight|lse_square_scale|zloss"))
           s.z_loss = *v;
@@ -225,7 +281,13 @@ FusedLinearRecognition recognise_fused_linear(const std::string& text) {
         r.rejection = "the logits go through tanh (softcapping?) with a cap the analyser cannot read as a number: "
                       "write it as a literal (30.0 * torch.tanh(logits / 30.0)) or edit fused_linear.softcap";
     } else {
+      std::smatch im;
       if (auto v = number_after(low, R"(ignore[\s_-]?index)")) s.ignore_index = static_cast<long long>(*v);
+      else if (std::regex_search(low, im, std::regex(R"(ignor\w*\b[^.;]{0,40}?\b(?:id|index|label|value)\s*(?:=|:|of|is)?\s*(-?\d+)\b)")))
+        s.ignore_index = std::stoll(im[1].str());  // "ignoring padding tokens (id 0)"
+      if (std::regex_search(low, std::regex(R"(\btemperature\b|\btemp\b|\btau\b)")))
+        r.rejection = "a temperature on the cross-entropy's logits is not in the generated op (its cross-entropy reads "
+                      "x @ weight.T, optionally softcapped): scale x or the weight by 1 / T instead";
       if (auto v = number_after(low, R"(label[\s_-]?smoothing)")) s.label_smoothing = *v;
       if (auto v = number_after(low, R"(z[\s_-]?loss)")) s.z_loss = *v;
       else if (has(low, "z-loss") || has(low, "z loss") || has(low, "z_loss")) {
@@ -237,11 +299,27 @@ FusedLinearRecognition recognise_fused_linear(const std::string& text) {
         s.softcap = 30.0;
         r.notes.push_back("softcapping without a cap: 30 taken (Gemma 2's final logits); edit fused_linear.softcap");
       }
-      if (std::regex_search(low, std::regex(R"(\bsum\b)"))) s.reduction = "sum";
+      if (std::regex_search(low, std::regex(R"(\bsum(?:med|ming)?\b|\btotal\b)"))) s.reduction = "sum";
       if (std::regex_search(low, std::regex(R"(label[\s_-]?smoothing)")) && s.label_smoothing == 0.0) {
         s.label_smoothing = 0.1;
         r.notes.push_back("label smoothing without a value: 0.1 taken; edit fused_linear.label_smoothing");
       }
+    }
+    if (!code) {
+      std::smatch wm;
+      if (std::regex_search(low, wm, std::regex(R"(\bfocal\b|\bpoly[\s-]?loss|\bsampled softmax|\bhinge|\bsquared error)")))
+        r.rejection = "the description names \"" + wm[0].str() + "\", a loss the fused-linear generator does not have; supported: "
+                      "cross-entropy (ignore index, label smoothing, z-loss, softcapping, mean/sum), KL divergence and "
+                      "generalised JSD (beta) against teacher logits, with a temperature";
+      if (std::regex_search(low, std::regex(R"(\bbias\b)")) &&
+          !std::regex_search(low, std::regex(R"((?:\bno|without|bias[\s-]?free|bias\s*=\s*false|\bnot?\b[^.]{0,20}\bbias))")))
+        r.rejection = "a linear layer with a bias: the generated fused-linear op computes x @ weight.T without one (LM "
+                      "heads have none; fold a bias into an extra input column)";
+      if (std::regex_search(low, std::regex(R"(reduction\s*(?:=|:|of)?\s*['"]?none|per[\s-](?:token|row|sample) loss(?:es)?|unreduced)")))
+        s.reduction = "none";
+      if (std::regex_search(low, std::regex(R"(class[\s_-]?weight|per[\s-]class weight|weighted cross[\s-]?entropy|pos[\s_]weight)")))
+        r.rejection = "per-class weights are not in the generated fused-linear op; it takes ignore index, label "
+                      "smoothing, z-loss, softcapping and a mean or sum reduction";
     }
     if (s.reduction != "mean" && s.reduction != "sum")
       r.rejection = "reduction '" + s.reduction + "': the fused op returns one scalar (mean over the rows not ignored, or "
@@ -250,7 +328,7 @@ FusedLinearRecognition recognise_fused_linear(const std::string& text) {
     s.reduction = "batchmean";
     if (code) {
       if (auto v = keyword(text, "reduction")) s.reduction = unquote(*v);
-      else if (s.loss == "kl_div") {
+      else if (s.loss == "kl_div" || kl_terms_share_input(text)) {  // F.kl_div's default, for a JSD's KL terms too
         s.reduction = "mean";
         r.notes.push_back("F.kl_div without reduction= averages over every element (rows * vocab), PyTorch's default; "
                           "edit fused_linear.reduction to batchmean for the per-row average");
@@ -264,13 +342,39 @@ FusedLinearRecognition recognise_fused_linear(const std::string& text) {
     } else {
       if (auto v = number_after(low, R"(\bbeta)")) s.beta = *v;
       if (auto v = number_after(low, R"((?:temperature|\btemp\b|\btau\b|\bt\b))")) s.temperature = *v;
-      if (std::regex_search(low, std::regex(R"(\bsum\b)"))) s.reduction = "sum";
+      // Hinton's T^2 factor on the divergence is not in the generated op (which returns it unscaled).
+      if (std::regex_search(low, std::regex(R"(\bt\s*(?:\^|\*\*)\s*2\b|\bt\s*\*\s*t\b|\b(?:temperature|tau)[\s-]?(?:squared|\^\s*2|\*\*\s*2)|squared temperature)")))
+        r.rejection = "the divergence is scaled by the squared temperature (T^2): the generated op returns it unscaled; "
+                      "multiply its result by T^2 instead (the gradients follow through the upstream gradient)";
+      if (std::regex_search(low, std::regex(R"(\bsum(?:med|ming)?\b|\btotal\b)"))) s.reduction = "sum";
     }
     if (s.reduction != "batchmean" && s.reduction != "sum" && s.reduction != "mean")
       r.rejection = "reduction '" + s.reduction + "': the fused op returns one scalar (batchmean, mean or sum)";
   }
+  if (code && r.rejection.empty()) {
+    // Terms, factors, added logits and arguments the keyword reading above cannot see.
+    const LossCodeReading read = read_loss_code(text, s.loss, s.reduction, s.beta);
+    if (!read.rejection.empty()) r.rejection = read.rejection;
+    if (read.beta) s.beta = *read.beta;
+    if (read.counted_ignore_index) {
+      if (*read.counted_ignore_index == s.ignore_index) {
+        s.reduction = "mean";
+        r.notes.push_back("a summed cross-entropy divided by the number of targets != ignore_index is its mean over "
+                          "the counted rows: reduction mean");
+      } else {
+        r.rejection = "the summed cross-entropy is divided by the number of targets != " +
+                      std::to_string(*read.counted_ignore_index) + " while ignore_index is " +
+                      std::to_string(s.ignore_index) + ": count the rows the loss ignores, or use reduction='mean'";
+      }
+    }
+    if (read.reverse_kl && s.loss == "kl_div") {  // KL(student || teacher) is the JSD's beta = 0 end
+      s.loss = "jsd";
+      s.beta = 0.0;
+    }
+    for (const auto& n : read.notes) r.notes.push_back(n);
+  }
   if (code && linear.bias && r.rejection.empty())
-    r.rejection = "the linear layer has a bias: the generated fused-linear op computes x @ weight.T without one; "
+    r.rejection = "the linear layer has a bias" + linear_where(text) + ": the generated fused-linear op computes x @ weight.T without one; "
                   "drop the bias (LM heads have none) or fold it into an extra input column";
   if (code) {
     std::smatch m;
