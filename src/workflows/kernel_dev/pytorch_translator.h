@@ -1,0 +1,104 @@
+// The PyTorch translator's expression evaluator (pytorch_eval.cpp): one Python expression at a
+// time, over the function's locals, inputs and the module's attributes, into the expression IR.
+// The statements, helpers and modules around it are read by pytorch.cpp and pytorch_init.cpp.
+#pragma once
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "workflows/kernel_dev/catalogue.h"
+#include "workflows/kernel_dev/pytorch_detail.h"
+
+namespace liger::kernel_dev::torch_detail {
+
+class Translator {
+ public:
+  Translator(const Catalogue& catalogue, std::vector<std::string>& notes) : catalogue_(catalogue), notes_(notes) {}
+
+  std::map<std::string, Value> locals;
+  std::set<std::string> inputs;                 // function parameters (tensors)
+  std::map<std::string, Value> self_attributes; // self.<name>
+  struct Helper {
+    std::vector<std::string> params;
+    std::vector<LogicalLine> body;
+  };
+  std::map<std::string, Helper> helpers;  // top-level defs usable as functions
+  std::set<std::string> methods;          // the module's own methods, called as self.<name>(...)
+  std::vector<std::string> row_callees;   // row functions called, first call first
+  std::function<Value(const std::string&, const std::vector<Arg>&)> call_helper;
+  // An instance of one of the source's own module classes (self.norm = MyNorm(d), a Value::Module
+  // with `instance` set): its forward inlined when called, its attributes read as self.norm.<attr>.
+  std::function<Value(int, const std::vector<Arg>&)> call_instance;
+  std::function<Value(int, const std::string&)> instance_attribute;
+  // Where the text given to evaluate() starts in the file, for error positions.
+  int line = 0;
+  int column_base = 0;
+
+  // Evaluates one Python expression; reentrant (a helper inlined inside an expression evaluates
+  // its own body, and the caller's expression continues after the call). Throws Reject.
+  Value evaluate(const std::string& text);
+
+  Expr as_tensor(const Value& v, const std::string& what);
+
+ private:
+  Value evaluate_tokens();
+  const PyToken& peek(std::size_t ahead = 0) const { return tokens_[std::min(pos_ + ahead, tokens_.size() - 1)]; }
+  bool accept(const char* op);
+  void expect(const char* op);
+
+  // Source nesting (parentheses, arguments, signs, exponents) is bounded so the recursive descent
+  // cannot exhaust the stack on adversarial input.
+  struct Nest {
+    explicit Nest(Translator& t) : translator(t) {
+      if (++translator.nesting_ > kMaxNesting)
+        throw Reject{"line " + std::to_string(translator.line) + ", column " +
+                         std::to_string(translator.column_base + static_cast<int>(translator.peek().offset) + 1) +
+                         ": the expression nests deeper than " + std::to_string(kMaxNesting) +
+                         " levels (parentheses, calls, signs, powers); write it with fewer nested levels",
+                     0};
+    }
+    ~Nest() { --translator.nesting_; }
+    Translator& translator;
+  };
+
+  // The rest of a comma-separated sequence up to `close` (a trailing comma allowed), appended to
+  // `into`'s items: the tail of a tuple or the body of a list.
+  void sequence_items(const char* close, Value& into);
+
+  Value expression();
+  // Chains are collected and built by build_chain (balanced when long: a 20 000-term sum must not
+  // become a 20 000-deep tree).
+  Value additive();
+  Value term();
+  Value unary();
+  Value signed_unary();
+  Value power();
+  std::vector<Arg> arguments();
+  Value postfix();
+  Value atom();
+
+  // The function name with torch./F./nn.functional. prefixes removed, or "" when not torch's.
+  static std::string torch_function(const std::string& path);
+
+  Expr catalogue_call(const std::string& name, Expr x, const std::vector<std::pair<std::string, Expr>>& named);
+
+  // Binds positional/keyword arguments after the first tensor to `names`.
+  std::vector<std::pair<std::string, Expr>> bind(const std::string& fn, const std::vector<Arg>& args, std::size_t skip,
+                                                 const std::vector<std::string>& names);
+
+  Value elementwise(const std::string& fn, const std::vector<Arg>& args, Expr receiver = nullptr);
+
+  Value apply(const Value& callee, const std::vector<Arg>& args);
+
+  const Catalogue& catalogue_;
+  std::vector<std::string>& notes_;
+  std::vector<PyToken> tokens_;
+  std::size_t pos_ = 0;
+  int nesting_ = 0;
+};
+
+}  // namespace liger::kernel_dev::torch_detail
