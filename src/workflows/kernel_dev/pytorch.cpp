@@ -12,12 +12,56 @@
 
 namespace liger::kernel_dev {
 
-namespace {
-
 using namespace torch_detail;
 
-// The 0-based column where a logical line's text starts in its physical line.
-int start_column(const LogicalLine& l) { return l.column >= 0 ? l.column : l.indent; }
+namespace {
+
+// When body[at] opens an if / elif / else chain whose blocks only cast variables to another dtype
+// (v = v.to(...), v.float(), v.half(), v.bfloat16(), v.type(...), v.type_as(...)), the index of
+// the chain's last line; else `at`.
+std::size_t cast_only_branch(const std::vector<LogicalLine>& body, std::size_t at) {
+  static const std::regex cast(
+      R"(^([A-Za-z_][A-Za-z0-9_]*)\s*=\s*([A-Za-z_][A-Za-z0-9_]*)\.(to|float|half|bfloat16|double|type|type_as)\(.*\)$)");
+  if (body[at].text.rfind("if ", 0) != 0) return at;
+  const int indent = body[at].indent;
+  std::size_t k = at;
+  while (k < body.size() && body[k].indent == indent &&
+         (k == at || body[k].text.rfind("elif ", 0) == 0 || body[k].text.rfind("else", 0) == 0)) {
+    std::size_t statements = 0;
+    for (++k; k < body.size() && body[k].indent > indent; ++k, ++statements) {
+      std::smatch m;
+      if (!std::regex_match(body[k].text, m, cast) || m[1].str() != m[2].str()) return at;
+    }
+    if (statements == 0) return at;
+  }
+  return k - 1;
+}
+
+// The source's classes that another class builds in its __init__ (self.norm = MyNorm(d)).
+std::set<std::string> built_classes(const std::vector<ClassDef>& classes) {
+  std::set<std::string> out;
+  for (const auto& c : classes)
+    for (const auto& m : c.methods)
+      if (m.name == "__init__")
+        for (const auto& l : m.body)
+          for (const auto& t : py_lex(l.text))
+            if (t.type == PyTok::Name && t.text != c.name)
+              for (const auto& other : classes)
+                if (other.name == t.text) out.insert(t.text);
+  return out;
+}
+
+// The top-level functions another one calls.
+std::set<std::string> called_functions(const std::vector<Def>& functions) {
+  std::set<std::string> out;
+  for (const auto& f : functions)
+    for (const auto& l : f.body)
+      for (const auto& t : py_lex(l.text))
+        if (t.type == PyTok::Name && t.text != f.name)
+          for (const auto& other : functions)
+            if (other.name == t.text) out.insert(t.text);
+  return out;
+}
 
 }  // namespace
 
@@ -61,10 +105,20 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
 
   // Runs a body; returns the value of its `return`.
   std::function<Value(const std::vector<LogicalLine>&)> run_body = [&](const std::vector<LogicalLine>& body) -> Value {
-    for (const auto& l : body) {
+    for (std::size_t index = 0; index < body.size(); ++index) {
+      const LogicalLine& l = body[index];
       current = &l;
       const std::string& t = l.text;
       if (t == "pass" || t.rfind("super(", 0) == 0 || t.rfind("assert ", 0) == 0) continue;
+      // A branch that only casts (HF's `if self.weight.dtype in [torch.float16, torch.bfloat16]:
+      // h = h.to(self.weight.dtype)`) does not change the formula: the kernel computes in fp32 and
+      // stores in the input's type, as for every other cast it drops.
+      if (const std::size_t end = cast_only_branch(body, index); end > index) {
+        result.notes.push_back("line " + std::to_string(l.number) + ": a branch that only casts (" + t +
+                               " ...) dropped: the kernel loads its storage type and computes in fp32");
+        index = end;
+        continue;
+      }
       if (t.rfind("return", 0) == 0) {
         std::string rest = t.substr(6);
         translator.line = l.number;
@@ -166,8 +220,15 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
   // with its own locals. Recursion is refused at the call that closes the cycle (a kernel applies
   // one formula; a recursion depth depends on values the analyser does not have).
   constexpr int kMaxHelperDepth = 32;
-  std::vector<std::string> active;  // helpers being inlined, outermost first
+  // Helpers being inlined, outermost first: the key tells which instance's method (self.norm's
+  // _norm is not self's), the name is as the code calls it.
+  struct ActiveCall {
+    std::string key, name;
+  };
+  std::vector<ActiveCall> active;
   const ClassDef* module_class = nullptr;
+  std::string self_path = "self";  // the instance whose methods `self.` names
+  std::function<Value(const Def&, const std::string&, const std::string&, bool, const std::vector<Arg>&)> inline_def;
   translator.call_helper = [&](const std::string& name, const std::vector<Arg>& args) -> Value {
     const bool method = name.rfind("self.", 0) == 0;
     const Def* def = nullptr;
@@ -179,9 +240,15 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
         if (f.name == name) def = &f;
     }
     if (!def) throw Reject{name + "() is not defined in the source", 0};
-    if (std::find(active.begin(), active.end(), name) != active.end()) {
+    return inline_def(*def, method ? self_path + name.substr(4) : name, name, method, args);
+  };
+  inline_def = [&](const Def& d, const std::string& key, const std::string& name, bool method,
+                   const std::vector<Arg>& args) -> Value {
+    const Def* def = &d;
+    const auto same = [&](const ActiveCall& a) { return a.key == key; };
+    if (std::any_of(active.begin(), active.end(), same)) {
       std::string chain;
-      for (auto it = std::find(active.begin(), active.end(), name); it != active.end(); ++it) chain += *it + "() -> ";
+      for (auto it = std::find_if(active.begin(), active.end(), same); it != active.end(); ++it) chain += it->name + "() -> ";
       throw Reject{"recursion: " + chain + name + "() cannot be inlined (the built-in analyser inlines helper "
                        "functions and methods, and a recursion's depth depends on values it does not have); write "
                        "the computation without calling " + name + "() from itself",
@@ -219,10 +286,10 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
     translator.locals.clear();
     translator.inputs.clear();
     struct Active {
-      std::vector<std::string>& stack;
-      Active(std::vector<std::string>& s, const std::string& n) : stack(s) { stack.push_back(n); }
+      std::vector<ActiveCall>& stack;
+      Active(std::vector<ActiveCall>& s, ActiveCall c) : stack(s) { stack.push_back(std::move(c)); }
       ~Active() { stack.pop_back(); }
-    } guard(active, name);
+    } guard(active, ActiveCall{key, name});
     try {
       for (const auto& p : params) {
         if (bound.count(p)) {
@@ -251,20 +318,41 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
   try {
     const Def* entry = nullptr;
     const ClassDef* module = nullptr;
+    // The op is the last module class with a forward that no other class of the source builds as
+    // a submodule (those are inlined into it), and without one the last top-level function that
+    // no other one calls (the others are helpers).
+    const std::set<std::string> built = built_classes(classes);
     for (const auto& c : classes)
       for (const auto& m : c.methods)
-        if (m.name == "forward") {
+        if (m.name == "forward" && (!built.count(c.name) || !module || built.count(module->name))) {
           module = &c;
           entry = &m;
         }
     for (const auto& f : functions) translator.helpers[f.name] = {};
+    for (const auto& c : classes) translator.source_classes.insert(c.name);
+    // Module-level constants (EPS = 1e-6, SCALE = 1 / math.sqrt(2)): numbers every function sees.
+    // Anything else at the top level (imports, configuration objects) is not the op's.
+    if (!functions.empty() || !classes.empty())
+      for (const auto& l : lines) {
+        const auto eq = top_level(l.text, '=');
+        if (l.indent != 0 || eq.size() != 1 || eq[0] == 0 || std::string("=!<>+-*/").find(l.text[eq[0] - 1]) != std::string::npos ||
+            (eq[0] + 1 < l.text.size() && l.text[eq[0] + 1] == '='))
+          continue;
+        std::string name = trimmed(l.text.substr(0, eq[0]));
+        if (const auto colon = name.find(':'); colon != std::string::npos) name = trimmed(name.substr(0, colon));
+        if (!std::regex_match(name, std::regex("[A-Za-z_][A-Za-z0-9_]*"))) continue;
+        try {
+          const Value v = translator.evaluate(l.text.substr(eq[0] + 1));
+          if (v.type == Value::Tensor && is_number(simplify(v.expr))) translator.globals[name] = tensor(simplify(v.expr));
+        } catch (const Reject&) {
+          // Not a number: not a constant of the op.
+        }
+      }
     module_class = module;
-    if (module)
-      for (const auto& m : module->methods)
-        if (m.name != "__init__") translator.methods.insert(m.name);
     if (!entry) {
-      // The last top-level function that is not called by another one is the entry point.
-      for (const auto& f : functions) entry = &f;
+      const std::set<std::string> called = called_functions(functions);
+      for (const auto& f : functions)
+        if (!called.count(f.name) || !entry || called.count(entry->name)) entry = &f;
       if (!entry) {
         // A bare snippet: statements and a final expression or assignment.
         if (lines.empty()) throw Reject{"empty source", 0};
@@ -313,152 +401,49 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
     }
     result.entry = module ? module->name + ".forward" : entry->name;
     std::vector<ParamDecl> params;
+    ModuleBuilder modules(translator, classes, params, result.notes, current);
     if (module) {
       result.module_class = module->name;
       if (module->bases.find("Module") == std::string::npos)
         result.notes.push_back("class " + module->name + " does not name nn.Module as its base; treated as one");
-      for (const auto& m : module->methods) {
-        if (m.name != "__init__") continue;
-        // Constructor defaults give hyperparameter values.
-        std::map<std::string, double> defaults;
-        for (const auto& [k, v] : m.defaults) {
-          char* end = nullptr;
-          double d = std::strtod(v.c_str(), &end);
-          if (end && *end == 0 && !v.empty()) defaults[k] = d;
-        }
-        // Submodules: which self.<attr> the other methods read (an unknown submodule nobody calls
-        // is no reason to refuse), and whether one norm module may take the plain names
-        // weight/bias for its implicit parameters.
-        std::set<std::string> read_attributes;
-        for (const auto& other : module->methods)
-          if (other.name != "__init__")
-            for (const auto& l : other.body) {
-              const auto toks = py_lex(l.text);
-              for (std::size_t k = 0; k + 2 < toks.size(); ++k)
-                if (toks[k].text == "self" && toks[k + 1].text == "." && toks[k + 2].type == PyTok::Name)
-                  read_attributes.insert(toks[k + 2].text);
-            }
-        int norm_modules = 0;
-        bool own_weight = false;
-        for (const auto& l : m.body) {
-          const std::size_t eq = l.text.find('=');
-          if (l.text.rfind("self.", 0) != 0 || eq == std::string::npos) continue;
-          const std::string target = trimmed(l.text.substr(5, eq - 5));
-          own_weight = own_weight || target == "weight" || target == "bias";
-          const std::string callee = constructor_callee(trimmed(l.text.substr(eq + 1)));
-          const std::string cls = callee.substr(callee.rfind('.') + 1);
-          if (cls == "LayerNorm" || cls == "RMSNorm") ++norm_modules;
-        }
-        std::set<std::string> source_classes;
-        for (const auto& c : classes) source_classes.insert(c.name);
-        for (const auto& l : m.body) {
-          current = &l;
-          if (l.text.rfind("self.", 0) != 0) continue;
-          std::size_t eq = l.text.find('=');
-          if (eq == std::string::npos) continue;
-          std::string attr = l.text.substr(5, eq - 5);
-          attr.erase(std::remove_if(attr.begin(), attr.end(), ::isspace), attr.end());
-          std::string rhs = l.text.substr(eq + 1);
-          const int rhs_column = start_column(l) + static_cast<int>(eq + 1 + std::min(rhs.find_first_not_of(" \t"), rhs.size()));
-          rhs = rhs.substr(std::min(rhs.find_first_not_of(" \t"), rhs.size()));
-          const std::string callee = constructor_callee(rhs);
-          if (!callee.empty()) {
-            // A submodule. nn.<Class> (or the class imported by name from torch.nn) is read through
-            // its functional form; any other class is not inlined.
-            const std::string cls = callee.substr(callee.rfind('.') + 1);
-            const bool torch_nn = callee.rfind("nn.", 0) == 0 || callee.rfind("torch.nn.", 0) == 0 ||
-                                  (callee == cls && !source_classes.count(cls) && module_functionals().count(cls));
-            if (!torch_nn || !module_functionals().count(cls)) {
-              if (!read_attributes.count(attr)) {
-                result.notes.push_back("self." + attr + " = " + callee + "(...) is not used by forward; ignored");
-                continue;
-              }
-              throw Reject{"self." + attr + " = " + callee + "(...): " +
-                               (torch_nn ? callee + " is not a module the built-in analyser knows"
-                                         : "a submodule of class " + cls + ", which the built-in analyser does not inline") +
-                               "; as submodules it reads nn.LayerNorm, nn.RMSNorm, nn.Softmax, nn.LogSoftmax and the nn "
-                               "activation modules (nn.ReLU, nn.GELU, nn.SiLU, ...): write " + cls +
-                               "'s computation in forward with torch / F functions" +
-                               (source_classes.count(cls) ? ", or pass class " + cls + " itself as the op" : ""),
-                           0, rhs_column + 1};
-            }
-            // Constructor arguments may name __init__'s parameters: a numeric default is a fixed
-            // module parameter of the op (eps=eps), any other a size (normalized_shape).
-            translator.locals.clear();
-            for (const auto& [k, v] : defaults) translator.locals[k] = tensor(sym(k));
-            translator.line = l.number;
-            const std::string text = callee == cls ? "nn." + rhs : rhs;
-            translator.column_base = rhs_column - static_cast<int>(text.size() - rhs.size());
-            Value built = translator.evaluate(text);
-            translator.locals.clear();
-            if (built.type == Value::Module && (built.text == "layer_norm" || built.text == "rms_norm")) {
-              try {
-                adopt_norm_parameters(built, attr, callee, norm_modules == 1 && !own_weight, params, result.notes);
-              } catch (Reject& r) {
-                if (r.column == 0) r.column = rhs_column + 1;
-                throw;
-              }
-            }
-            for (const auto& a : built.module_args)
-              if (a.second.type == Value::Tensor)
-                for (const auto& name : free_symbols(a.second.expr))
-                  if (defaults.count(name) &&
-                      std::none_of(params.begin(), params.end(), [&](const ParamDecl& p) { return p.name == name; }))
-                    params.push_back(ParamDecl{name, ParamShape::Scalar, defaults.at(name), false});
-            translator.self_attributes[attr] = built;
-            continue;
-          }
-          if (rhs.find("Parameter(") != std::string::npos) {
-            ParamDecl p = parameter_decl(attr, rhs, defaults);
-            params.push_back(p);
-            translator.self_attributes[attr] = tensor(sym(attr));
-          } else if (rhs.rfind("nn.", 0) == 0 || rhs.rfind("torch.nn.", 0) == 0) {
-            translator.line = l.number;
-            translator.column_base = rhs_column;
-            translator.self_attributes[attr] = translator.evaluate(rhs);
-          } else {
-            // A plain attribute: a fixed module parameter when numeric.
-            char* end = nullptr;
-            std::string value = rhs;
-            value.erase(std::remove_if(value.begin(), value.end(), ::isspace), value.end());
-            if (value.rfind("float(", 0) == 0) value = value.substr(6, value.size() - 7);
-            double d = std::strtod(value.c_str(), &end);
-            bool numeric = end && *end == 0 && !value.empty();
-            if (!numeric && defaults.count(value)) {
-              d = defaults[value];
-              numeric = true;
-            }
-            if (numeric) {
-              params.erase(std::remove_if(params.begin(), params.end(), [&](const ParamDecl& p) { return p.name == attr; }),
-                           params.end());
-              params.push_back(ParamDecl{attr, ParamShape::Scalar, d, false});
-              translator.self_attributes[attr] = tensor(sym(attr));
-            } else if (value.size() > 2 && (value.front() == '(' || value.front() == '[') &&
-                       (value.back() == ')' || value.back() == ']')) {
-              // A shape (self.normalized_shape = (hidden_size,)): a tuple of its sizes, which the
-              // norms check for one dimension; the sizes themselves are the input's.
-              Value shape;
-              shape.type = Value::Tuple;
-              const std::string inner = value.substr(1, value.size() - 2);
-              std::size_t begin = 0;
-              while (begin < inner.size()) {
-                std::size_t comma = inner.find(',', begin);
-                if (comma == std::string::npos) comma = inner.size();
-                if (comma > begin) shape.items.push_back(tensor(num(0)));
-                begin = comma + 1;
-              }
-              translator.self_attributes[attr] = shape;
-            } else if (m.defaults.count(value)) {
-              Value s;
-              s.type = Value::String;
-              s.text = m.defaults.at(value);
-              if (s.text.size() >= 2 && (s.text[0] == '"' || s.text[0] == '\'')) s.text = s.text.substr(1, s.text.size() - 2);
-              translator.self_attributes[attr] = s;
-            }
-          }
-        }
-      }
+      translator.self_attributes = modules.instance(modules.build_op_module(*module)).attributes;
+      translator.methods = modules.instance(0).methods;
     }
+    // A submodule of the source's own class, called in forward: its forward inlined with `self`
+    // its instance (attributes, methods), then the caller's again.
+    translator.call_instance = [&](int index, const std::vector<Arg>& args) -> Value {
+      const Instance& inst = modules.instance(index);
+      const Def* forward = nullptr;
+      for (const auto& m : inst.cls->methods)
+        if (m.name == "forward") forward = &m;
+      struct Swap {
+        Translator& t;
+        const ClassDef*& cls;
+        std::string& path;
+        std::map<std::string, Value> attributes;
+        std::set<std::string> methods;
+        const ClassDef* saved_cls;
+        std::string saved_path;
+        ~Swap() {
+          t.self_attributes = std::move(attributes);
+          t.methods = std::move(methods);
+          cls = saved_cls;
+          path = saved_path;
+        }
+      } swap{translator, module_class, self_path, translator.self_attributes, translator.methods, module_class, self_path};
+      translator.self_attributes = inst.attributes;
+      translator.methods = inst.methods;
+      module_class = inst.cls;
+      self_path = inst.path;
+      return inline_def(*forward, inst.path + ".forward", inst.path, true, args);
+    };
+    translator.instance_attribute = [&](int index, const std::string& attribute) -> Value {
+      const Instance& inst = modules.instance(index);
+      auto it = inst.attributes.find(attribute);
+      if (it == inst.attributes.end())
+        throw Reject{inst.path + "." + attribute + " is not set in " + inst.cls->name + ".__init__ (unknown attribute)", 0};
+      return it->second;
+    };
     // A parameter with a numeric default (def f(x, eps=1e-6)) is a fixed module parameter, not a
     // tensor input.
     for (const auto& p : entry->params) {
@@ -474,7 +459,7 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
       }
     }
     current = nullptr;
-    active.push_back(module ? "self.forward" : entry->name);  // a call back into the entry is recursion too
+    active.push_back(module ? ActiveCall{"self.forward", "self.forward"} : ActiveCall{entry->name, entry->name});  // a call back into the entry is recursion too
     Value out = run_body(entry->body);
     Expr expression = translator.as_tensor(out, "a tensor result");
     if (std::string problem = tree_limit_problem(expression); !problem.empty()) throw Reject{problem, 0};
@@ -494,6 +479,10 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
       if (rows && name == "n") continue;  // the row length, of x.shape[-1], var's n - 1
       bool known = std::find(result.program.inputs.begin(), result.program.inputs.end(), name) != result.program.inputs.end() ||
                    std::any_of(params.begin(), params.end(), [&](const ParamDecl& p) { return p.name == name; });
+      if (!known && name == kRankSymbol)
+        throw Reject{"the tensor's rank (x.ndim, x.dim(), len(x.shape)) is used as a value; the built-in analyser reads "
+                     "it only in a dim (dim=x.ndim - 1, the last dimension)",
+                     0};
       if (!known) throw Reject{"name '" + name + "' is neither an input nor a parameter", 0};
     }
     if (result.program.inputs.empty()) throw Reject{"the result does not depend on any tensor input", 0};

@@ -82,6 +82,7 @@ struct Value {
   Expr receiver;             // Method
   std::vector<NamedValue> module_args;  // Module: constructor arguments
   std::vector<Value> items;  // Tuple
+  int instance = -1;         // Module: an instance of the source's own module class (ModuleBuilder)
 };
 struct NamedValue {
   std::string first;
@@ -105,6 +106,10 @@ struct Arg {
 const std::map<std::string, std::pair<int, std::string>>& non_elementwise();
 const std::map<std::string, std::string>& module_functionals();
 const std::map<std::string, std::vector<std::string>>& catalogue_functionals();
+
+// The symbol standing for a tensor's rank (x.ndim, x.dim(), len(x.shape)): a dim written as
+// `x.ndim - 1` is the last one. It has no value of its own in the op.
+inline const std::string kRankSymbol = "x.ndim";
 
 // A reduction over the last dimension (sum, mean, amax, max(dim=...), logsumexp, norm, var, std,
 // softmax, log_softmax, softmin, normalize, rms_norm, layer_norm, size(-1)) as the IR's row

@@ -206,8 +206,12 @@ Value Translator::postfix() {
         } else {
           v.text = path;
         }
-      } else if (v.type == Value::Tuple && v.text == "max" && attribute == "values") {
+      } else if (v.type == Value::Module && v.instance >= 0) {
+      v = instance_attribute(v.instance, attribute);  // self.norm.weight
+    } else if (v.type == Value::Tuple && v.text == "max" && attribute == "values") {
         v = v.items[0];
+      } else if (v.type == Value::Tensor && attribute == "ndim") {
+        v = tensor(sym(kRankSymbol));
       } else if (v.type == Value::Tensor && attribute == "shape") {
         v.type = Value::Path;  // x.shape[-1]: the row length, read by the indexing below
         v.text = "<shape>";
@@ -237,7 +241,10 @@ Value Translator::postfix() {
       const int column = column_base + static_cast<int>(tokens_[pos_ - 1].offset) + 1;
       const bool shape = v.type == Value::Path && v.text == "<shape>";
       if (!shape && !(v.type == Value::Tuple && v.text == "max"))
-        throw Reject{"indexing / slicing a tensor is not element-wise", 0};
+        throw Reject{"indexing / slicing a tensor is not element-wise: the built-in analyser reads whole tensors "
+                     "(element-wise ops and reductions over dim=-1) and indexes only x.shape[-1], x.shape[-1:] and "
+                     "max(dim=-1)[0]; pass the slice itself as the op's input",
+                     0};
       auto slice_refusal = [&] {
         return Reject{"x.shape[...] slice: only x.shape[-1:] (the last dimension, as a normalized_shape) is "
                       "translated; the Tier-2 row program reduces over the last dimension only",
@@ -248,7 +255,7 @@ Value Translator::postfix() {
       if (accept(":")) {
         const Expr start = index.type == Value::Tensor ? simplify(index.expr) : nullptr;
         if (!shape || !start || !is_number(start, -1) || !accept("]")) {
-          if (!shape) throw Reject{"slicing a tensor is not element-wise", 0, column};
+          if (!shape) throw Reject{"slicing a tensor is not element-wise: pass the slice itself as the op's input", 0, column};
           throw slice_refusal();
         }
         Value tuple;
@@ -307,6 +314,8 @@ Value Translator::atom() {
     auto local = locals.find(t.text);
     if (local != locals.end()) return local->second;
     if (inputs.count(t.text)) return tensor(sym(t.text));
+    auto global = globals.find(t.text);
+    if (global != globals.end()) return global->second;
     Value path;
     path.type = Value::Path;
     path.text = t.text;
@@ -369,6 +378,7 @@ Value Translator::elementwise(const std::string& fn, const std::vector<Arg>& arg
   static const std::set<std::string> unary = {"relu", "sigmoid", "tanh", "exp", "log", "log1p", "expm1", "sqrt",
                                               "rsqrt", "abs", "erf", "sin", "cos", "sign"};
   std::string f = fn;
+  if (receiver && (f == "dim" || f == "ndimension") && args.empty()) return tensor(sym(kRankSymbol));
   if (f.size() > 1 && f.back() == '_' && f != "relu_") f.pop_back();  // in-place variants
   if (f == "relu_") f = "relu";
   if (f == "expit") f = "sigmoid";
@@ -479,6 +489,7 @@ Value Translator::elementwise(const std::string& fn, const std::vector<Arg>& arg
 
 Value Translator::apply(const Value& callee, const std::vector<Arg>& args) {
   if (callee.type == Value::Method) return elementwise(callee.text, args, callee.receiver);
+  if (callee.type == Value::Module && callee.instance >= 0) return call_instance(callee.instance, args);
   if (callee.type == Value::Module) {
     // A module: its constructor arguments follow the input.
     std::vector<Arg> all = args;
@@ -528,6 +539,9 @@ Value Translator::apply(const Value& callee, const std::vector<Arg>& args) {
     return tensor(simplify(call(path.substr(5), {x})));
   }
   if (path == "float" || path == "torch.tensor" || path == "torch.as_tensor") return args.at(0).value;
+  if (path == "len" && args.size() == 1 && args[0].value.type == Value::Path && args[0].value.text == "<shape>")
+    return tensor(sym(kRankSymbol));  // len(x.shape)
+  if (construct && source_classes.count(path)) return construct(path, args);
   if (helpers.count(path)) return call_helper(path, args);
   if (path.rfind("self.", 0) == 0 && methods.count(path.substr(5))) return call_helper(path, args);
   std::string fn = torch_function(path);

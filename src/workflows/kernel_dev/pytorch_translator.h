@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <deque>
 #include <functional>
 #include <map>
 #include <set>
@@ -21,6 +22,7 @@ class Translator {
 
   std::map<std::string, Value> locals;
   std::set<std::string> inputs;                 // function parameters (tensors)
+  std::map<std::string, Value> globals;         // module-level constants (EPS = 1e-6), seen from every scope
   std::map<std::string, Value> self_attributes; // self.<name>
   struct Helper {
     std::vector<std::string> params;
@@ -34,6 +36,9 @@ class Translator {
   // with `instance` set): its forward inlined when called, its attributes read as self.norm.<attr>.
   std::function<Value(int, const std::vector<Arg>&)> call_instance;
   std::function<Value(int, const std::string&)> instance_attribute;
+  // While __init__ is read: a call of one of the source's classes (`source_classes`) builds it.
+  std::set<std::string> source_classes;
+  std::function<Value(const std::string&, const std::vector<Arg>&)> construct;
   // Where the text given to evaluate() starts in the file, for error positions.
   int line = 0;
   int column_base = 0;
@@ -100,5 +105,55 @@ class Translator {
   std::size_t pos_ = 0;
   int nesting_ = 0;
 };
+
+// --------------------------------------------------------------------------------------------
+// Modules (pytorch_init.cpp): the op's nn.Module and, inlined, the instances of the source's own
+// module classes it builds in __init__ (self.norm = MyRMSNorm(d)).
+struct Instance {
+  const ClassDef* cls = nullptr;
+  std::string path;    // "self" for the op's module, "self.norm" for its submodule, for messages
+  std::string prefix;  // of the names of its parameters: "" for the op's module, "norm_" for self.norm
+  std::map<std::string, Value> attributes;  // self.<name>
+  std::set<std::string> methods;            // its methods but __init__, called as self.<name>(...)
+};
+
+class ModuleBuilder {
+ public:
+  // `current` is pointed at the line being read, for the line of a refusal.
+  ModuleBuilder(Translator& translator, const std::vector<ClassDef>& classes, std::vector<ParamDecl>& params,
+                std::vector<std::string>& notes, const LogicalLine*& current)
+      : translator_(translator), classes_(classes), params_(params), notes_(notes), current_(current) {}
+
+  // The instance of `cls` that is the op (index 0): __init__'s numeric defaults are its module
+  // parameters, named as written.
+  int build_op_module(const ClassDef& cls);
+  // Indexes stay valid while instances are added (a deque).
+  Instance& instance(int index) { return instances_.at(static_cast<std::size_t>(index)); }
+  // The class of the source that `cls` names, or nullptr.
+  const ClassDef* source_class(const std::string& name) const;
+
+ private:
+  // Reads `init`'s body for `inst`: its parameters (nn.Parameter), submodules (nn.<Class> and the
+  // source's own classes, built recursively), and plain attributes. `numeric`: __init__'s
+  // parameters with a number (written in the call or a default), by the symbol that stands for
+  // them; `bound`: its other arguments' values.
+  void read_init(Instance& inst, const Def& init, const std::map<std::string, double>& numeric,
+                 const std::map<std::string, Value>& bound, const std::map<std::string, std::string>& text_defaults);
+  // An instance of the source's class `cls` built as `self.<attr> = cls(args)` inside `outer`.
+  int build_submodule(const Instance& outer, const std::string& attr, const ClassDef& cls, const std::vector<Arg>& args,
+                      int column);
+  void declare(const ParamDecl& p);
+
+  Translator& translator_;
+  const std::vector<ClassDef>& classes_;
+  std::vector<ParamDecl>& params_;
+  std::vector<std::string>& notes_;
+  const LogicalLine*& current_;
+  std::deque<Instance> instances_;
+  std::vector<std::string> building_;  // classes being built, outermost first (a class may not contain itself)
+};
+
+// The 0-based column where a logical line's text starts in its physical line.
+inline int start_column(const LogicalLine& l) { return l.column >= 0 ? l.column : l.indent; }
 
 }  // namespace liger::kernel_dev::torch_detail
