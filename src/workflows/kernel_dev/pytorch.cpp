@@ -103,6 +103,15 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
     return result;
   };
 
+  // Functions defined inside a body (def or name = lambda), with the names they close over as
+  // they were at the definition.
+  struct LocalDef {
+    Def def;
+    std::map<std::string, Value> captured;
+  };
+  std::map<std::string, LocalDef> local_defs;
+  const std::map<std::string, Value>* closure = nullptr;  // for the next inline_def
+
   // Runs a body; returns the value of its `return`.
   std::function<Value(const std::vector<LogicalLine>&)> run_body = [&](const std::vector<LogicalLine>& body) -> Value {
     for (std::size_t index = 0; index < body.size(); ++index) {
@@ -110,6 +119,18 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
       current = &l;
       const std::string& t = l.text;
       if (t == "pass" || t.rfind("super(", 0) == 0 || t.rfind("assert ", 0) == 0) continue;
+      if (t.rfind("def ", 0) == 0) {
+        // A function defined in the body: inlined where it is called, like a top-level helper.
+        LocalDef local;
+        if (!parse_def(l, local.def))
+          throw Reject{"a def the built-in analyser cannot read (def name(parameters):)", 0, start_column(l) + 1};
+        while (index + 1 < body.size() && body[index + 1].indent > l.indent) local.def.body.push_back(body[++index]);
+        local.captured = translator.locals;
+        for (const auto& input : translator.inputs) local.captured.emplace(input, tensor(sym(input)));
+        translator.helpers[local.def.name] = {};
+        local_defs[local.def.name] = std::move(local);
+        continue;
+      }
       // A branch that only casts (HF's `if self.weight.dtype in [torch.float16, torch.bfloat16]:
       // h = h.to(self.weight.dtype)`) does not change the formula: the kernel computes in fp32 and
       // stores in the input's type, as for every other cast it drops.
@@ -235,6 +256,9 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
     if (method) {
       for (const auto& m : module_class->methods)
         if (m.name == name.substr(5)) def = &m;
+    } else if (auto local = local_defs.find(name); local != local_defs.end()) {
+      closure = &local->second.captured;
+      def = &local->second.def;
     } else {
       for (const auto& f : functions)
         if (f.name == name) def = &f;
@@ -245,6 +269,8 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
   inline_def = [&](const Def& d, const std::string& key, const std::string& name, bool method,
                    const std::vector<Arg>& args) -> Value {
     const Def* def = &d;
+    const std::map<std::string, Value>* captured = closure;
+    closure = nullptr;
     const auto same = [&](const ActiveCall& a) { return a.key == key; };
     if (std::any_of(active.begin(), active.end(), same)) {
       std::string chain;
@@ -285,6 +311,7 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
     // The helper sees its parameters (and the module's self.*), not the caller's names.
     translator.locals.clear();
     translator.inputs.clear();
+    if (captured) translator.locals = *captured;
     struct Active {
       std::vector<ActiveCall>& stack;
       Active(std::vector<ActiveCall>& s, ActiveCall c) : stack(s) { stack.push_back(std::move(c)); }
@@ -408,6 +435,7 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
         result.notes.push_back("class " + module->name + " does not name nn.Module as its base; treated as one");
       translator.self_attributes = modules.instance(modules.build_op_module(*module)).attributes;
       translator.methods = modules.instance(0).methods;
+      translator.unreadable_attributes = modules.instance(0).unreadable;
     }
     // A submodule of the source's own class, called in forward: its forward inlined with `self`
     // its instance (attributes, methods), then the caller's again.
@@ -422,17 +450,21 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
         std::string& path;
         std::map<std::string, Value> attributes;
         std::set<std::string> methods;
+        std::map<std::string, std::string> unreadable;
         const ClassDef* saved_cls;
         std::string saved_path;
         ~Swap() {
           t.self_attributes = std::move(attributes);
           t.methods = std::move(methods);
+          t.unreadable_attributes = std::move(unreadable);
           cls = saved_cls;
           path = saved_path;
         }
-      } swap{translator, module_class, self_path, translator.self_attributes, translator.methods, module_class, self_path};
+      } swap{translator, module_class, self_path, translator.self_attributes, translator.methods,
+             translator.unreadable_attributes, module_class, self_path};
       translator.self_attributes = inst.attributes;
       translator.methods = inst.methods;
+      translator.unreadable_attributes = inst.unreadable;
       module_class = inst.cls;
       self_path = inst.path;
       return inline_def(*forward, inst.path + ".forward", inst.path, true, args);

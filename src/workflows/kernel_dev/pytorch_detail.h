@@ -57,6 +57,8 @@ struct SourceStructure {
   std::vector<ClassDef> classes;
 };
 SourceStructure source_structure(const std::vector<LogicalLine>& lines);
+// "def name(a, b=1.0, *, c: float = 2) -> T:" -> Def without its body; false when `l` is no def.
+bool parse_def(const LogicalLine& l, Def& d);
 
 // --------------------------------------------------------------------------------------------
 // Python expression tokens.
@@ -110,6 +112,9 @@ const std::map<std::string, std::vector<std::string>>& catalogue_functionals();
 // The symbol standing for a tensor's rank (x.ndim, x.dim(), len(x.shape)): a dim written as
 // `x.ndim - 1` is the last one. It has no value of its own in the op.
 inline const std::string kRankSymbol = "x.ndim";
+// Value::Tuple's text for a learnable parameter of a few elements (nn.Parameter(torch.ones(3))):
+// its items are scalar parameters, read by constant indexes (self.weight[0]).
+inline const std::string kParameterVector = "<parameter vector>";
 
 // A reduction over the last dimension (sum, mean, amax, max(dim=...), logsumexp, norm, var, std,
 // softmax, log_softmax, softmin, normalize, rms_norm, layer_norm, size(-1)) as the IR's row

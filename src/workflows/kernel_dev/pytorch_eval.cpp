@@ -92,7 +92,9 @@ void Translator::sequence_items(const char* close, Value& into) {
 
 Value Translator::expression() {
   Nest guard(*this);
-  if (peek().type == PyTok::Name && peek().text == "lambda") throw Reject{"lambda expressions are not supported", 0};
+  if (peek().type == PyTok::Name && peek().text == "lambda") throw Reject{"a lambda inside an expression is not supported: name it (f = lambda x: ...) or write a def, "
+                 "and call it",
+                 0, column_base + static_cast<int>(peek().offset) + 1};
   Value left = additive();
   static const char* ops[] = {"<", "<=", ">", ">=", "==", "!="};
   for (const char* op : ops)
@@ -192,6 +194,10 @@ Value Translator::postfix() {
         std::string path = v.text + "." + attribute;
         if (v.text == "self") {
           auto it = self_attributes.find(attribute);
+          if (auto unread = unreadable_attributes.find(attribute);
+              it == self_attributes.end() && unread != unreadable_attributes.end()) {
+            throw Reject{unread->second, 0};
+          }
           if (it != self_attributes.end()) {
             v = it->second;
           } else if (methods.count(attribute)) {
@@ -240,6 +246,19 @@ Value Translator::postfix() {
       // indexing is not element-wise.
       const int column = column_base + static_cast<int>(tokens_[pos_ - 1].offset) + 1;
       const bool shape = v.type == Value::Path && v.text == "<shape>";
+      if (v.type == Value::Tuple && v.text == kParameterVector) {
+        // self.weight[k] of a parameter of a few elements (torch.ones(3)): its k-th scalar.
+        const Value index = expression();
+        expect("]");
+        const Expr k = index.type == Value::Tensor ? simplify(index.expr) : nullptr;
+        const long size = static_cast<long>(v.items.size());
+        if (!k || !is_number(k) || k->value != std::floor(k->value) || k->value < -size || k->value >= size)
+          throw Reject{"a parameter of " + std::to_string(size) + " elements is indexed by a constant from 0 to " +
+                           std::to_string(size - 1) + " (or -" + std::to_string(size) + " to -1) only",
+                       0, column};
+        v = v.items[static_cast<std::size_t>(k->value < 0 ? k->value + static_cast<double>(size) : k->value)];
+        continue;
+      }
       if (!shape && !(v.type == Value::Tuple && v.text == "max"))
         throw Reject{"indexing / slicing a tensor is not element-wise: the built-in analyser reads whole tensors "
                      "(element-wise ops and reductions over dim=-1) and indexes only x.shape[-1], x.shape[-1:] and "

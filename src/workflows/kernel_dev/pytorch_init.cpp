@@ -3,7 +3,9 @@
 // module and, recursively, for the instances of the source's own module classes it holds.
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
+#include <regex>
 
 #include "workflows/kernel_dev/pytorch_translator.h"
 
@@ -132,8 +134,20 @@ int ModuleBuilder::build_submodule(const Instance& outer, const std::string& att
     } else {
       throw Reject{cls.name + "(): missing argument '" + p + "' (" + path + " = " + cls.name + "(...))", 0, column};
     }
-    if (auto d = numeric_value(v)) numeric[p] = *d;
-    else bound[p] = v;
+    const auto d = init->defaults.find(p);
+    const std::optional<double> fallback = d == init->defaults.end() ? std::nullopt : numeric_text(d->second);
+    if (auto value = numeric_value(v)) {
+      numeric[p] = *value;
+    } else if (fallback && v.type != Value::Tensor) {
+      // A value from outside the source (eps=config.rms_norm_eps): the class's default, declared
+      // as the op's module parameter so it can be set to the model's value.
+      numeric[p] = *fallback;
+      notes_.push_back(path + " = " + cls.name + "(" + p + "=" + (v.text.empty() ? std::string("...") : v.text) +
+                       "): the value is not in the source; the op's module parameter '" + inst.prefix + p +
+                       "' takes " + cls.name + "'s default " + d->second + ": set it to the model's value");
+    } else {
+      bound[p] = v;
+    }
   }
   building_.push_back(cls.name);
   read_init(instances_[static_cast<std::size_t>(index)], *init, numeric, bound, {});
@@ -282,10 +296,9 @@ void ModuleBuilder::read_init(Instance& inst, const Def& init, const std::map<st
       continue;
     }
     if (rhs.find("Parameter(") != std::string::npos) {
-      ParamDecl p = parameter_decl(attr, rhs, numeric);
-      p.name = prefix + attr;
-      declare(p);
-      inst.attributes[attr] = tensor(sym(p.name));
+      translator_.line = l.number;
+      translator_.column_base = rhs_column;
+      read_parameter(inst, attr, rhs, numeric);
     } else if (rhs.rfind("nn.", 0) == 0 || rhs.rfind("torch.nn.", 0) == 0) {
       translator_.line = l.number;
       translator_.column_base = rhs_column;
@@ -325,9 +338,137 @@ void ModuleBuilder::read_init(Instance& inst, const Def& init, const std::map<st
         s.text = text_defaults.at(value);
         if (s.text.size() >= 2 && (s.text[0] == '"' || s.text[0] == '\'')) s.text = s.text.substr(1, s.text.size() - 2);
         inst.attributes[attr] = s;
+      } else {
+        // Arithmetic on __init__'s numbers (self.inv = 1.0 / eps) is an expression of them; one on
+        // values the op does not have (self.scale = dim ** -0.5, a size) is refused where forward
+        // reads it, not here: an attribute forward never reads is no reason to refuse.
+        init_locals();
+        translator_.line = l.number;
+        translator_.column_base = rhs_column;
+        try {
+          const Value v = translator_.evaluate(rhs);
+          if (v.type != Value::Tensor) throw Reject{"it is not a number", 0};
+          inst.attributes[attr] = v;
+        } catch (const Reject& r) {
+          inst.unreadable[attr] = "self." + attr + " is set in __init__ (line " + std::to_string(l.number) + ": '" +
+                                  trimmed(l.text) + "') from values the op does not have (" + r.message +
+                                  "); the built-in analyser reads attributes that are numbers or arithmetic on "
+                                  "__init__'s numeric arguments: write the value as a number or a default argument";
+        }
+        translator_.locals.clear();
       }
     }
   }
+}
+
+void ModuleBuilder::read_parameter(Instance& inst, const std::string& attr, const std::string& rhs,
+                                   const std::map<std::string, double>& numeric) {
+  // The data argument of nn.Parameter(...), without requires_grad=.
+  const std::size_t open = rhs.find("Parameter(") + 9;
+  const std::size_t close = rhs.rfind(')');
+  std::string data = close > open ? rhs.substr(open + 1, close - open - 1) : "";
+  const auto commas = top_level(data, ',');
+  if (!commas.empty()) data = data.substr(0, commas.front());
+  data = trimmed(data);
+  // The tensor constructor in it: its fill value stands in its place (torch.ones(3) / 3 is 1 / 3)
+  // and its shape argument says how many values the parameter has.
+  static const std::regex constructor(R"((?:torch\.)?(ones|zeros|full|tensor|empty|randn|rand)\s*\()");
+  std::smatch m;
+  std::optional<double> init;
+  std::optional<long> elements;  // nullopt: one per column (a size the op does not have)
+  bool scalar = false;
+  if (std::regex_search(data, m, constructor)) {
+    const std::size_t args_begin = static_cast<std::size_t>(m.position(0) + m.length(0));
+    int depth = 1;
+    std::size_t args_end = args_begin;
+    for (; args_end < data.size() && depth > 0; ++args_end) {
+      if (data[args_end] == '(' || data[args_end] == '[') ++depth;
+      if (data[args_end] == ')' || data[args_end] == ']') --depth;
+    }
+    const std::string args = data.substr(args_begin, args_end - 1 - args_begin);
+    std::vector<std::string> pieces;
+    std::size_t from = 0;
+    for (std::size_t at : top_level(args, ',')) {
+      pieces.push_back(trimmed(args.substr(from, at - from)));
+      from = at + 1;
+    }
+    pieces.push_back(trimmed(args.substr(from)));
+    pieces.erase(std::remove_if(pieces.begin(), pieces.end(),
+                                [](const std::string& p) { return p.empty() || p.find('=') != std::string::npos; }),
+                 pieces.end());
+    const std::string kind = m[1].str();
+    std::string fill = kind == "ones" ? "1" : "0";
+    if ((kind == "full" && pieces.size() == 2) || (kind == "tensor" && pieces.size() == 1)) fill = pieces.back();
+    if (kind == "empty" || kind == "randn" || kind == "rand")
+      notes_.push_back(inst.path + "." + attr + ": a random or uninitialised parameter; its init is taken as 0");
+    // The shape: a size written as a number is a fixed count of values; one from __init__'s
+    // arguments (torch.ones(dim), even with a default) is the row's length, one per column.
+    translator_.locals.clear();
+    auto count = [&](const std::string& text) -> std::optional<long> {
+      try {
+        const Value v = translator_.evaluate(text);
+        const Value& one = v.type == Value::Tuple && v.items.size() == 1 ? v.items[0] : v;
+        if (one.type != Value::Tensor) return std::nullopt;
+        const Expr e = simplify(one.expr);
+        if (!is_number(e) || e->value != std::floor(e->value) || e->value < 1) return std::nullopt;
+        return static_cast<long>(e->value);
+      } catch (const Reject&) {
+        return std::nullopt;
+      }
+    };
+    if (kind == "tensor") {
+      const std::string value = pieces.empty() ? "" : pieces.front();
+      if (!value.empty() && value.front() == '[') {
+        // torch.tensor([a, b, c]): that many scalars, each its own init; the first stands for all.
+        Value list;
+        try {
+          list = translator_.evaluate(value);
+        } catch (const Reject&) {
+        }
+        elements = static_cast<long>(list.items.size());
+        fill = value.substr(1, value.find_first_of(",]") - 1);
+      } else {
+        scalar = true;
+      }
+    } else if (!pieces.empty()) {
+      const std::string shape = kind == "full" ? pieces.front() : (pieces.size() == 1 ? pieces.front() : "");
+      elements = shape.empty() ? std::nullopt : count(shape);
+      scalar = elements && *elements == 1;
+    }
+    for (const auto& [k, v] : numeric) translator_.locals[k] = tensor(num(v));
+    std::string text = data;
+    text.replace(static_cast<std::size_t>(m.position(0)), args_end - static_cast<std::size_t>(m.position(0)),
+                 "(" + fill + ")");
+    try {
+      const Value v = translator_.evaluate(text);
+      if (v.type == Value::Tensor && is_number(simplify(v.expr))) init = simplify(v.expr)->value;
+    } catch (const Reject&) {
+    }
+    translator_.locals.clear();
+  }
+  ParamDecl p = parameter_decl(attr, rhs, numeric);  // what the text says when the reading above could not
+  p.name = inst.prefix + attr;
+  if (init) p.init = *init;
+  if (scalar) p.shape = ParamShape::Scalar;
+  if (elements && *elements > 1 && *elements <= 16) {
+    // A few values read by index (PolyNorm's self.weight[0..2]): each is a scalar parameter.
+    Value vector;
+    vector.type = Value::Tuple;
+    vector.text = kParameterVector;
+    for (long k = 0; k < *elements; ++k) {
+      ParamDecl element = p;
+      element.name = p.name + "_" + std::to_string(k);
+      element.shape = ParamShape::Scalar;
+      declare(element);
+      vector.items.push_back(tensor(sym(element.name)));
+    }
+    inst.attributes[attr] = vector;
+    return;
+  }
+  if (elements && *elements > 1)
+    p.shape = ParamShape::Channel;  // a fixed size the op reads per column
+  declare(p);
+  inst.attributes[attr] = tensor(sym(p.name));
 }
 
 }  // namespace liger::kernel_dev::torch_detail

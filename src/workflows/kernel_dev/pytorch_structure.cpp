@@ -6,8 +6,6 @@
 
 namespace liger::kernel_dev::torch_detail {
 
-namespace {
-
 // "def name(a, b=1.0, *, c: float = 2) -> T:" -> Def (without body).
 bool parse_def(const LogicalLine& l, Def& d) {
   if (l.text.rfind("def ", 0) != 0) return false;
@@ -52,8 +50,6 @@ bool parse_def(const LogicalLine& l, Def& d) {
   flush();
   return true;
 }
-
-}  // namespace
 
 SourceStructure source_structure(const std::vector<LogicalLine>& lines) {
   SourceStructure out;

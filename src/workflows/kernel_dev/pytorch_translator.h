@@ -24,6 +24,8 @@ class Translator {
   std::set<std::string> inputs;                 // function parameters (tensors)
   std::map<std::string, Value> globals;         // module-level constants (EPS = 1e-6), seen from every scope
   std::map<std::string, Value> self_attributes; // self.<name>
+  // self.<name> set in __init__ from values the op does not have: why, refused where it is read.
+  std::map<std::string, std::string> unreadable_attributes;
   struct Helper {
     std::vector<std::string> params;
     std::vector<LogicalLine> body;
@@ -115,6 +117,7 @@ struct Instance {
   std::string prefix;  // of the names of its parameters: "" for the op's module, "norm_" for self.norm
   std::map<std::string, Value> attributes;  // self.<name>
   std::set<std::string> methods;            // its methods but __init__, called as self.<name>(...)
+  std::map<std::string, std::string> unreadable;  // Translator::unreadable_attributes
 };
 
 class ModuleBuilder {
@@ -143,6 +146,9 @@ class ModuleBuilder {
   int build_submodule(const Instance& outer, const std::string& attr, const ClassDef& cls, const std::vector<Arg>& args,
                       int column);
   void declare(const ParamDecl& p);
+  // `self.<attr> = nn.Parameter(<rhs inner>)`: its value(s) in attributes, declared in params.
+  void read_parameter(Instance& inst, const std::string& attr, const std::string& rhs,
+                      const std::map<std::string, double>& numeric);
 
   Translator& translator_;
   const std::vector<ClassDef>& classes_;
