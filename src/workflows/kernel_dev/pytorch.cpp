@@ -51,6 +51,17 @@ std::set<std::string> built_classes(const std::vector<ClassDef>& classes) {
   return out;
 }
 
+// Where a statement assigns (`y = ...`, `y: T = ...`): its first '=' outside brackets and strings
+// that is not part of a comparison (==, !=, <=, >=); npos for an expression (f(x, dim=-1)).
+std::size_t assignment_at(const std::string& text) {
+  for (std::size_t at : top_level(text, '=')) {
+    const bool comparison = (at + 1 < text.size() && text[at + 1] == '=') ||
+                            (at > 0 && std::string("=!<>").find(text[at - 1]) != std::string::npos);
+    if (!comparison) return at;
+  }
+  return std::string::npos;
+}
+
 // The top-level functions another one calls.
 std::set<std::string> called_functions(const std::vector<Def>& functions) {
   std::set<std::string> out;
@@ -342,6 +353,10 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
     }
   };
 
+  // Outside the try: a refusal names a line that the module builder holds.
+  std::vector<ParamDecl> params;
+  translator.declared = &params;
+  ModuleBuilder modules(translator, classes, params, result.notes, current);
   try {
     const Def* entry = nullptr;
     const ClassDef* module = nullptr;
@@ -388,9 +403,8 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
         snippet.body = lines;
         LogicalLine& last = snippet.body.back();
         if (last.text.rfind("return", 0) != 0) {
-          std::size_t eq = last.text.find('=');
-          bool assignment = eq != std::string::npos && eq + 1 < last.text.size() && last.text[eq + 1] != '=' &&
-                            (eq == 0 || std::string("=!<>").find(last.text[eq - 1]) == std::string::npos);
+          const std::size_t eq = assignment_at(last.text);
+          const bool assignment = eq != std::string::npos;
           // Keep error columns on the written text: "return " is added in front of it.
           last.column = start_column(last) + (assignment ? static_cast<int>(eq) - 6 : -7);
           last.text = "return " + (assignment ? last.text.substr(eq + 1) : last.text);
@@ -398,7 +412,7 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
         // Free names of the snippet are its inputs: collect them by a first pass.
         std::set<std::string> assigned;
         for (const auto& l : snippet.body) {
-          std::size_t eq = l.text.find('=');
+          const std::size_t eq = assignment_at(l.text);
           if (eq != std::string::npos && l.text.rfind("return", 0) != 0) {
             std::string target = l.text.substr(0, eq);
             target.erase(std::remove_if(target.begin(), target.end(), ::isspace), target.end());
@@ -427,8 +441,6 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
       }
     }
     result.entry = module ? module->name + ".forward" : entry->name;
-    std::vector<ParamDecl> params;
-    ModuleBuilder modules(translator, classes, params, result.notes, current);
     if (module) {
       result.module_class = module->name;
       if (module->bases.find("Module") == std::string::npos)
@@ -481,10 +493,19 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
     for (const auto& p : entry->params) {
       if (p == "self") continue;
       auto d = entry->defaults.find(p);
-      char* end = nullptr;
-      const double value = d == entry->defaults.end() ? 0.0 : std::strtod(d->second.c_str(), &end);
-      if (d != entry->defaults.end() && end && *end == 0 && !d->second.empty()) {
-        params.push_back(ParamDecl{p, ParamShape::Scalar, value, false});
+      // The default as Python reads it (1e-6, 1 / 3, True, math.pi, a module-level EPS).
+      std::optional<double> value;
+      if (d != entry->defaults.end()) {
+        try {
+          translator.line = entry->line;
+          const Value v = translator.evaluate(d->second);
+          if (v.type == Value::Tensor && is_number(simplify(v.expr))) value = simplify(v.expr)->value;
+        } catch (const Reject&) {
+          // Not a number: the parameter is a tensor input.
+        }
+      }
+      if (value) {
+        params.push_back(ParamDecl{p, ParamShape::Scalar, *value, false});
         translator.locals[p] = tensor(sym(p));
       } else {
         translator.inputs.insert(p);

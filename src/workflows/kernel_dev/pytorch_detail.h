@@ -51,6 +51,7 @@ struct ClassDef {
   int line = 0;
   int indent = 0;
   std::vector<Def> methods;
+  std::vector<LogicalLine> statements;  // class-level assignments (eps = 1e-6): attributes of every instance
 };
 struct SourceStructure {
   std::vector<Def> functions;  // top level, in order
@@ -120,9 +121,10 @@ inline const std::string kParameterVector = "<parameter vector>";
 // softmax, log_softmax, softmin, normalize, rms_norm, layer_norm, size(-1)) as the IR's row
 // reductions; nullopt when `f` is not one (or is max/min's element-wise form). `f` is the function
 // without its torch./F. prefix, `fn` as written (for messages), `all` the arguments with a method's
-// receiver first. Throws Reject for a reduction outside the Tier-2 form (another dim, a weight).
+// receiver first; `fixed` the op's fixed module parameters with their values (a dim or keepdim
+// given by one is its value). Throws Reject for a reduction outside the Tier-2 form (another dim).
 std::optional<Value> row_function(const std::string& f, const std::string& fn, const std::vector<Arg>& all,
-                                  std::vector<std::string>& notes);
+                                  std::vector<std::string>& notes, const std::map<std::string, double>& fixed);
 // max/min(dim=...)'s (values, indices) pair.
 Value max_result(const Value& values);
 

@@ -15,6 +15,7 @@ namespace {
 
 std::optional<double> numeric_text(const std::string& text) {
   char* end = nullptr;
+  if (text == "True" || text == "False") return text == "True" ? 1.0 : 0.0;
   const double d = std::strtod(text.c_str(), &end);
   if (text.empty() || !end || *end != 0) return std::nullopt;
   return d;
@@ -55,7 +56,7 @@ int ModuleBuilder::build_op_module(const ClassDef& cls) {
     if (m.name != "__init__") inst.methods.insert(m.name);
   instances_.push_back(inst);
   building_.push_back(cls.name);
-  if (const Def* init = method_of(cls, "__init__")) {
+  if (const Def* init = init_with_class_statements(cls, method_of(cls, "__init__"))) {
     // Constructor defaults give hyperparameter values.
     std::map<std::string, double> numeric;
     for (const auto& [k, v] : init->defaults)
@@ -114,7 +115,8 @@ int ModuleBuilder::build_submodule(const Instance& outer, const std::string& att
     if (m.name != "__init__") inst.methods.insert(m.name);
   instances_.push_back(inst);
   const int index = static_cast<int>(instances_.size()) - 1;
-  if (!init) return index;
+  const Def* body = init_with_class_statements(cls, init);
+  if (!body) return index;
   // The caller's __init__ scope comes back after this one (its call may be inside an expression).
   const auto saved_locals = translator_.locals;
   struct Restore {
@@ -125,6 +127,7 @@ int ModuleBuilder::build_submodule(const Instance& outer, const std::string& att
   std::map<std::string, double> numeric;
   std::map<std::string, Value> bound;
   for (const auto& p : names) {
+    if (!init) break;
     Value v;
     if (auto it = given.find(p); it != given.end()) {
       v = it->second;
@@ -150,7 +153,7 @@ int ModuleBuilder::build_submodule(const Instance& outer, const std::string& att
     }
   }
   building_.push_back(cls.name);
-  read_init(instances_[static_cast<std::size_t>(index)], *init, numeric, bound, {});
+  read_init(instances_[static_cast<std::size_t>(index)], *body, numeric, bound, {});
   building_.pop_back();
   notes_.push_back(path + " = " + cls.name + "(...): class " + cls.name + " of the source inlined (its forward into the "
                    "op, its parameters named " + instances_[static_cast<std::size_t>(index)].prefix + "<name>)");
@@ -192,8 +195,18 @@ void ModuleBuilder::read_init(Instance& inst, const Def& init, const std::map<st
     const std::string cls = callee.substr(callee.rfind('.') + 1);
     if (cls == "LayerNorm" || cls == "RMSNorm") ++norm_modules;
   }
+  static const std::regex buffer(
+      R"(^self\.register_buffer\(\s*["']([A-Za-z_][A-Za-z0-9_]*)["']\s*,\s*(.+?)\s*(,\s*persistent\s*=\s*\w+\s*)?\)$)");
   for (const auto& l : init.body) {
     current_ = &l;
+    std::smatch registered;
+    if (std::regex_match(l.text, registered, buffer)) {
+      // A buffer: state the op does not learn, a fixed module parameter.
+      translator_.line = l.number;
+      translator_.column_base = start_column(l);
+      read_parameter(inst, registered[1].str(), "nn.Parameter(" + registered[2].str() + ")", numeric, false);
+      continue;
+    }
     if (l.text.rfind("self.", 0) != 0) continue;
     std::size_t eq = l.text.find('=');
     if (eq == std::string::npos) continue;
@@ -361,8 +374,24 @@ void ModuleBuilder::read_init(Instance& inst, const Def& init, const std::map<st
   }
 }
 
+const Def* ModuleBuilder::init_with_class_statements(const ClassDef& cls, const Def* init) {
+  if (!init && cls.statements.empty()) return nullptr;
+  Def out;
+  if (init) out = *init;
+  std::vector<LogicalLine> body;
+  for (LogicalLine l : cls.statements) {
+    l.column = start_column(l) - 5;  // "self." is written in front
+    l.text = "self." + l.text;
+    body.push_back(l);
+  }
+  body.insert(body.end(), out.body.begin(), out.body.end());
+  out.body = body;
+  inits_.push_back(out);
+  return &inits_.back();
+}
+
 void ModuleBuilder::read_parameter(Instance& inst, const std::string& attr, const std::string& rhs,
-                                   const std::map<std::string, double>& numeric) {
+                                   const std::map<std::string, double>& numeric, bool learnable) {
   // The data argument of nn.Parameter(...), without requires_grad=.
   const std::size_t open = rhs.find("Parameter(") + 9;
   const std::size_t close = rhs.rfind(')');
@@ -448,6 +477,7 @@ void ModuleBuilder::read_parameter(Instance& inst, const std::string& attr, cons
   }
   ParamDecl p = parameter_decl(attr, rhs, numeric);  // what the text says when the reading above could not
   p.name = inst.prefix + attr;
+  p.learnable = learnable;
   if (init) p.init = *init;
   if (scalar) p.shape = ParamShape::Scalar;
   if (elements && *elements > 1 && *elements <= 16) {
@@ -467,6 +497,11 @@ void ModuleBuilder::read_parameter(Instance& inst, const std::string& attr, cons
   }
   if (elements && *elements > 1)
     p.shape = ParamShape::Channel;  // a fixed size the op reads per column
+  if (!learnable && p.shape != ParamShape::Scalar)
+    throw Reject{inst.path + "." + attr + ": a buffer of one value per column is state the op would read, not a fixed "
+                     "number; the built-in analyser reads buffers of one value (register_buffer(name, torch.tensor(v))): "
+                     "make it an nn.Parameter or a number",
+                 0};
   declare(p);
   inst.attributes[attr] = tensor(sym(p.name));
 }

@@ -63,7 +63,7 @@ std::optional<double> dim_value(const Value& v) {
 }  // namespace
 
 std::optional<Value> row_function(const std::string& f, const std::string& fn, const std::vector<Arg>& all,
-                                  std::vector<std::string>& notes) {
+                                  std::vector<std::string>& notes, const std::map<std::string, double>& fixed) {
   if (f == "size") {  // x.size(-1): the row length
     if (all.size() == 2 && all[1].keyword.empty() && constant(all[1].value) == -1.0) return tensor(sym("n"));
     throw Reject{fn + "(): only size(-1), the row length n, is translated", 0};
@@ -90,6 +90,16 @@ std::optional<Value> row_function(const std::string& f, const std::string& fn, c
       throw Reject{fn + "(): unsupported argument '" + key + "'", 0};
     }
     bound[key] = a.value;
+  }
+  // A dim or flag given by a parameter with a number (def f(x, dim=-1): x.sum(dim)) is that number:
+  // it selects the reduction, it is not a value the kernel reads.
+  for (const char* key : {"dim", "keepdim", "unbiased", "correction", "p", "ord"}) {
+    auto it = bound.find(key);
+    if (it == bound.end() || it->second.type != Value::Tensor) continue;
+    std::map<std::string, Expr> values;
+    for (const auto& name : free_symbols(it->second.expr))
+      if (auto f = fixed.find(name); f != fixed.end()) values[name] = num(f->second);
+    if (!values.empty()) it->second.expr = simplify(substitute(it->second.expr, values));
   }
   if (!input) throw Reject{fn + "() needs a tensor argument", 0};
 

@@ -74,6 +74,8 @@ SourceStructure source_structure(const std::vector<LogicalLine>& lines) {
         if (parse_def(body[j], d)) {
           while (j + 1 < body.size() && body[j + 1].indent > d.indent) d.body.push_back(body[++j]);
           c.methods.push_back(d);
+        } else if (body[j].indent == body.front().indent && body[j].text.front() != '@') {
+          c.statements.push_back(body[j]);
         }
       }
       out.classes.push_back(c);

@@ -23,6 +23,7 @@ class Translator {
   std::map<std::string, Value> locals;
   std::set<std::string> inputs;                 // function parameters (tensors)
   std::map<std::string, Value> globals;         // module-level constants (EPS = 1e-6), seen from every scope
+  const std::vector<ParamDecl>* declared = nullptr;  // the op's parameters so far (a fixed one in a dim is its value)
   std::map<std::string, Value> self_attributes; // self.<name>
   // self.<name> set in __init__ from values the op does not have: why, refused where it is read.
   std::map<std::string, std::string> unreadable_attributes;
@@ -147,8 +148,13 @@ class ModuleBuilder {
                       int column);
   void declare(const ParamDecl& p);
   // `self.<attr> = nn.Parameter(<rhs inner>)`: its value(s) in attributes, declared in params.
+  // A buffer (register_buffer) is read the same way as a fixed parameter.
   void read_parameter(Instance& inst, const std::string& attr, const std::string& rhs,
-                      const std::map<std::string, double>& numeric);
+                      const std::map<std::string, double>& numeric, bool learnable = true);
+  // __init__'s body with the class-level assignments in front, as `self.<name> = ...` (nullptr
+  // and no statements: nothing to read).
+  // The result is kept by the builder: a refusal points at its lines.
+  const Def* init_with_class_statements(const ClassDef& cls, const Def* init);
 
   Translator& translator_;
   const std::vector<ClassDef>& classes_;
@@ -156,6 +162,7 @@ class ModuleBuilder {
   std::vector<std::string>& notes_;
   const LogicalLine*& current_;
   std::deque<Instance> instances_;
+  std::deque<Def> inits_;  // __init__ bodies with class-level statements (init_with_class_statements)
   std::vector<std::string> building_;  // classes being built, outermost first (a class may not contain itself)
 };
 
