@@ -449,13 +449,15 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
       translator.methods = modules.instance(0).methods;
       translator.unreadable_attributes = modules.instance(0).unreadable;
     }
-    // A submodule of the source's own class, called in forward: its forward inlined with `self`
-    // its instance (attributes, methods), then the caller's again.
-    translator.call_instance = [&](int index, const std::vector<Arg>& args) -> Value {
+    // A submodule of the source's own class, called in forward (or one of its methods called,
+    // self.norm._norm(x)): inlined with `self` its instance (attributes, methods), then the
+    // caller's again.
+    translator.call_instance = [&](int index, const std::string& method, const std::vector<Arg>& args) -> Value {
       const Instance& inst = modules.instance(index);
       const Def* forward = nullptr;
       for (const auto& m : inst.cls->methods)
-        if (m.name == "forward") forward = &m;
+        if (m.name == method) forward = &m;
+      if (!forward) throw Reject{inst.cls->name + "." + method + "() is not defined in the source", 0};
       struct Swap {
         Translator& t;
         const ClassDef*& cls;
@@ -479,11 +481,21 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
       translator.unreadable_attributes = inst.unreadable;
       module_class = inst.cls;
       self_path = inst.path;
-      return inline_def(*forward, inst.path + ".forward", inst.path, true, args);
+      return inline_def(*forward, inst.path + "." + method, method == "forward" ? inst.path : inst.path + "." + method,
+                        true, args);
     };
     translator.instance_attribute = [&](int index, const std::string& attribute) -> Value {
       const Instance& inst = modules.instance(index);
       auto it = inst.attributes.find(attribute);
+      if (it == inst.attributes.end() && inst.methods.count(attribute)) {
+        Value bound_method;
+        bound_method.type = Value::Module;
+        bound_method.instance = index;
+        bound_method.text = attribute;
+        return bound_method;
+      }
+      if (auto unread = inst.unreadable.find(attribute); it == inst.attributes.end() && unread != inst.unreadable.end())
+        throw Reject{unread->second, 0};
       if (it == inst.attributes.end())
         throw Reject{inst.path + "." + attribute + " is not set in " + inst.cls->name + ".__init__ (unknown attribute)", 0};
       return it->second;

@@ -512,7 +512,8 @@ Value Translator::elementwise(const std::string& fn, const std::vector<Arg>& arg
 
 Value Translator::apply(const Value& callee, const std::vector<Arg>& args) {
   if (callee.type == Value::Method) return elementwise(callee.text, args, callee.receiver);
-  if (callee.type == Value::Module && callee.instance >= 0) return call_instance(callee.instance, args);
+  if (callee.type == Value::Module && callee.instance >= 0)
+    return call_instance(callee.instance, callee.text.empty() ? "forward" : callee.text, args);
   if (callee.type == Value::Module) {
     // A module: its constructor arguments follow the input.
     std::vector<Arg> all = args;

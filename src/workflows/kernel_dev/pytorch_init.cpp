@@ -234,8 +234,8 @@ void ModuleBuilder::read_init(Instance& inst, const Def& init, const std::map<st
                                    : "class " + cls + " is neither defined in the source nor one the built-in analyser knows") +
                          "; as submodules it reads nn.LayerNorm, nn.RMSNorm, nn.Softmax, nn.LogSoftmax, the nn "
                          "activation modules (nn.ReLU, nn.GELU, nn.SiLU, ...) and the nn.Module classes defined in the "
-                         "same source (inlined): define " + cls + " in the source, or write its computation in "
-                         "forward with torch / F functions",
+                         "same source (inlined): " + (torch_nn ? std::string() : "define " + cls + " in the source, or ") +
+                         "write its computation in forward with torch / F functions",
                      0, rhs_column + 1};
       }
       init_locals();
@@ -269,8 +269,7 @@ void ModuleBuilder::read_init(Instance& inst, const Def& init, const std::map<st
         translator_.construct = nullptr;
         Value module;
         module.type = Value::Module;
-        module.text = own->name;
-        module.instance = index;
+        module.instance = index;  // text "": called, its forward runs
         inst.attributes[attr] = module;
         translator_.locals.clear();
         continue;

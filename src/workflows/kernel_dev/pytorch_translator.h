@@ -37,7 +37,7 @@ class Translator {
   std::function<Value(const std::string&, const std::vector<Arg>&)> call_helper;
   // An instance of one of the source's own module classes (self.norm = MyNorm(d), a Value::Module
   // with `instance` set): its forward inlined when called, its attributes read as self.norm.<attr>.
-  std::function<Value(int, const std::vector<Arg>&)> call_instance;
+  std::function<Value(int, const std::string&, const std::vector<Arg>&)> call_instance;  // instance, method
   std::function<Value(int, const std::string&)> instance_attribute;
   // While __init__ is read: a call of one of the source's classes (`source_classes`) builds it.
   std::set<std::string> source_classes;
