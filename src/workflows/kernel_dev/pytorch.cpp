@@ -62,6 +62,51 @@ std::size_t assignment_at(const std::string& text) {
   return std::string::npos;
 }
 
+// The names imports give to torch's and math's modules and functions (import torch as th,
+// import torch.nn.functional as nnf, from torch import nn, from torch.nn.functional import
+// softmax as sm): name -> the dotted path it stands for.
+void read_imports(const std::vector<LogicalLine>& lines, std::map<std::string, std::string>& aliases) {
+  auto pieces = [](std::string list) {
+    list.erase(std::remove(list.begin(), list.end(), '('), list.end());
+    list.erase(std::remove(list.begin(), list.end(), ')'), list.end());
+    std::vector<std::pair<std::string, std::string>> out;  // (name, as)
+    std::size_t from = 0;
+    for (std::size_t at = 0; at <= list.size(); ++at) {
+      if (at < list.size() && list[at] != ',') continue;
+      std::string item = trimmed(list.substr(from, at - from));
+      from = at + 1;
+      if (item.empty()) continue;
+      const std::size_t as = item.find(" as ");
+      if (as == std::string::npos) out.push_back({item, ""});
+      else out.push_back({trimmed(item.substr(0, as)), trimmed(item.substr(as + 4))});
+    }
+    return out;
+  };
+  auto ours = [](const std::string& path) {
+    return path == "torch" || path.rfind("torch.", 0) == 0 || path == "math";
+  };
+  for (const auto& l : lines) {
+    const std::string& t = l.text;
+    if (t.rfind("import ", 0) == 0) {
+      for (const auto& [module, as] : pieces(t.substr(7)))
+        if (!as.empty() && ours(module)) aliases[as] = module;
+    } else if (t.rfind("from ", 0) == 0) {
+      const std::size_t import = t.find(" import ");
+      if (import == std::string::npos) continue;
+      const std::string module = trimmed(t.substr(5, import - 5));
+      if (!ours(module)) continue;
+      for (const auto& [name, as] : pieces(t.substr(import + 8)))
+        if (name != "*") aliases[as.empty() ? name : as] = module + "." + name;
+    }
+  }
+}
+
+// Whether `e` holds an infinite number.
+bool has_infinity(const Expr& e) {
+  if (e->kind == Kind::Number) return std::isinf(e->value);
+  return std::any_of(e->args.begin(), e->args.end(), [](const Expr& a) { return has_infinity(a); });
+}
+
 // The top-level functions another one calls.
 std::set<std::string> called_functions(const std::vector<Def>& functions) {
   std::set<std::string> out;
@@ -130,6 +175,7 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
       current = &l;
       const std::string& t = l.text;
       if (t == "pass" || t.rfind("super(", 0) == 0 || t.rfind("assert ", 0) == 0) continue;
+      if (t.rfind("import ", 0) == 0 || t.rfind("from ", 0) == 0) continue;  // read_imports has them
       if (t.rfind("def ", 0) == 0) {
         // A function defined in the body: inlined where it is called, like a top-level helper.
         LocalDef local;
@@ -372,6 +418,7 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
         }
     for (const auto& f : functions) translator.helpers[f.name] = {};
     for (const auto& c : classes) translator.source_classes.insert(c.name);
+    read_imports(lines, translator.aliases);
     // Module-level constants (EPS = 1e-6, SCALE = 1 / math.sqrt(2)): numbers every function sees.
     // Anything else at the top level (imports, configuration objects) is not the op's.
     if (!functions.empty() || !classes.empty())
@@ -528,6 +575,11 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
     Value out = run_body(entry->body);
     Expr expression = translator.as_tensor(out, "a tensor result");
     if (std::string problem = tree_limit_problem(expression); !problem.empty()) throw Reject{problem, 0};
+    if (has_infinity(expression))
+      throw Reject{"the formula holds an infinite constant (float('-inf'), math.inf) outside a clamp bound; the "
+                   "generated kernel and its gradient are written with finite numbers: mask with a large finite value "
+                   "(for a softmax, -1e4 in fp16 / -1e30 in fp32) or leave the masking out of the op",
+                   0};
     result.elementwise = true;
     result.program.output = "y";
     result.program.expression = expression;

@@ -209,6 +209,8 @@ Value Translator::postfix() {
           v = tensor(num(M_PI));
         } else if (path == "math.e") {
           v = tensor(num(M_E));
+        } else if (path == "math.inf" || path == "torch.inf" || path == "np.inf" || path == "numpy.inf") {
+          v = tensor(num(HUGE_VAL));
         } else {
           v.text = path;
         }
@@ -335,6 +337,15 @@ Value Translator::atom() {
     if (inputs.count(t.text)) return tensor(sym(t.text));
     auto global = globals.find(t.text);
     if (global != globals.end()) return global->second;
+    // A name an import gave (import torch as th, from torch.nn.functional import softmax): the
+    // module or function it stands for, unless the source defines one of that name.
+    if (auto alias = aliases.find(t.text);
+        alias != aliases.end() && !helpers.count(t.text) && !source_classes.count(t.text)) {
+      Value path;
+      path.type = Value::Path;
+      path.text = alias->second;
+      return path;
+    }
     Value path;
     path.type = Value::Path;
     path.text = t.text;
@@ -357,6 +368,21 @@ Expr Translator::catalogue_call(const std::string& name, Expr x, const std::vect
   if (!resolved) throw Reject{"the catalogue has no '" + name + "'", 0};
   return *resolved;
 }
+
+namespace {
+
+// Masking with an infinity (where(m, x, float('-inf')), masked_fill(m, -inf)) is refused at the
+// call: the generated kernel and its gradient are written with finite numbers.
+void refuse_infinity(const std::string& fn, const Expr& value) {
+  const Expr v = simplify(value);
+  if (is_number(v) && std::isinf(v->value))
+    throw Reject{fn + "() with an infinite value: the generated kernel and its gradient are written with finite "
+                      "numbers; mask with a large finite value (for a softmax, -1e4 in fp16 / -1e30 in fp32) or leave "
+                      "the masking out of the op",
+                 0};
+}
+
+}  // namespace
 
 std::vector<std::pair<std::string, Expr>> Translator::bind(const std::string& fn, const std::vector<Arg>& args, std::size_t skip,
                                                const std::vector<std::string>& names) {
@@ -431,14 +457,26 @@ Value Translator::elementwise(const std::string& fn, const std::vector<Arg>& arg
   if (f == "add") return tensor(add(x, arg_tensor(1, "other")));
   if (f == "sub" || f == "subtract") return tensor(sub(x, arg_tensor(1, "other")));
   if (f == "div" || f == "divide" || f == "true_divide") return tensor(div(x, arg_tensor(1, "other")));
+  if (f == "masked_fill") {  // x.masked_fill(mask, value): value where mask holds, else x
+    Expr mask = arg_tensor(1, "mask"), value = arg_tensor(2, "value");
+    if (!mask || !value) throw Reject{"masked_fill() needs a mask and a value", 0};
+    refuse_infinity(fn, value);
+    return tensor(call("where", {mask, value, x}));
+  }
   if (f == "where") {
     Expr a = arg_tensor(1, "input"), b = arg_tensor(2, "other");
     if (!a || !b) throw Reject{"where() needs a condition and two values", 0};
+    refuse_infinity(fn, a);
+    refuse_infinity(fn, b);
     return tensor(call("where", {x, a, b}));
   }
   if (f == "clamp" || f == "clip" || f == "clamp_min" || f == "clamp_max") {
     Expr lo = f == "clamp_max" ? nullptr : arg_tensor(1, "min");
     Expr hi = f == "clamp_min" ? nullptr : (f == "clamp_max" ? arg_tensor(1, "max") : arg_tensor(2, "max"));
+    // An infinite bound (max=float('inf'), min=-math.inf) is no bound.
+    auto infinite = [](const Expr& e) { return e && is_number(simplify(e)) && std::isinf(simplify(e)->value); };
+    if (infinite(lo)) lo = nullptr;
+    if (infinite(hi)) hi = nullptr;
     if (lo && hi) return tensor(call("clamp", {x, lo, hi}));
     if (lo) return tensor(is_number(lo, 0) ? call("relu", {x}) : call("max", {x, lo}));
     if (hi) return tensor(call("min", {x, hi}));
@@ -561,6 +599,15 @@ Value Translator::apply(const Value& callee, const std::vector<Arg>& args) {
     std::string problem = tree_limit_problem(x);
     if (!problem.empty()) throw Reject{problem, 0};
     return tensor(simplify(call(path.substr(5), {x})));
+  }
+  if (path == "float" && args.size() == 1 && args[0].value.type == Value::String) {
+    // float('inf'), float('-inf'): a bound clamp drops; elsewhere refused (translate_pytorch)
+    std::string text = args[0].value.text;
+    std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
+    const bool negative = !text.empty() && text[0] == '-';
+    if (negative || (!text.empty() && text[0] == '+')) text.erase(0, 1);
+    if (text == "inf" || text == "infinity") return tensor(num(negative ? -HUGE_VAL : HUGE_VAL));
+    throw Reject{"float('" + args[0].value.text + "'): only float('inf') and float('-inf') are read from a string", 0};
   }
   if (path == "float" || path == "torch.tensor" || path == "torch.as_tensor") return args.at(0).value;
   if (path == "len" && args.size() == 1 && args[0].value.type == Value::Path && args[0].value.text == "<shape>")

@@ -216,8 +216,12 @@ void ModuleBuilder::read_init(Instance& inst, const Def& init, const std::map<st
     std::string rhs = l.text.substr(eq + 1);
     const int rhs_column = start_column(l) + static_cast<int>(eq + 1 + std::min(rhs.find_first_not_of(" \t"), rhs.size()));
     rhs = rhs.substr(std::min(rhs.find_first_not_of(" \t"), rhs.size()));
-    const std::string callee = constructor_callee(rhs);
+    std::string callee = constructor_callee(rhs);
     if (!callee.empty()) {
+      // Through the names imports gave (import torch.nn as tnn; from torch.nn import LayerNorm).
+      const std::string head = callee.substr(0, callee.find('.'));
+      if (auto alias = translator_.aliases.find(head); alias != translator_.aliases.end() && !source_class(head))
+        callee = alias->second + callee.substr(head.size());
       // A submodule: nn.<Class> (or the class imported by name from torch.nn) is read through its
       // functional form, a class of the source is inlined; any other class is not.
       const std::string cls = callee.substr(callee.rfind('.') + 1);

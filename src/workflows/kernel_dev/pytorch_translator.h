@@ -23,6 +23,7 @@ class Translator {
   std::map<std::string, Value> locals;
   std::set<std::string> inputs;                 // function parameters (tensors)
   std::map<std::string, Value> globals;         // module-level constants (EPS = 1e-6), seen from every scope
+  std::map<std::string, std::string> aliases;   // names imports give: th -> torch, softmax -> torch.nn.functional.softmax
   const std::vector<ParamDecl>* declared = nullptr;  // the op's parameters so far (a fixed one in a dim is its value)
   std::map<std::string, Value> self_attributes; // self.<name>
   // self.<name> set in __init__ from values the op does not have: why, refused where it is read.
