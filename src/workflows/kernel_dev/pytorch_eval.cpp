@@ -613,6 +613,10 @@ Value Translator::apply(const Value& callee, const std::vector<Arg>& args) {
   if (path == "len" && args.size() == 1 && args[0].value.type == Value::Path && args[0].value.text == "<shape>")
     return tensor(sym(kRankSymbol));  // len(x.shape)
   if (construct && source_classes.count(path)) return construct(path, args);
+  if (source_classes.count(path))
+    throw Reject{path + "(...) builds a module where the op runs; the built-in analyser inlines modules built in "
+                        "__init__: write self.m = " + path + "(...) there and call self.m(x)",
+                 0};
   if (helpers.count(path)) return call_helper(path, args);
   if (path.rfind("self.", 0) == 0 && methods.count(path.substr(5))) return call_helper(path, args);
   std::string fn = torch_function(path);
