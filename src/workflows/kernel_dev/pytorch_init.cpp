@@ -42,7 +42,14 @@ const ClassDef* ModuleBuilder::source_class(const std::string& name) const {
   return nullptr;
 }
 
-void ModuleBuilder::declare(const ParamDecl& p) {
+void ModuleBuilder::declare(Instance& inst, const ParamDecl& p) {
+  if (!inst.declared.count(p.name))
+    for (const auto& other : instances_)
+      if (&other != &inst && other.declared.count(p.name))
+        throw Reject{inst.path + "'s parameter and " + other.path + "'s are both named '" + p.name +
+                         "' (a submodule's parameters are named <attribute>_<name>): rename one of them",
+                     0};
+  inst.declared.insert(p.name);
   params_.erase(std::remove_if(params_.begin(), params_.end(), [&](const ParamDecl& q) { return q.name == p.name; }),
                 params_.end());
   params_.push_back(p);
@@ -61,7 +68,7 @@ int ModuleBuilder::build_op_module(const ClassDef& cls) {
     std::map<std::string, double> numeric;
     for (const auto& [k, v] : init->defaults)
       if (auto d = numeric_text(v)) numeric[k] = *d;
-    read_init(instances_.front(), *init, numeric, {}, init->defaults);
+    read_init_at_line(instances_.front(), *init, numeric, {}, init->defaults);
   }
   building_.pop_back();
   return 0;
@@ -153,11 +160,22 @@ int ModuleBuilder::build_submodule(const Instance& outer, const std::string& att
     }
   }
   building_.push_back(cls.name);
-  read_init(instances_[static_cast<std::size_t>(index)], *body, numeric, bound, {});
+  read_init_at_line(instances_[static_cast<std::size_t>(index)], *body, numeric, bound, {});
   building_.pop_back();
   notes_.push_back(path + " = " + cls.name + "(...): class " + cls.name + " of the source inlined (its forward into the "
                    "op, its parameters named " + instances_[static_cast<std::size_t>(index)].prefix + "<name>)");
   return index;
+}
+
+void ModuleBuilder::read_init_at_line(Instance& inst, const Def& init, const std::map<std::string, double>& numeric,
+                                      const std::map<std::string, Value>& bound,
+                                      const std::map<std::string, std::string>& text_defaults) {
+  try {
+    read_init(inst, init, numeric, bound, text_defaults);
+  } catch (Reject& r) {
+    if (r.column == 0 && current_) r.column = start_column(*current_) + 1;  // the statement that failed
+    throw;
+  }
 }
 
 void ModuleBuilder::read_init(Instance& inst, const Def& init, const std::map<std::string, double>& numeric,
@@ -329,7 +347,7 @@ void ModuleBuilder::read_init(Instance& inst, const Def& init, const std::map<st
       std::optional<double> d = numeric_text(value);
       if (!d && numeric.count(value)) d = numeric.at(value);
       if (d) {
-        declare(ParamDecl{prefix + attr, ParamShape::Scalar, *d, false});
+        declare(inst, ParamDecl{prefix + attr, ParamShape::Scalar, *d, false});
         inst.attributes[attr] = tensor(sym(prefix + attr));
       } else if (bound.count(value)) {
         inst.attributes[attr] = bound.at(value);  // a value the outer module passed (its own eps)
@@ -492,7 +510,7 @@ void ModuleBuilder::read_parameter(Instance& inst, const std::string& attr, cons
       ParamDecl element = p;
       element.name = p.name + "_" + std::to_string(k);
       element.shape = ParamShape::Scalar;
-      declare(element);
+      declare(inst, element);
       vector.items.push_back(tensor(sym(element.name)));
     }
     inst.attributes[attr] = vector;
@@ -505,7 +523,7 @@ void ModuleBuilder::read_parameter(Instance& inst, const std::string& attr, cons
                      "number; the built-in analyser reads buffers of one value (register_buffer(name, torch.tensor(v))): "
                      "make it an nn.Parameter or a number",
                  0};
-  declare(p);
+  declare(inst, p);
   inst.attributes[attr] = tensor(sym(p.name));
 }
 

@@ -120,6 +120,7 @@ struct Instance {
   std::map<std::string, Value> attributes;  // self.<name>
   std::set<std::string> methods;            // its methods but __init__, called as self.<name>(...)
   std::map<std::string, std::string> unreadable;  // Translator::unreadable_attributes
+  std::set<std::string> declared;                 // the parameter names it declared
 };
 
 class ModuleBuilder {
@@ -144,10 +145,15 @@ class ModuleBuilder {
   // them; `bound`: its other arguments' values.
   void read_init(Instance& inst, const Def& init, const std::map<std::string, double>& numeric,
                  const std::map<std::string, Value>& bound, const std::map<std::string, std::string>& text_defaults);
+  // read_init, a refusal without a column placed at the statement that failed.
+  void read_init_at_line(Instance& inst, const Def& init, const std::map<std::string, double>& numeric,
+                         const std::map<std::string, Value>& bound,
+                         const std::map<std::string, std::string>& text_defaults);
   // An instance of the source's class `cls` built as `self.<attr> = cls(args)` inside `outer`.
   int build_submodule(const Instance& outer, const std::string& attr, const ClassDef& cls, const std::vector<Arg>& args,
                       int column);
-  void declare(const ParamDecl& p);
+  // Declares `p` for `inst` (again: replaced); a name another instance declared is refused.
+  void declare(Instance& inst, const ParamDecl& p);
   // `self.<attr> = nn.Parameter(<rhs inner>)`: its value(s) in attributes, declared in params.
   // A buffer (register_buffer) is read the same way as a fixed parameter.
   void read_parameter(Instance& inst, const std::string& attr, const std::string& rhs,
