@@ -1,5 +1,6 @@
 #include "workflows/kernel_dev/pytorch.h"
 #include "workflows/kernel_dev/pytorch_detail.h"
+#include "workflows/kernel_dev/pytorch_translator.h"
 #include "workflows/kernel_dev/tier2_derive.h"
 
 #include <algorithm>
@@ -11,576 +12,112 @@
 
 namespace liger::kernel_dev {
 
-namespace {
-
 using namespace torch_detail;
 
-class Translator {
- public:
-  Translator(const Catalogue& catalogue, std::vector<std::string>& notes) : catalogue_(catalogue), notes_(notes) {}
+namespace {
 
-  std::map<std::string, Value> locals;
-  std::set<std::string> inputs;                 // function parameters (tensors)
-  std::map<std::string, Value> self_attributes; // self.<name>
-  struct Helper {
-    std::vector<std::string> params;
-    std::vector<LogicalLine> body;
-  };
-  std::map<std::string, Helper> helpers;  // top-level defs usable as functions
-  std::set<std::string> methods;          // the module's own methods, called as self.<name>(...)
-  std::vector<std::string> row_callees;   // row functions called, first call first
-  std::function<Value(const std::string&, const std::vector<Arg>&)> call_helper;
-  // Where the text given to evaluate() starts in the file, for error positions.
-  int line = 0;
-  int column_base = 0;
+// When body[at] opens an if / elif / else chain whose blocks only cast variables to another dtype
+// (v = v.to(...), v.float(), v.half(), v.bfloat16(), v.type(...), v.type_as(...)), the index of
+// the chain's last line; else `at`.
+std::size_t cast_only_branch(const std::vector<LogicalLine>& body, std::size_t at) {
+  static const std::regex cast(
+      R"(^([A-Za-z_][A-Za-z0-9_]*)\s*=\s*([A-Za-z_][A-Za-z0-9_]*)\.(to|float|half|bfloat16|double|type|type_as)\(.*\)$)");
+  if (body[at].text.rfind("if ", 0) != 0) return at;
+  const int indent = body[at].indent;
+  std::size_t k = at;
+  while (k < body.size() && body[k].indent == indent &&
+         (k == at || body[k].text.rfind("elif ", 0) == 0 || body[k].text.rfind("else", 0) == 0)) {
+    std::size_t statements = 0;
+    for (++k; k < body.size() && body[k].indent > indent; ++k, ++statements) {
+      std::smatch m;
+      if (!std::regex_match(body[k].text, m, cast) || m[1].str() != m[2].str()) return at;
+    }
+    if (statements == 0) return at;
+  }
+  return k - 1;
+}
 
-  Value evaluate(const std::string& text) {
-    // Reentrant: a helper function called inside an expression evaluates its own body, and the
-    // caller's expression continues after the call.
-    struct Saved {
-      Translator& t;
-      std::vector<PyToken> tokens;
-      std::size_t pos;
-      int nesting, line, column_base;
-      ~Saved() {
-        t.tokens_ = std::move(tokens);
-        t.pos_ = pos;
-        t.nesting_ = nesting;
-        t.line = line;
-        t.column_base = column_base;
-      }
-    } saved{*this, std::move(tokens_), pos_, nesting_, line, column_base};
-    tokens_ = py_lex(text);
-    pos_ = 0;
-    nesting_ = 0;
-    try {
-      return evaluate_tokens();
-    } catch (Reject& r) {
-      // A refusal found inside the expression names where: the token the parser had just read (the
-      // operator or name at fault) unless the thrower knew better.
-      if (r.column == 0) r.column = column_base + static_cast<int>(tokens_[pos_ > 0 ? pos_ - 1 : 0].offset) + 1;
-      throw;
-    }
-  }
+// The source's classes that another class builds in its __init__ (self.norm = MyNorm(d)).
+std::set<std::string> built_classes(const std::vector<ClassDef>& classes) {
+  std::set<std::string> out;
+  for (const auto& c : classes)
+    for (const auto& m : c.methods)
+      if (m.name == "__init__")
+        for (const auto& l : m.body)
+          for (const auto& t : py_lex(l.text))
+            if (t.type == PyTok::Name && t.text != c.name)
+              for (const auto& other : classes)
+                if (other.name == t.text) out.insert(t.text);
+  return out;
+}
 
-  Value evaluate_tokens() {
-    Value v = expression();
-    if (peek().type != PyTok::End) {
-      if (peek().text == ",") {  // a tuple
-        Value tuple;
-        tuple.type = Value::Tuple;
-        tuple.items.push_back(v);
-        while (accept(",")) {
-          if (peek().type == PyTok::End) break;
-          tuple.items.push_back(expression());
-        }
-        if (peek().type == PyTok::End) return tuple;
-      }
-      throw Reject{"cannot translate the expression near '" + peek().text + "'", 0,
-                   column_base + static_cast<int>(peek().offset) + 1};
-    }
-    return v;
+// Where a statement assigns (`y = ...`, `y: T = ...`): its first '=' outside brackets and strings
+// that is not part of a comparison (==, !=, <=, >=); npos for an expression (f(x, dim=-1)).
+std::size_t assignment_at(const std::string& text) {
+  for (std::size_t at : top_level(text, '=')) {
+    const bool comparison = (at + 1 < text.size() && text[at + 1] == '=') ||
+                            (at > 0 && std::string("=!<>").find(text[at - 1]) != std::string::npos);
+    if (!comparison) return at;
   }
+  return std::string::npos;
+}
 
-  Expr as_tensor(const Value& v, const std::string& what) {
-    if (v.type == Value::Tensor) return v.expr;
-    if (v.type == Value::Tuple) throw Reject{"a tuple is used where " + what + " is expected", 0};
-    throw Reject{"'" + v.text + "' is used where " + what + " is expected", 0};
-  }
-
- private:
-  const PyToken& peek(std::size_t ahead = 0) const { return tokens_[std::min(pos_ + ahead, tokens_.size() - 1)]; }
-  bool accept(const char* op) {
-    if (peek().type == PyTok::Op && peek().text == op) {
-      ++pos_;
-      return true;
-    }
-    return false;
-  }
-  void expect(const char* op) {
-    if (accept(op)) return;
-    const std::string found = peek().type == PyTok::End ? "the end of the line" : "'" + peek().text + "'";
-    throw Reject{std::string("expected '") + op + "', found " + found, 0,
-                 column_base + static_cast<int>(peek().offset) + 1};
-  }
-
-  // Source nesting (parentheses, arguments, signs, exponents) is bounded so the recursive descent
-  // cannot exhaust the stack on adversarial input.
-  struct Nest {
-    explicit Nest(Translator& t) : translator(t) {
-      if (++translator.nesting_ > kMaxNesting)
-        throw Reject{"line " + std::to_string(translator.line) + ", column " +
-                         std::to_string(translator.column_base + static_cast<int>(translator.peek().offset) + 1) +
-                         ": the expression nests deeper than " + std::to_string(kMaxNesting) +
-                         " levels (parentheses, calls, signs, powers); write it with fewer nested levels",
-                     0};
-    }
-    ~Nest() { --translator.nesting_; }
-    Translator& translator;
-  };
-
-  // The rest of a comma-separated sequence up to `close` (a trailing comma allowed), appended to
-  // `into`'s items: the tail of a tuple or the body of a list.
-  void sequence_items(const char* close, Value& into) {
-    while (!accept(close)) {
-      into.items.push_back(expression());
-      if (!accept(",")) {
-        expect(close);
-        break;
-      }
-    }
-  }
-
-  Value expression() {
-    Nest guard(*this);
-    if (peek().type == PyTok::Name && peek().text == "lambda") throw Reject{"lambda expressions are not supported", 0};
-    Value left = additive();
-    static const char* ops[] = {"<", "<=", ">", ">=", "==", "!="};
-    for (const char* op : ops)
-      if (accept(op)) {
-        Value right = additive();
-        return tensor(compare(op, as_tensor(left, "a tensor"), as_tensor(right, "a tensor")));
-      }
-    if (peek().type == PyTok::Name && peek().text == "if")
-      throw Reject{"conditional expressions (a if c else b) are not supported; use torch.where", 0};
-    return left;
-  }
-  // Chains are collected and built by build_chain (balanced when long: a 20 000-term sum must not
-  // become a 20 000-deep tree).
-  Value additive() {
-    Value first = term();
-    std::vector<Expr> terms;
-    std::vector<char> ops{'+'};
-    while (true) {
-      char op = accept("+") ? '+' : accept("-") ? '-' : 0;
-      if (!op) return terms.empty() ? first : tensor(build_chain(terms, ops));
-      if (terms.empty()) terms.push_back(as_tensor(first, "a tensor"));
-      ops.push_back(op);
-      terms.push_back(as_tensor(term(), "a tensor"));
-    }
-  }
-  Value term() {
-    Value first = unary();
-    std::vector<Expr> terms;
-    std::vector<char> ops{'*'};
-    while (true) {
-      char op = 0;
-      if (accept("*")) op = '*';
-      else if (accept("/")) op = '/';
-      else if (accept("@")) throw Reject{"'@' is a matrix multiplication (GEMM)", 3};
-      else if (accept("//") || accept("%")) throw Reject{"integer division / modulo is not a floating-point element-wise op", 0};
-      if (!op) return terms.empty() ? first : tensor(build_chain(terms, ops));
-      if (terms.empty()) terms.push_back(as_tensor(first, "a tensor"));
-      ops.push_back(op);
-      terms.push_back(as_tensor(unary(), "a tensor"));
-    }
-  }
-  Value unary() {
-    if (peek().type == PyTok::Op && (peek().text == "-" || peek().text == "+")) {
-      Nest guard(*this);
-      return signed_unary();
-    }
-    return power();
-  }
-  Value signed_unary() {
-    if (accept("-")) {
-      Expr e = as_tensor(unary(), "a tensor");
-      return tensor(is_number(e) ? num(-e->value) : neg(e));
-    }
-    if (accept("+")) return unary();
-    return power();
-  }
-  Value power() {
-    Value base = postfix();
-    if (accept("**")) {
-      Nest guard(*this);
-      return tensor(pow(as_tensor(base, "a tensor"), as_tensor(unary(), "an exponent")));
-    }
-    return base;
-  }
-  std::vector<Arg> arguments() {
-    std::vector<Arg> args;
-    if (accept(")")) return args;
-    while (true) {
-      Arg arg;
-      if (peek().type == PyTok::Name && peek(1).type == PyTok::Op && peek(1).text == "=") {
-        arg.keyword = peek().text;
-        pos_ += 2;
-      }
-      arg.value = expression();
-      args.push_back(arg);
-      if (accept(",")) {
-        if (accept(")")) return args;
-        continue;
-      }
-      expect(")");
-      return args;
-    }
-  }
-  Value postfix() {
-    Value v = atom();
-    while (true) {
-      if (accept(".")) {
-        if (peek().type != PyTok::Name) throw Reject{"expected an attribute name after '.'", 0};
-        std::string attribute = peek().text;
-        ++pos_;
-        if (v.type == Value::Path) {
-          std::string path = v.text + "." + attribute;
-          if (v.text == "self") {
-            auto it = self_attributes.find(attribute);
-            if (it != self_attributes.end()) {
-              v = it->second;
-            } else if (methods.count(attribute)) {
-              v.text = path;  // self.<method>: inlined when called (apply)
-            } else {
-              throw Reject{"self." + attribute + " is not set in __init__ (unknown attribute)", 0};
-            }
-          } else if (path == "math.pi" || path == "torch.pi" || path == "np.pi") {
-            v = tensor(num(M_PI));
-          } else if (path == "math.e") {
-            v = tensor(num(M_E));
-          } else {
-            v.text = path;
-          }
-        } else if (v.type == Value::Tuple && v.text == "max" && attribute == "values") {
-          v = v.items[0];
-        } else if (v.type == Value::Tensor && attribute == "shape") {
-          v.type = Value::Path;  // x.shape[-1]: the row length, read by the indexing below
-          v.text = "<shape>";
-        } else if (v.type == Value::Tensor) {
-          Value method;
-          method.type = Value::Method;
-          method.receiver = v.expr;
-          method.text = attribute;
-          v = method;
-        } else {
-          throw Reject{"attribute '" + attribute + "' of a non-tensor value", 0};
-        }
-      } else if (accept("(")) {
-        // The callee's name, for the column of a refusal.
-        const int column = column_base + static_cast<int>(tokens_[pos_ >= 2 ? pos_ - 2 : 0].offset) + 1;
-        std::vector<Arg> args = arguments();
-        try {
-          v = apply(v, args);
-        } catch (Reject& r) {
-          if (r.column == 0) r.column = column;
-          throw;
-        }
-      } else if (accept("[")) {
-        // x.shape[-1] is the row length n; x.shape[-1:] the one-element shape (n,) that
-        // layer_norm / rms_norm take as normalized_shape; max(dim=...)[0] its values. Other
-        // indexing is not element-wise.
-        const int column = column_base + static_cast<int>(tokens_[pos_ - 1].offset) + 1;
-        const bool shape = v.type == Value::Path && v.text == "<shape>";
-        if (!shape && !(v.type == Value::Tuple && v.text == "max"))
-          throw Reject{"indexing / slicing a tensor is not element-wise", 0};
-        auto slice_refusal = [&] {
-          return Reject{"x.shape[...] slice: only x.shape[-1:] (the last dimension, as a normalized_shape) is "
-                        "translated; the Tier-2 row program reduces over the last dimension only",
-                        2, column};
-        };
-        if (accept(":")) throw slice_refusal();
-        Value index = expression();
-        if (accept(":")) {
-          const Expr start = index.type == Value::Tensor ? simplify(index.expr) : nullptr;
-          if (!shape || !start || !is_number(start, -1) || !accept("]")) {
-            if (!shape) throw Reject{"slicing a tensor is not element-wise", 0, column};
-            throw slice_refusal();
-          }
-          Value tuple;
-          tuple.type = Value::Tuple;
-          tuple.items.push_back(tensor(sym("n")));
-          v = tuple;
-          continue;
-        }
-        expect("]");
-        const Expr i = index.type == Value::Tensor ? simplify(index.expr) : nullptr;
-        if (shape && i && is_number(i, -1)) v = tensor(sym("n"));
-        else if (!shape && i && is_number(i, 0)) v = v.items[0];
-        else
-          throw Reject{shape ? "x.shape[...]: only x.shape[-1] (the row length) is translated"
-                             : "max/min(dim=...)[...]: only [0] (the values) is translated; the indices are not",
-                       0};
-      } else {
-        return v;
-      }
-    }
-  }
-  Value atom() {
-    const PyToken t = peek();
-    ++pos_;
-    if (t.type == PyTok::Number) return tensor(num(t.number));
-    if (t.type == PyTok::String) {
-      Value v;
-      v.type = Value::String;
-      v.text = t.text;
-      return v;
-    }
-    if (t.type == PyTok::Op && t.text == "(") {
-      Value inner = expression();
-      if (accept(",")) {  // (a,) or (a, b): a shape argument such as normalized_shape
-        Value tuple;
-        tuple.type = Value::Tuple;
-        tuple.items.push_back(inner);
-        sequence_items(")", tuple);
-        return tuple;
-      }
-      expect(")");
-      return inner;
-    }
-    if (t.type == PyTok::Op && t.text == "[") {  // [a, b]: a shape argument such as [x.shape[-1]]
-      Value list;
-      list.type = Value::Tuple;
-      sequence_items("]", list);
-      return list;
-    }
-    if (t.type == PyTok::Name) {
-      if (t.text == "None" || t.text == "True" || t.text == "False") {
-        if (t.text == "None") return Value{};
-        return tensor(num(t.text == "True" ? 1 : 0));
-      }
-      auto local = locals.find(t.text);
-      if (local != locals.end()) return local->second;
-      if (inputs.count(t.text)) return tensor(sym(t.text));
-      Value path;
-      path.type = Value::Path;
-      path.text = t.text;
-      return path;
-    }
-    throw Reject{"unexpected '" + t.text + "'", 0};
-  }
-
-  // The function name with torch./F./nn.functional. prefixes removed, or "" when not torch's.
-  static std::string torch_function(const std::string& path) {
-    static const char* prefixes[] = {"torch.nn.functional.", "nn.functional.", "F.", "torch.special.", "torch."};
-    for (const char* prefix : prefixes)
-      if (path.rfind(prefix, 0) == 0) return path.substr(std::string(prefix).size());
-    return "";
-  }
-
-  Expr catalogue_call(const std::string& name, Expr x, const std::vector<std::pair<std::string, Expr>>& named) {
-    std::vector<CallArgument> args = {{"", x}};
-    for (const auto& [k, v] : named) args.push_back({k, v});
-    auto resolved = catalogue_.resolver()(name, args);
-    if (!resolved) throw Reject{"the catalogue has no '" + name + "'", 0};
-    return *resolved;
-  }
-
-  // Binds positional/keyword arguments after the first tensor to `names`.
-  std::vector<std::pair<std::string, Expr>> bind(const std::string& fn, const std::vector<Arg>& args, std::size_t skip,
-                                                 const std::vector<std::string>& names) {
-    std::vector<std::pair<std::string, Expr>> out;
-    std::size_t positional = 0;
-    for (std::size_t i = skip; i < args.size(); ++i) {
-      const Arg& a = args[i];
-      if (a.keyword == "inplace") continue;
-      std::string name = a.keyword;
-      if (name.empty()) {
-        if (positional >= names.size()) throw Reject{fn + "(): too many arguments", 0};
-        name = names[positional++];
-      } else if (std::find(names.begin(), names.end(), name) == names.end()) {
-        throw Reject{fn + "(): unsupported argument '" + name + "'", 0};
-      }
-      out.push_back({name, as_tensor(a.value, "a number")});
+// The names imports give to torch's and math's modules and functions (import torch as th,
+// import torch.nn.functional as nnf, from torch import nn, from torch.nn.functional import
+// softmax as sm): name -> the dotted path it stands for.
+void read_imports(const std::vector<LogicalLine>& lines, std::map<std::string, std::string>& aliases) {
+  auto pieces = [](std::string list) {
+    list.erase(std::remove(list.begin(), list.end(), '('), list.end());
+    list.erase(std::remove(list.begin(), list.end(), ')'), list.end());
+    std::vector<std::pair<std::string, std::string>> out;  // (name, as)
+    std::size_t from = 0;
+    for (std::size_t at = 0; at <= list.size(); ++at) {
+      if (at < list.size() && list[at] != ',') continue;
+      std::string item = trimmed(list.substr(from, at - from));
+      from = at + 1;
+      if (item.empty()) continue;
+      const std::size_t as = item.find(" as ");
+      if (as == std::string::npos) out.push_back({item, ""});
+      else out.push_back({trimmed(item.substr(0, as)), trimmed(item.substr(as + 4))});
     }
     return out;
+  };
+  auto ours = [](const std::string& path) {
+    return path == "torch" || path.rfind("torch.", 0) == 0 || path == "math";
+  };
+  for (const auto& l : lines) {
+    const std::string& t = l.text;
+    if (t.rfind("import ", 0) == 0) {
+      for (const auto& [module, as] : pieces(t.substr(7)))
+        if (!as.empty() && ours(module)) aliases[as] = module;
+    } else if (t.rfind("from ", 0) == 0) {
+      const std::size_t import = t.find(" import ");
+      if (import == std::string::npos) continue;
+      const std::string module = trimmed(t.substr(5, import - 5));
+      if (!ours(module)) continue;
+      for (const auto& [name, as] : pieces(t.substr(import + 8)))
+        if (name != "*") aliases[as.empty() ? name : as] = module + "." + name;
+    }
   }
+}
 
-  Value elementwise(const std::string& fn, const std::vector<Arg>& args, Expr receiver = nullptr) {
-    std::vector<Arg> all = args;
-    if (receiver) all.insert(all.begin(), Arg{"", tensor(receiver)});
-    auto arg_tensor = [&](std::size_t i, const char* keyword = nullptr) -> Expr {
-      if (keyword)
-        for (const auto& a : all)
-          if (a.keyword == keyword) return as_tensor(a.value, std::string("argument ") + keyword);
-      std::size_t positional = 0;
-      for (const auto& a : all) {
-        if (!a.keyword.empty()) continue;
-        if (positional++ == i) return as_tensor(a.value, "argument " + std::to_string(i + 1) + " of " + fn);
-      }
-      return nullptr;
-    };
-    auto has_keyword = [&](const char* k) {
-      return std::any_of(all.begin(), all.end(), [&](const Arg& a) { return a.keyword == k; });
-    };
-    static const std::set<std::string> unary = {"relu", "sigmoid", "tanh", "exp", "log", "log1p", "expm1", "sqrt",
-                                                "rsqrt", "abs", "erf", "sin", "cos", "sign"};
-    std::string f = fn;
-    if (f.size() > 1 && f.back() == '_' && f != "relu_") f.pop_back();  // in-place variants
-    if (f == "relu_") f = "relu";
-    if (f == "expit") f = "sigmoid";
-    if (f == "absolute") f = "abs";
-    if (f == "sgn") f = "sign";
-    Expr x = arg_tensor(0, "input");
-    if (!x && f != "tensor") throw Reject{fn + "() needs a tensor argument", 0};
-    if (unary.count(f)) return tensor(call(f, {x}));
-    if (f == "square") return tensor(pow(x, num(2)));
-    // Functions the expression language lacks, written with those it has (same values; the
-    // derivatives follow from the identities).
-    if (f == "logit") {  // logit(x, eps) clamps x to [eps, 1 - eps] first
-      Expr eps = arg_tensor(1, "eps");
-      Expr p = eps ? call("clamp", {x, eps, sub(num(1), eps)}) : x;
-      return tensor(sub(call("log", {p}), call("log1p", {neg(p)})));
-    }
-    if (f == "sinh") return tensor(div(sub(call("exp", {x}), call("exp", {neg(x)})), num(2)));
-    if (f == "cosh") return tensor(div(add(call("exp", {x}), call("exp", {neg(x)})), num(2)));
-    if (f == "tan") return tensor(div(call("sin", {x}), call("cos", {x})));
-    if (f == "exp2") return tensor(call("exp", {mul(num(M_LN2), x)}));
-    if (f == "log2") return tensor(div(call("log", {x}), num(M_LN2)));
-    if (f == "log10") return tensor(div(call("log", {x}), num(M_LN10)));
-    if (f == "pow" || f == "float_power") {
-      Expr e = arg_tensor(1, "exponent");
-      if (!e) throw Reject{"pow() needs an exponent", 0};
-      return tensor(pow(x, e));
-    }
-    if (f == "neg" || f == "negative") return tensor(neg(x));
-    if (f == "reciprocal") return tensor(div(num(1), x));
-    if (f == "mul" || f == "multiply") return tensor(mul(x, arg_tensor(1, "other")));
-    if (f == "add") return tensor(add(x, arg_tensor(1, "other")));
-    if (f == "sub" || f == "subtract") return tensor(sub(x, arg_tensor(1, "other")));
-    if (f == "div" || f == "divide" || f == "true_divide") return tensor(div(x, arg_tensor(1, "other")));
-    if (f == "where") {
-      Expr a = arg_tensor(1, "input"), b = arg_tensor(2, "other");
-      if (!a || !b) throw Reject{"where() needs a condition and two values", 0};
-      return tensor(call("where", {x, a, b}));
-    }
-    if (f == "clamp" || f == "clip" || f == "clamp_min" || f == "clamp_max") {
-      Expr lo = f == "clamp_max" ? nullptr : arg_tensor(1, "min");
-      Expr hi = f == "clamp_min" ? nullptr : (f == "clamp_max" ? arg_tensor(1, "max") : arg_tensor(2, "max"));
-      if (lo && hi) return tensor(call("clamp", {x, lo, hi}));
-      if (lo) return tensor(is_number(lo, 0) ? call("relu", {x}) : call("max", {x, lo}));
-      if (hi) return tensor(call("min", {x, hi}));
-      return tensor(x);
-    }
-    if (auto reduction = row_function(f, fn, all, notes_)) {
-      if (f != "size" && std::find(row_callees.begin(), row_callees.end(), f) == row_callees.end())
-        row_callees.push_back(f);
-      return *reduction;
-    }
-    if (f == "maximum" || f == "fmax" || f == "minimum" || f == "fmin" || f == "max" || f == "min") {
-      Expr other = arg_tensor(1, "other");
-      if (!other || has_keyword("dim"))
-        throw Reject{fn + "() over a dimension is a reduction", 2};
-      bool is_max = f == "maximum" || f == "fmax" || f == "max";
-      return tensor(call(is_max ? "max" : "min", {x, other}));
-    }
-    if (f == "gelu") {
-      std::string approximate = "none";
-      for (const auto& a : all)
-        if (a.keyword == "approximate") {
-          if (a.value.type != Value::String) throw Reject{"gelu(): approximate must be a string literal", 0};
-          approximate = a.value.text;
-        }
-      if (approximate != "none" && approximate != "tanh")
-        throw Reject{"gelu(): approximate must be 'none' or 'tanh', got '" + approximate + "'", 0};
-      notes_.push_back(approximate == "tanh" ? "F.gelu(approximate='tanh') -> gelu_tanh" : "F.gelu -> gelu (erf)");
-      return tensor(catalogue_call(approximate == "tanh" ? "gelu_tanh" : "gelu", x, {}));
-    }
-    auto cat = catalogue_functionals().find(f);
-    if (cat != catalogue_functionals().end()) {
-      std::vector<Arg> rest;
-      bool first = true;
-      for (const auto& a : all) {
-        if (first && a.keyword.empty()) {
-          first = false;
-          continue;
-        }
-        if (a.keyword == "input") continue;
-        rest.push_back(a);
-      }
-      return tensor(catalogue_call(f, x, bind(fn, rest, 0, cat->second)));
-    }
-    if (f == "float" || f == "half" || f == "bfloat16" || f == "to" || f == "type_as" || f == "contiguous" ||
-        f == "type" || f == "clone" || f == "detach") {
-      notes_.push_back("." + f + "() dropped: the kernel loads its storage type and computes in fp32");
-      return tensor(x);
-    }
-    if (f == "zeros_like") return tensor(num(0));
-    if (f == "ones_like") return tensor(num(1));
-    auto ne = non_elementwise().find(f);
-    if (ne != non_elementwise().end())
-      throw Reject{fn + "() is " + ne->second.second +
-                       (ne->second.first == 2 ? "; the row reductions the built-in analyser derives are sum, mean, amax, "
-                                                "amin, max/min(dim), logsumexp, norm, var, std, softmax, log_softmax, "
-                                                "softmin, normalize, rms_norm and layer_norm over dim=-1"
-                                              : ""),
-                   ne->second.first};
-    if (f == "view" || f == "reshape" || f == "transpose" || f == "permute" || f == "chunk" || f == "split" ||
-        f == "cat" || f == "stack" || f == "flatten" || f == "unsqueeze" || f == "squeeze" || f == "expand")
-      throw Reject{fn + "() changes the tensor layout; the built-in analyser handles element-wise ops on same-shape inputs only", 0};
-    throw Reject{fn + "() is not in the element-wise subset the built-in analyser translates; write it with the "
-                      "functions it reads (exp, log, log1p, expm1, sqrt, rsqrt, tanh, sigmoid, erf, abs, sin, cos, sign, "
-                      "pow, clamp, where, maximum, minimum and the F.* activations) or as an expression (y = ...)",
-                 0};
-  }
+// Whether `e` holds an infinite number.
+bool has_infinity(const Expr& e) {
+  if (e->kind == Kind::Number) return std::isinf(e->value);
+  return std::any_of(e->args.begin(), e->args.end(), [](const Expr& a) { return has_infinity(a); });
+}
 
-  Value apply(const Value& callee, const std::vector<Arg>& args) {
-    if (callee.type == Value::Method) return elementwise(callee.text, args, callee.receiver);
-    if (callee.type == Value::Module) {
-      // A module: its constructor arguments follow the input.
-      std::vector<Arg> all = args;
-      for (const auto& [k, v] : callee.module_args) all.push_back(Arg{k, v});
-      if (callee.text == "identity") return args.at(0).value;
-      return elementwise(callee.text, all);
-    }
-    if (callee.type != Value::Path) throw Reject{"calling a value that is not a function", 0};
-    const std::string& path = callee.text;
-    // nn.<Module>(...) builds a module; nn.functional.<f> / torch.nn.functional.<f> is a function.
-    const bool functional = path.rfind("nn.functional.", 0) == 0 || path.rfind("torch.nn.functional.", 0) == 0;
-    if (!functional && (path.rfind("nn.", 0) == 0 || path.rfind("torch.nn.", 0) == 0)) {
-      std::string cls = path.substr(path.rfind('.') + 1);
-      auto it = module_functionals().find(cls);
-      if (it == module_functionals().end()) throw Reject{path + " is not a module the built-in analyser knows", 0};
-      Value module;
-      module.type = Value::Module;
-      module.text = it->second;
-      static const std::map<std::string, std::vector<std::string>> ctor = {
-          {"leaky_relu", {"negative_slope"}}, {"elu", {"alpha"}}, {"celu", {"alpha"}},
-          {"softplus", {"beta", "threshold"}}, {"hardtanh", {"min_val", "max_val"}}, {"gelu", {"approximate"}},
-          {"softmax", {"dim"}}, {"log_softmax", {"dim"}},
-          {"layer_norm", {"normalized_shape", "eps", "elementwise_affine", "bias"}},
-          {"rms_norm", {"normalized_shape", "eps", "elementwise_affine"}}};
-      auto names = ctor.find(module.text);
-      std::size_t positional = 0;
-      for (const auto& a : args) {
-        if (a.keyword == "inplace") continue;
-        std::string k = a.keyword;
-        if (k.empty()) {
-          if (names == ctor.end() || positional >= names->second.size()) continue;  // dims of Linear etc.
-          k = names->second[positional++];
-        }
-        module.module_args.push_back({k, a.value});
-      }
-      // nn.LayerNorm / nn.RMSNorm have a learnable weight unless elementwise_affine=False.
-      if ((module.text == "layer_norm" || module.text == "rms_norm") &&
-          std::none_of(module.module_args.begin(), module.module_args.end(),
-                       [](const NamedValue& a) { return a.first == "elementwise_affine"; }))
-        module.module_args.push_back({"elementwise_affine", tensor(num(1))});
-      return module;
-    }
-    if (path == "math.sqrt" || path == "math.exp" || path == "math.log" || path == "math.tanh") {
-      Expr x = as_tensor(args.at(0).value, "a number");
-      std::string problem = tree_limit_problem(x);
-      if (!problem.empty()) throw Reject{problem, 0};
-      return tensor(simplify(call(path.substr(5), {x})));
-    }
-    if (path == "float" || path == "torch.tensor" || path == "torch.as_tensor") return args.at(0).value;
-    if (helpers.count(path)) return call_helper(path, args);
-    if (path.rfind("self.", 0) == 0 && methods.count(path.substr(5))) return call_helper(path, args);
-    std::string fn = torch_function(path);
-    if (fn.empty()) throw Reject{"unknown function '" + path + "'", 0};
-    return elementwise(fn, args);
-  }
-
-  const Catalogue& catalogue_;
-  std::vector<std::string>& notes_;
-  std::vector<PyToken> tokens_;
-  std::size_t pos_ = 0;
-  int nesting_ = 0;
-};
-
-// The 0-based column where a logical line's text starts in its physical line.
-int start_column(const LogicalLine& l) { return l.column >= 0 ? l.column : l.indent; }
+// The top-level functions another one calls.
+std::set<std::string> called_functions(const std::vector<Def>& functions) {
+  std::set<std::string> out;
+  for (const auto& f : functions)
+    for (const auto& l : f.body)
+      for (const auto& t : py_lex(l.text))
+        if (t.type == PyTok::Name && t.text != f.name)
+          for (const auto& other : functions)
+            if (other.name == t.text) out.insert(t.text);
+  return out;
+}
 
 }  // namespace
 
@@ -622,12 +159,44 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
     return result;
   };
 
+  // Functions defined inside a body (def or name = lambda), with the names they close over as
+  // they were at the definition.
+  struct LocalDef {
+    Def def;
+    std::map<std::string, Value> captured;
+  };
+  std::map<std::string, LocalDef> local_defs;
+  const std::map<std::string, Value>* closure = nullptr;  // for the next inline_def
+
   // Runs a body; returns the value of its `return`.
   std::function<Value(const std::vector<LogicalLine>&)> run_body = [&](const std::vector<LogicalLine>& body) -> Value {
-    for (const auto& l : body) {
+    for (std::size_t index = 0; index < body.size(); ++index) {
+      const LogicalLine& l = body[index];
       current = &l;
       const std::string& t = l.text;
       if (t == "pass" || t.rfind("super(", 0) == 0 || t.rfind("assert ", 0) == 0) continue;
+      if (t.rfind("import ", 0) == 0 || t.rfind("from ", 0) == 0) continue;  // read_imports has them
+      if (t.rfind("def ", 0) == 0) {
+        // A function defined in the body: inlined where it is called, like a top-level helper.
+        LocalDef local;
+        if (!parse_def(l, local.def))
+          throw Reject{"a def the built-in analyser cannot read (def name(parameters):)", 0, start_column(l) + 1};
+        while (index + 1 < body.size() && body[index + 1].indent > l.indent) local.def.body.push_back(body[++index]);
+        local.captured = translator.locals;
+        for (const auto& input : translator.inputs) local.captured.emplace(input, tensor(sym(input)));
+        translator.helpers[local.def.name] = {};
+        local_defs[local.def.name] = std::move(local);
+        continue;
+      }
+      // A branch that only casts (HF's `if self.weight.dtype in [torch.float16, torch.bfloat16]:
+      // h = h.to(self.weight.dtype)`) does not change the formula: the kernel computes in fp32 and
+      // stores in the input's type, as for every other cast it drops.
+      if (const std::size_t end = cast_only_branch(body, index); end > index) {
+        result.notes.push_back("line " + std::to_string(l.number) + ": a branch that only casts (" + t +
+                               " ...) dropped: the kernel loads its storage type and computes in fp32");
+        index = end;
+        continue;
+      }
       if (t.rfind("return", 0) == 0) {
         std::string rest = t.substr(6);
         translator.line = l.number;
@@ -729,22 +298,40 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
   // with its own locals. Recursion is refused at the call that closes the cycle (a kernel applies
   // one formula; a recursion depth depends on values the analyser does not have).
   constexpr int kMaxHelperDepth = 32;
-  std::vector<std::string> active;  // helpers being inlined, outermost first
+  // Helpers being inlined, outermost first: the key tells which instance's method (self.norm's
+  // _norm is not self's), the name is as the code calls it.
+  struct ActiveCall {
+    std::string key, name;
+  };
+  std::vector<ActiveCall> active;
   const ClassDef* module_class = nullptr;
+  std::string self_path = "self";  // the instance whose methods `self.` names
+  std::function<Value(const Def&, const std::string&, const std::string&, bool, const std::vector<Arg>&)> inline_def;
   translator.call_helper = [&](const std::string& name, const std::vector<Arg>& args) -> Value {
     const bool method = name.rfind("self.", 0) == 0;
     const Def* def = nullptr;
     if (method) {
       for (const auto& m : module_class->methods)
         if (m.name == name.substr(5)) def = &m;
+    } else if (auto local = local_defs.find(name); local != local_defs.end()) {
+      closure = &local->second.captured;
+      def = &local->second.def;
     } else {
       for (const auto& f : functions)
         if (f.name == name) def = &f;
     }
     if (!def) throw Reject{name + "() is not defined in the source", 0};
-    if (std::find(active.begin(), active.end(), name) != active.end()) {
+    return inline_def(*def, method ? self_path + name.substr(4) : name, name, method, args);
+  };
+  inline_def = [&](const Def& d, const std::string& key, const std::string& name, bool method,
+                   const std::vector<Arg>& args) -> Value {
+    const Def* def = &d;
+    const std::map<std::string, Value>* captured = closure;
+    closure = nullptr;
+    const auto same = [&](const ActiveCall& a) { return a.key == key; };
+    if (std::any_of(active.begin(), active.end(), same)) {
       std::string chain;
-      for (auto it = std::find(active.begin(), active.end(), name); it != active.end(); ++it) chain += *it + "() -> ";
+      for (auto it = std::find_if(active.begin(), active.end(), same); it != active.end(); ++it) chain += it->name + "() -> ";
       throw Reject{"recursion: " + chain + name + "() cannot be inlined (the built-in analyser inlines helper "
                        "functions and methods, and a recursion's depth depends on values it does not have); write "
                        "the computation without calling " + name + "() from itself",
@@ -781,11 +368,12 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
     // The helper sees its parameters (and the module's self.*), not the caller's names.
     translator.locals.clear();
     translator.inputs.clear();
+    if (captured) translator.locals = *captured;
     struct Active {
-      std::vector<std::string>& stack;
-      Active(std::vector<std::string>& s, const std::string& n) : stack(s) { stack.push_back(n); }
+      std::vector<ActiveCall>& stack;
+      Active(std::vector<ActiveCall>& s, ActiveCall c) : stack(s) { stack.push_back(std::move(c)); }
       ~Active() { stack.pop_back(); }
-    } guard(active, name);
+    } guard(active, ActiveCall{key, name});
     try {
       for (const auto& p : params) {
         if (bound.count(p)) {
@@ -811,23 +399,49 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
     }
   };
 
+  // Outside the try: a refusal names a line that the module builder holds.
+  std::vector<ParamDecl> params;
+  translator.declared = &params;
+  ModuleBuilder modules(translator, classes, params, result.notes, current);
   try {
     const Def* entry = nullptr;
     const ClassDef* module = nullptr;
+    // The op is the last module class with a forward that no other class of the source builds as
+    // a submodule (those are inlined into it), and without one the last top-level function that
+    // no other one calls (the others are helpers).
+    const std::set<std::string> built = built_classes(classes);
     for (const auto& c : classes)
       for (const auto& m : c.methods)
-        if (m.name == "forward") {
+        if (m.name == "forward" && (!built.count(c.name) || !module || built.count(module->name))) {
           module = &c;
           entry = &m;
         }
     for (const auto& f : functions) translator.helpers[f.name] = {};
+    for (const auto& c : classes) translator.source_classes.insert(c.name);
+    read_imports(lines, translator.aliases);
+    // Module-level constants (EPS = 1e-6, SCALE = 1 / math.sqrt(2)): numbers every function sees.
+    // Anything else at the top level (imports, configuration objects) is not the op's.
+    if (!functions.empty() || !classes.empty())
+      for (const auto& l : lines) {
+        const auto eq = top_level(l.text, '=');
+        if (l.indent != 0 || eq.size() != 1 || eq[0] == 0 || std::string("=!<>+-*/").find(l.text[eq[0] - 1]) != std::string::npos ||
+            (eq[0] + 1 < l.text.size() && l.text[eq[0] + 1] == '='))
+          continue;
+        std::string name = trimmed(l.text.substr(0, eq[0]));
+        if (const auto colon = name.find(':'); colon != std::string::npos) name = trimmed(name.substr(0, colon));
+        if (!std::regex_match(name, std::regex("[A-Za-z_][A-Za-z0-9_]*"))) continue;
+        try {
+          const Value v = translator.evaluate(l.text.substr(eq[0] + 1));
+          if (v.type == Value::Tensor && is_number(simplify(v.expr))) translator.globals[name] = tensor(simplify(v.expr));
+        } catch (const Reject&) {
+          // Not a number: not a constant of the op.
+        }
+      }
     module_class = module;
-    if (module)
-      for (const auto& m : module->methods)
-        if (m.name != "__init__") translator.methods.insert(m.name);
     if (!entry) {
-      // The last top-level function that is not called by another one is the entry point.
-      for (const auto& f : functions) entry = &f;
+      const std::set<std::string> called = called_functions(functions);
+      for (const auto& f : functions)
+        if (!called.count(f.name) || !entry || called.count(entry->name)) entry = &f;
       if (!entry) {
         // A bare snippet: statements and a final expression or assignment.
         if (lines.empty()) throw Reject{"empty source", 0};
@@ -836,9 +450,8 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
         snippet.body = lines;
         LogicalLine& last = snippet.body.back();
         if (last.text.rfind("return", 0) != 0) {
-          std::size_t eq = last.text.find('=');
-          bool assignment = eq != std::string::npos && eq + 1 < last.text.size() && last.text[eq + 1] != '=' &&
-                            (eq == 0 || std::string("=!<>").find(last.text[eq - 1]) == std::string::npos);
+          const std::size_t eq = assignment_at(last.text);
+          const bool assignment = eq != std::string::npos;
           // Keep error columns on the written text: "return " is added in front of it.
           last.column = start_column(last) + (assignment ? static_cast<int>(eq) - 6 : -7);
           last.text = "return " + (assignment ? last.text.substr(eq + 1) : last.text);
@@ -846,7 +459,7 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
         // Free names of the snippet are its inputs: collect them by a first pass.
         std::set<std::string> assigned;
         for (const auto& l : snippet.body) {
-          std::size_t eq = l.text.find('=');
+          const std::size_t eq = assignment_at(l.text);
           if (eq != std::string::npos && l.text.rfind("return", 0) != 0) {
             std::string target = l.text.substr(0, eq);
             target.erase(std::remove_if(target.begin(), target.end(), ::isspace), target.end());
@@ -875,172 +488,98 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
       }
     }
     result.entry = module ? module->name + ".forward" : entry->name;
-    std::vector<ParamDecl> params;
     if (module) {
       result.module_class = module->name;
       if (module->bases.find("Module") == std::string::npos)
         result.notes.push_back("class " + module->name + " does not name nn.Module as its base; treated as one");
-      for (const auto& m : module->methods) {
-        if (m.name != "__init__") continue;
-        // Constructor defaults give hyperparameter values.
-        std::map<std::string, double> defaults;
-        for (const auto& [k, v] : m.defaults) {
-          char* end = nullptr;
-          double d = std::strtod(v.c_str(), &end);
-          if (end && *end == 0 && !v.empty()) defaults[k] = d;
-        }
-        // Submodules: which self.<attr> the other methods read (an unknown submodule nobody calls
-        // is no reason to refuse), and whether one norm module may take the plain names
-        // weight/bias for its implicit parameters.
-        std::set<std::string> read_attributes;
-        for (const auto& other : module->methods)
-          if (other.name != "__init__")
-            for (const auto& l : other.body) {
-              const auto toks = py_lex(l.text);
-              for (std::size_t k = 0; k + 2 < toks.size(); ++k)
-                if (toks[k].text == "self" && toks[k + 1].text == "." && toks[k + 2].type == PyTok::Name)
-                  read_attributes.insert(toks[k + 2].text);
-            }
-        int norm_modules = 0;
-        bool own_weight = false;
-        for (const auto& l : m.body) {
-          const std::size_t eq = l.text.find('=');
-          if (l.text.rfind("self.", 0) != 0 || eq == std::string::npos) continue;
-          const std::string target = trimmed(l.text.substr(5, eq - 5));
-          own_weight = own_weight || target == "weight" || target == "bias";
-          const std::string callee = constructor_callee(trimmed(l.text.substr(eq + 1)));
-          const std::string cls = callee.substr(callee.rfind('.') + 1);
-          if (cls == "LayerNorm" || cls == "RMSNorm") ++norm_modules;
-        }
-        std::set<std::string> source_classes;
-        for (const auto& c : classes) source_classes.insert(c.name);
-        for (const auto& l : m.body) {
-          current = &l;
-          if (l.text.rfind("self.", 0) != 0) continue;
-          std::size_t eq = l.text.find('=');
-          if (eq == std::string::npos) continue;
-          std::string attr = l.text.substr(5, eq - 5);
-          attr.erase(std::remove_if(attr.begin(), attr.end(), ::isspace), attr.end());
-          std::string rhs = l.text.substr(eq + 1);
-          const int rhs_column = start_column(l) + static_cast<int>(eq + 1 + std::min(rhs.find_first_not_of(" \t"), rhs.size()));
-          rhs = rhs.substr(std::min(rhs.find_first_not_of(" \t"), rhs.size()));
-          const std::string callee = constructor_callee(rhs);
-          if (!callee.empty()) {
-            // A submodule. nn.<Class> (or the class imported by name from torch.nn) is read through
-            // its functional form; any other class is not inlined.
-            const std::string cls = callee.substr(callee.rfind('.') + 1);
-            const bool torch_nn = callee.rfind("nn.", 0) == 0 || callee.rfind("torch.nn.", 0) == 0 ||
-                                  (callee == cls && !source_classes.count(cls) && module_functionals().count(cls));
-            if (!torch_nn || !module_functionals().count(cls)) {
-              if (!read_attributes.count(attr)) {
-                result.notes.push_back("self." + attr + " = " + callee + "(...) is not used by forward; ignored");
-                continue;
-              }
-              throw Reject{"self." + attr + " = " + callee + "(...): " +
-                               (torch_nn ? callee + " is not a module the built-in analyser knows"
-                                         : "a submodule of class " + cls + ", which the built-in analyser does not inline") +
-                               "; as submodules it reads nn.LayerNorm, nn.RMSNorm, nn.Softmax, nn.LogSoftmax and the nn "
-                               "activation modules (nn.ReLU, nn.GELU, nn.SiLU, ...): write " + cls +
-                               "'s computation in forward with torch / F functions" +
-                               (source_classes.count(cls) ? ", or pass class " + cls + " itself as the op" : ""),
-                           0, rhs_column + 1};
-            }
-            // Constructor arguments may name __init__'s parameters: a numeric default is a fixed
-            // module parameter of the op (eps=eps), any other a size (normalized_shape).
-            translator.locals.clear();
-            for (const auto& [k, v] : defaults) translator.locals[k] = tensor(sym(k));
-            translator.line = l.number;
-            const std::string text = callee == cls ? "nn." + rhs : rhs;
-            translator.column_base = rhs_column - static_cast<int>(text.size() - rhs.size());
-            Value built = translator.evaluate(text);
-            translator.locals.clear();
-            if (built.type == Value::Module && (built.text == "layer_norm" || built.text == "rms_norm")) {
-              try {
-                adopt_norm_parameters(built, attr, callee, norm_modules == 1 && !own_weight, params, result.notes);
-              } catch (Reject& r) {
-                if (r.column == 0) r.column = rhs_column + 1;
-                throw;
-              }
-            }
-            for (const auto& a : built.module_args)
-              if (a.second.type == Value::Tensor)
-                for (const auto& name : free_symbols(a.second.expr))
-                  if (defaults.count(name) &&
-                      std::none_of(params.begin(), params.end(), [&](const ParamDecl& p) { return p.name == name; }))
-                    params.push_back(ParamDecl{name, ParamShape::Scalar, defaults.at(name), false});
-            translator.self_attributes[attr] = built;
-            continue;
-          }
-          if (rhs.find("Parameter(") != std::string::npos) {
-            ParamDecl p = parameter_decl(attr, rhs, defaults);
-            params.push_back(p);
-            translator.self_attributes[attr] = tensor(sym(attr));
-          } else if (rhs.rfind("nn.", 0) == 0 || rhs.rfind("torch.nn.", 0) == 0) {
-            translator.line = l.number;
-            translator.column_base = rhs_column;
-            translator.self_attributes[attr] = translator.evaluate(rhs);
-          } else {
-            // A plain attribute: a fixed module parameter when numeric.
-            char* end = nullptr;
-            std::string value = rhs;
-            value.erase(std::remove_if(value.begin(), value.end(), ::isspace), value.end());
-            if (value.rfind("float(", 0) == 0) value = value.substr(6, value.size() - 7);
-            double d = std::strtod(value.c_str(), &end);
-            bool numeric = end && *end == 0 && !value.empty();
-            if (!numeric && defaults.count(value)) {
-              d = defaults[value];
-              numeric = true;
-            }
-            if (numeric) {
-              params.erase(std::remove_if(params.begin(), params.end(), [&](const ParamDecl& p) { return p.name == attr; }),
-                           params.end());
-              params.push_back(ParamDecl{attr, ParamShape::Scalar, d, false});
-              translator.self_attributes[attr] = tensor(sym(attr));
-            } else if (value.size() > 2 && (value.front() == '(' || value.front() == '[') &&
-                       (value.back() == ')' || value.back() == ']')) {
-              // A shape (self.normalized_shape = (hidden_size,)): a tuple of its sizes, which the
-              // norms check for one dimension; the sizes themselves are the input's.
-              Value shape;
-              shape.type = Value::Tuple;
-              const std::string inner = value.substr(1, value.size() - 2);
-              std::size_t begin = 0;
-              while (begin < inner.size()) {
-                std::size_t comma = inner.find(',', begin);
-                if (comma == std::string::npos) comma = inner.size();
-                if (comma > begin) shape.items.push_back(tensor(num(0)));
-                begin = comma + 1;
-              }
-              translator.self_attributes[attr] = shape;
-            } else if (m.defaults.count(value)) {
-              Value s;
-              s.type = Value::String;
-              s.text = m.defaults.at(value);
-              if (s.text.size() >= 2 && (s.text[0] == '"' || s.text[0] == '\'')) s.text = s.text.substr(1, s.text.size() - 2);
-              translator.self_attributes[attr] = s;
-            }
-          }
-        }
-      }
+      translator.self_attributes = modules.instance(modules.build_op_module(*module)).attributes;
+      translator.methods = modules.instance(0).methods;
+      translator.unreadable_attributes = modules.instance(0).unreadable;
     }
+    // A submodule of the source's own class, called in forward (or one of its methods called,
+    // self.norm._norm(x)): inlined with `self` its instance (attributes, methods), then the
+    // caller's again.
+    translator.call_instance = [&](int index, const std::string& method, const std::vector<Arg>& args) -> Value {
+      const Instance& inst = modules.instance(index);
+      const Def* forward = nullptr;
+      for (const auto& m : inst.cls->methods)
+        if (m.name == method) forward = &m;
+      if (!forward) throw Reject{inst.cls->name + "." + method + "() is not defined in the source", 0};
+      struct Swap {
+        Translator& t;
+        const ClassDef*& cls;
+        std::string& path;
+        std::map<std::string, Value> attributes;
+        std::set<std::string> methods;
+        std::map<std::string, std::string> unreadable;
+        const ClassDef* saved_cls;
+        std::string saved_path;
+        ~Swap() {
+          t.self_attributes = std::move(attributes);
+          t.methods = std::move(methods);
+          t.unreadable_attributes = std::move(unreadable);
+          cls = saved_cls;
+          path = saved_path;
+        }
+      } swap{translator, module_class, self_path, translator.self_attributes, translator.methods,
+             translator.unreadable_attributes, module_class, self_path};
+      translator.self_attributes = inst.attributes;
+      translator.methods = inst.methods;
+      translator.unreadable_attributes = inst.unreadable;
+      module_class = inst.cls;
+      self_path = inst.path;
+      return inline_def(*forward, inst.path + "." + method, method == "forward" ? inst.path : inst.path + "." + method,
+                        true, args);
+    };
+    translator.instance_attribute = [&](int index, const std::string& attribute) -> Value {
+      const Instance& inst = modules.instance(index);
+      auto it = inst.attributes.find(attribute);
+      if (it == inst.attributes.end() && inst.methods.count(attribute)) {
+        Value bound_method;
+        bound_method.type = Value::Module;
+        bound_method.instance = index;
+        bound_method.text = attribute;
+        return bound_method;
+      }
+      if (auto unread = inst.unreadable.find(attribute); it == inst.attributes.end() && unread != inst.unreadable.end())
+        throw Reject{unread->second, 0};
+      if (it == inst.attributes.end())
+        throw Reject{inst.path + "." + attribute + " is not set in " + inst.cls->name + ".__init__ (unknown attribute)", 0};
+      return it->second;
+    };
     // A parameter with a numeric default (def f(x, eps=1e-6)) is a fixed module parameter, not a
     // tensor input.
     for (const auto& p : entry->params) {
       if (p == "self") continue;
       auto d = entry->defaults.find(p);
-      char* end = nullptr;
-      const double value = d == entry->defaults.end() ? 0.0 : std::strtod(d->second.c_str(), &end);
-      if (d != entry->defaults.end() && end && *end == 0 && !d->second.empty()) {
-        params.push_back(ParamDecl{p, ParamShape::Scalar, value, false});
+      // The default as Python reads it (1e-6, 1 / 3, True, math.pi, a module-level EPS).
+      std::optional<double> value;
+      if (d != entry->defaults.end()) {
+        try {
+          translator.line = entry->line;
+          const Value v = translator.evaluate(d->second);
+          if (v.type == Value::Tensor && is_number(simplify(v.expr))) value = simplify(v.expr)->value;
+        } catch (const Reject&) {
+          // Not a number: the parameter is a tensor input.
+        }
+      }
+      if (value) {
+        params.push_back(ParamDecl{p, ParamShape::Scalar, *value, false});
         translator.locals[p] = tensor(sym(p));
       } else {
         translator.inputs.insert(p);
       }
     }
     current = nullptr;
-    active.push_back(module ? "self.forward" : entry->name);  // a call back into the entry is recursion too
+    active.push_back(module ? ActiveCall{"self.forward", "self.forward"} : ActiveCall{entry->name, entry->name});  // a call back into the entry is recursion too
     Value out = run_body(entry->body);
     Expr expression = translator.as_tensor(out, "a tensor result");
     if (std::string problem = tree_limit_problem(expression); !problem.empty()) throw Reject{problem, 0};
+    if (has_infinity(expression))
+      throw Reject{"the formula holds an infinite constant (float('-inf'), math.inf) outside a clamp bound; the "
+                   "generated kernel and its gradient are written with finite numbers: mask with a large finite value "
+                   "(for a softmax, -1e4 in fp16 / -1e30 in fp32) or leave the masking out of the op",
+                   0};
     result.elementwise = true;
     result.program.output = "y";
     result.program.expression = expression;
@@ -1057,6 +596,10 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
       if (rows && name == "n") continue;  // the row length, of x.shape[-1], var's n - 1
       bool known = std::find(result.program.inputs.begin(), result.program.inputs.end(), name) != result.program.inputs.end() ||
                    std::any_of(params.begin(), params.end(), [&](const ParamDecl& p) { return p.name == name; });
+      if (!known && name == kRankSymbol)
+        throw Reject{"the tensor's rank (x.ndim, x.dim(), len(x.shape)) is used as a value; the built-in analyser reads "
+                     "it only in a dim (dim=x.ndim - 1, the last dimension)",
+                     0};
       if (!known) throw Reject{"name '" + name + "' is neither an input nor a parameter", 0};
     }
     if (result.program.inputs.empty()) throw Reject{"the result does not depend on any tensor input", 0};

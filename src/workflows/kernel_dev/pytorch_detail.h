@@ -51,12 +51,15 @@ struct ClassDef {
   int line = 0;
   int indent = 0;
   std::vector<Def> methods;
+  std::vector<LogicalLine> statements;  // class-level assignments (eps = 1e-6): attributes of every instance
 };
 struct SourceStructure {
   std::vector<Def> functions;  // top level, in order
   std::vector<ClassDef> classes;
 };
 SourceStructure source_structure(const std::vector<LogicalLine>& lines);
+// "def name(a, b=1.0, *, c: float = 2) -> T:" -> Def without its body; false when `l` is no def.
+bool parse_def(const LogicalLine& l, Def& d);
 
 // --------------------------------------------------------------------------------------------
 // Python expression tokens.
@@ -82,6 +85,7 @@ struct Value {
   Expr receiver;             // Method
   std::vector<NamedValue> module_args;  // Module: constructor arguments
   std::vector<Value> items;  // Tuple
+  int instance = -1;         // Module: an instance of the source's own module class (ModuleBuilder)
 };
 struct NamedValue {
   std::string first;
@@ -106,13 +110,21 @@ const std::map<std::string, std::pair<int, std::string>>& non_elementwise();
 const std::map<std::string, std::string>& module_functionals();
 const std::map<std::string, std::vector<std::string>>& catalogue_functionals();
 
+// The symbol standing for a tensor's rank (x.ndim, x.dim(), len(x.shape)): a dim written as
+// `x.ndim - 1` is the last one. It has no value of its own in the op.
+inline const std::string kRankSymbol = "x.ndim";
+// Value::Tuple's text for a learnable parameter of a few elements (nn.Parameter(torch.ones(3))):
+// its items are scalar parameters, read by constant indexes (self.weight[0]).
+inline const std::string kParameterVector = "<parameter vector>";
+
 // A reduction over the last dimension (sum, mean, amax, max(dim=...), logsumexp, norm, var, std,
 // softmax, log_softmax, softmin, normalize, rms_norm, layer_norm, size(-1)) as the IR's row
 // reductions; nullopt when `f` is not one (or is max/min's element-wise form). `f` is the function
 // without its torch./F. prefix, `fn` as written (for messages), `all` the arguments with a method's
-// receiver first. Throws Reject for a reduction outside the Tier-2 form (another dim, a weight).
+// receiver first; `fixed` the op's fixed module parameters with their values (a dim or keepdim
+// given by one is its value). Throws Reject for a reduction outside the Tier-2 form (another dim).
 std::optional<Value> row_function(const std::string& f, const std::string& fn, const std::vector<Arg>& all,
-                                  std::vector<std::string>& notes);
+                                  std::vector<std::string>& notes, const std::map<std::string, double>& fixed);
 // max/min(dim=...)'s (values, indices) pair.
 Value max_result(const Value& values);
 

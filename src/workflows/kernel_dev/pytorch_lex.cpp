@@ -73,7 +73,12 @@ std::vector<LogicalLine> logical_lines(const std::string& source) {
       if (trimmed.find(docstring_quote) != std::string::npos) in_docstring = false;
       continue;
     }
-    if (trimmed.rfind("\"\"\"", 0) == 0 || trimmed.rfind("'''", 0) == 0) {
+    // A string prefix (r, u, b, f, rb, ...: r"""...""" keeps backslashes in HF docstrings) does not
+    // change where the docstring ends.
+    const std::size_t prefix = std::min(trimmed.find_first_not_of("rRuUbBfF"), std::size_t{2});
+    if (prefix < trimmed.size() &&
+        (trimmed.compare(prefix, 3, "\"\"\"") == 0 || trimmed.compare(prefix, 3, "'''") == 0)) {
+      trimmed.erase(0, prefix);
       docstring_quote = trimmed.substr(0, 3);
       if (trimmed.size() < 6 || trimmed.find(docstring_quote, 3) == std::string::npos) in_docstring = true;
       continue;

@@ -48,10 +48,22 @@ std::optional<double> constant(const Value& v) {
   return e->value;
 }
 
+// A dim counted from the rank (x.ndim - 1, x.dim() - 2) as the negative dim it is (-1, -2).
+std::optional<double> dim_value(const Value& v) {
+  if (v.type == Value::Tensor && free_symbols(v.expr).count(kRankSymbol)) {
+    // rank + offset: the same offset at any rank.
+    const Expr at0 = simplify(substitute(v.expr, {{kRankSymbol, num(0)}}));
+    const Expr at8 = simplify(substitute(v.expr, {{kRankSymbol, num(8)}}));
+    if (is_number(at0) && is_number(at8) && at8->value - at0->value == 8) return at0->value;
+    return std::nullopt;
+  }
+  return constant(v);
+}
+
 }  // namespace
 
 std::optional<Value> row_function(const std::string& f, const std::string& fn, const std::vector<Arg>& all,
-                                  std::vector<std::string>& notes) {
+                                  std::vector<std::string>& notes, const std::map<std::string, double>& fixed) {
   if (f == "size") {  // x.size(-1): the row length
     if (all.size() == 2 && all[1].keyword.empty() && constant(all[1].value) == -1.0) return tensor(sym("n"));
     throw Reject{fn + "(): only size(-1), the row length n, is translated", 0};
@@ -79,6 +91,16 @@ std::optional<Value> row_function(const std::string& f, const std::string& fn, c
     }
     bound[key] = a.value;
   }
+  // A dim or flag given by a parameter with a number (def f(x, dim=-1): x.sum(dim)) is that number:
+  // it selects the reduction, it is not a value the kernel reads.
+  for (const char* key : {"dim", "keepdim", "unbiased", "correction", "p", "ord"}) {
+    auto it = bound.find(key);
+    if (it == bound.end() || it->second.type != Value::Tensor) continue;
+    std::map<std::string, Expr> values;
+    for (const auto& name : free_symbols(it->second.expr))
+      if (auto f = fixed.find(name); f != fixed.end()) values[name] = num(f->second);
+    if (!values.empty()) it->second.expr = simplify(substitute(it->second.expr, values));
+  }
   if (!input) throw Reject{fn + "() needs a tensor argument", 0};
 
   // max/min: a reduction with a dim (a dim given positionally is an integer; a tensor or a float
@@ -86,7 +108,7 @@ std::optional<Value> row_function(const std::string& f, const std::string& fn, c
   if (f == "max" || f == "min") {
     auto d = bound.find("dim");
     if (d == bound.end()) return std::nullopt;
-    auto value = constant(d->second);
+    auto value = dim_value(d->second);
     if (d->second.type == Value::Tensor && (!value || *value != std::floor(*value) || *value >= 0) &&
         !std::any_of(all.begin(), all.end(), [](const Arg& a) { return a.keyword == "dim"; }))
       return std::nullopt;
@@ -126,7 +148,7 @@ std::optional<Value> row_function(const std::string& f, const std::string& fn, c
                      2};
       throw Reject{fn + "() reduces over dim=1 by default, the last dimension only for 2-D input; pass dim=-1", 2};
     }
-    auto value = constant(d->second);
+    auto value = dim_value(d->second);
     if (!value || *value != -1) {
       // A positive dim is the last one only for a tensor of that rank + 1, which the code does not
       // say: dim=1 on 2-D logits is the row, on [batch, seq, hidden] it is not.

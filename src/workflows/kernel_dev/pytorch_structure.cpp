@@ -6,8 +6,6 @@
 
 namespace liger::kernel_dev::torch_detail {
 
-namespace {
-
 // "def name(a, b=1.0, *, c: float = 2) -> T:" -> Def (without body).
 bool parse_def(const LogicalLine& l, Def& d) {
   if (l.text.rfind("def ", 0) != 0) return false;
@@ -53,8 +51,6 @@ bool parse_def(const LogicalLine& l, Def& d) {
   return true;
 }
 
-}  // namespace
-
 SourceStructure source_structure(const std::vector<LogicalLine>& lines) {
   SourceStructure out;
   for (std::size_t i = 0; i < lines.size(); ++i) {
@@ -78,6 +74,8 @@ SourceStructure source_structure(const std::vector<LogicalLine>& lines) {
         if (parse_def(body[j], d)) {
           while (j + 1 < body.size() && body[j + 1].indent > d.indent) d.body.push_back(body[++j]);
           c.methods.push_back(d);
+        } else if (body[j].indent == body.front().indent && body[j].text.front() != '@') {
+          c.statements.push_back(body[j]);
         }
       }
       out.classes.push_back(c);

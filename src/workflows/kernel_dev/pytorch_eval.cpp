@@ -1,0 +1,627 @@
+// The PyTorch translator's expression evaluator (pytorch_translator.h): recursive descent over
+// Python's expression grammar, calls to torch./F./tensor-method functions lowered to the IR, and
+// nn modules built and applied through their functional forms.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "workflows/kernel_dev/pytorch_translator.h"
+#include "workflows/kernel_dev/tier2_derive.h"
+
+namespace liger::kernel_dev::torch_detail {
+
+Value Translator::evaluate(const std::string& text) {
+  // Reentrant: a helper function called inside an expression evaluates its own body, and the
+  // caller's expression continues after the call.
+  struct Saved {
+    Translator& t;
+    std::vector<PyToken> tokens;
+    std::size_t pos;
+    int nesting, line, column_base;
+    ~Saved() {
+      t.tokens_ = std::move(tokens);
+      t.pos_ = pos;
+      t.nesting_ = nesting;
+      t.line = line;
+      t.column_base = column_base;
+    }
+  } saved{*this, std::move(tokens_), pos_, nesting_, line, column_base};
+  tokens_ = py_lex(text);
+  pos_ = 0;
+  nesting_ = 0;
+  try {
+    return evaluate_tokens();
+  } catch (Reject& r) {
+    // A refusal found inside the expression names where: the token the parser had just read (the
+    // operator or name at fault) unless the thrower knew better.
+    if (r.column == 0) r.column = column_base + static_cast<int>(tokens_[pos_ > 0 ? pos_ - 1 : 0].offset) + 1;
+    throw;
+  }
+}
+
+Value Translator::evaluate_tokens() {
+  Value v = expression();
+  if (peek().type != PyTok::End) {
+    if (peek().text == ",") {  // a tuple
+      Value tuple;
+      tuple.type = Value::Tuple;
+      tuple.items.push_back(v);
+      while (accept(",")) {
+        if (peek().type == PyTok::End) break;
+        tuple.items.push_back(expression());
+      }
+      if (peek().type == PyTok::End) return tuple;
+    }
+    throw Reject{"cannot translate the expression near '" + peek().text + "'", 0,
+                 column_base + static_cast<int>(peek().offset) + 1};
+  }
+  return v;
+}
+
+Expr Translator::as_tensor(const Value& v, const std::string& what) {
+  if (v.type == Value::Tensor) return v.expr;
+  if (v.type == Value::Tuple) throw Reject{"a tuple is used where " + what + " is expected", 0};
+  throw Reject{"'" + v.text + "' is used where " + what + " is expected", 0};
+}
+
+bool Translator::accept(const char* op) {
+  if (peek().type == PyTok::Op && peek().text == op) {
+    ++pos_;
+    return true;
+  }
+  return false;
+}
+
+void Translator::expect(const char* op) {
+  if (accept(op)) return;
+  const std::string found = peek().type == PyTok::End ? "the end of the line" : "'" + peek().text + "'";
+  throw Reject{std::string("expected '") + op + "', found " + found, 0,
+               column_base + static_cast<int>(peek().offset) + 1};
+}
+
+void Translator::sequence_items(const char* close, Value& into) {
+  while (!accept(close)) {
+    into.items.push_back(expression());
+    if (!accept(",")) {
+      expect(close);
+      break;
+    }
+  }
+}
+
+Value Translator::expression() {
+  Nest guard(*this);
+  if (peek().type == PyTok::Name && peek().text == "lambda") throw Reject{"a lambda inside an expression is not supported: name it (f = lambda x: ...) or write a def, "
+                 "and call it",
+                 0, column_base + static_cast<int>(peek().offset) + 1};
+  Value left = additive();
+  static const char* ops[] = {"<", "<=", ">", ">=", "==", "!="};
+  for (const char* op : ops)
+    if (accept(op)) {
+      Value right = additive();
+      return tensor(compare(op, as_tensor(left, "a tensor"), as_tensor(right, "a tensor")));
+    }
+  if (peek().type == PyTok::Name && peek().text == "if")
+    throw Reject{"conditional expressions (a if c else b) are not supported; use torch.where", 0};
+  return left;
+}
+
+Value Translator::additive() {
+  Value first = term();
+  std::vector<Expr> terms;
+  std::vector<char> ops{'+'};
+  while (true) {
+    char op = accept("+") ? '+' : accept("-") ? '-' : 0;
+    if (!op) return terms.empty() ? first : tensor(build_chain(terms, ops));
+    if (terms.empty()) terms.push_back(as_tensor(first, "a tensor"));
+    ops.push_back(op);
+    terms.push_back(as_tensor(term(), "a tensor"));
+  }
+}
+
+Value Translator::term() {
+  Value first = unary();
+  std::vector<Expr> terms;
+  std::vector<char> ops{'*'};
+  while (true) {
+    char op = 0;
+    if (accept("*")) op = '*';
+    else if (accept("/")) op = '/';
+    else if (accept("@")) throw Reject{"'@' is a matrix multiplication (GEMM)", 3};
+    else if (accept("//") || accept("%")) throw Reject{"integer division / modulo is not a floating-point element-wise op", 0};
+    if (!op) return terms.empty() ? first : tensor(build_chain(terms, ops));
+    if (terms.empty()) terms.push_back(as_tensor(first, "a tensor"));
+    ops.push_back(op);
+    terms.push_back(as_tensor(unary(), "a tensor"));
+  }
+}
+
+Value Translator::unary() {
+  if (peek().type == PyTok::Op && (peek().text == "-" || peek().text == "+")) {
+    Nest guard(*this);
+    return signed_unary();
+  }
+  return power();
+}
+
+Value Translator::signed_unary() {
+  if (accept("-")) {
+    Expr e = as_tensor(unary(), "a tensor");
+    return tensor(is_number(e) ? num(-e->value) : neg(e));
+  }
+  if (accept("+")) return unary();
+  return power();
+}
+
+Value Translator::power() {
+  Value base = postfix();
+  if (accept("**")) {
+    Nest guard(*this);
+    return tensor(pow(as_tensor(base, "a tensor"), as_tensor(unary(), "an exponent")));
+  }
+  return base;
+}
+
+std::vector<Arg> Translator::arguments() {
+  std::vector<Arg> args;
+  if (accept(")")) return args;
+  while (true) {
+    Arg arg;
+    if (peek().type == PyTok::Name && peek(1).type == PyTok::Op && peek(1).text == "=") {
+      arg.keyword = peek().text;
+      pos_ += 2;
+    }
+    arg.value = expression();
+    args.push_back(arg);
+    if (accept(",")) {
+      if (accept(")")) return args;
+      continue;
+    }
+    expect(")");
+    return args;
+  }
+}
+
+Value Translator::postfix() {
+  Value v = atom();
+  while (true) {
+    if (accept(".")) {
+      if (peek().type != PyTok::Name) throw Reject{"expected an attribute name after '.'", 0};
+      std::string attribute = peek().text;
+      ++pos_;
+      if (v.type == Value::Path) {
+        std::string path = v.text + "." + attribute;
+        if (v.text == "self") {
+          auto it = self_attributes.find(attribute);
+          if (auto unread = unreadable_attributes.find(attribute);
+              it == self_attributes.end() && unread != unreadable_attributes.end()) {
+            throw Reject{unread->second, 0};
+          }
+          if (it != self_attributes.end()) {
+            v = it->second;
+          } else if (methods.count(attribute)) {
+            v.text = path;  // self.<method>: inlined when called (apply)
+          } else {
+            throw Reject{"self." + attribute + " is not set in __init__ (unknown attribute)", 0};
+          }
+        } else if (path == "math.pi" || path == "torch.pi" || path == "np.pi") {
+          v = tensor(num(M_PI));
+        } else if (path == "math.e") {
+          v = tensor(num(M_E));
+        } else if (path == "math.inf" || path == "torch.inf" || path == "np.inf" || path == "numpy.inf") {
+          v = tensor(num(HUGE_VAL));
+        } else {
+          v.text = path;
+        }
+      } else if (v.type == Value::Module && v.instance >= 0) {
+      v = instance_attribute(v.instance, attribute);  // self.norm.weight
+    } else if (v.type == Value::Tuple && v.text == "max" && attribute == "values") {
+        v = v.items[0];
+      } else if (v.type == Value::Tensor && attribute == "ndim") {
+        v = tensor(sym(kRankSymbol));
+      } else if (v.type == Value::Tensor && attribute == "shape") {
+        v.type = Value::Path;  // x.shape[-1]: the row length, read by the indexing below
+        v.text = "<shape>";
+      } else if (v.type == Value::Tensor) {
+        Value method;
+        method.type = Value::Method;
+        method.receiver = v.expr;
+        method.text = attribute;
+        v = method;
+      } else {
+        throw Reject{"attribute '" + attribute + "' of a non-tensor value", 0};
+      }
+    } else if (accept("(")) {
+      // The callee's name, for the column of a refusal.
+      const int column = column_base + static_cast<int>(tokens_[pos_ >= 2 ? pos_ - 2 : 0].offset) + 1;
+      std::vector<Arg> args = arguments();
+      try {
+        v = apply(v, args);
+      } catch (Reject& r) {
+        if (r.column == 0) r.column = column;
+        throw;
+      }
+    } else if (accept("[")) {
+      // x.shape[-1] is the row length n; x.shape[-1:] the one-element shape (n,) that
+      // layer_norm / rms_norm take as normalized_shape; max(dim=...)[0] its values. Other
+      // indexing is not element-wise.
+      const int column = column_base + static_cast<int>(tokens_[pos_ - 1].offset) + 1;
+      const bool shape = v.type == Value::Path && v.text == "<shape>";
+      if (v.type == Value::Tuple && v.text == kParameterVector) {
+        // self.weight[k] of a parameter of a few elements (torch.ones(3)): its k-th scalar.
+        const Value index = expression();
+        expect("]");
+        const Expr k = index.type == Value::Tensor ? simplify(index.expr) : nullptr;
+        const long size = static_cast<long>(v.items.size());
+        if (!k || !is_number(k) || k->value != std::floor(k->value) || k->value < -size || k->value >= size)
+          throw Reject{"a parameter of " + std::to_string(size) + " elements is indexed by a constant from 0 to " +
+                           std::to_string(size - 1) + " (or -" + std::to_string(size) + " to -1) only",
+                       0, column};
+        v = v.items[static_cast<std::size_t>(k->value < 0 ? k->value + static_cast<double>(size) : k->value)];
+        continue;
+      }
+      if (!shape && !(v.type == Value::Tuple && v.text == "max"))
+        throw Reject{"indexing / slicing a tensor is not element-wise: the built-in analyser reads whole tensors "
+                     "(element-wise ops and reductions over dim=-1) and indexes only x.shape[-1], x.shape[-1:] and "
+                     "max(dim=-1)[0]; pass the slice itself as the op's input",
+                     0};
+      auto slice_refusal = [&] {
+        return Reject{"x.shape[...] slice: only x.shape[-1:] (the last dimension, as a normalized_shape) is "
+                      "translated; the Tier-2 row program reduces over the last dimension only",
+                      2, column};
+      };
+      if (accept(":")) throw slice_refusal();
+      Value index = expression();
+      if (accept(":")) {
+        const Expr start = index.type == Value::Tensor ? simplify(index.expr) : nullptr;
+        if (!shape || !start || !is_number(start, -1) || !accept("]")) {
+          if (!shape) throw Reject{"slicing a tensor is not element-wise: pass the slice itself as the op's input", 0, column};
+          throw slice_refusal();
+        }
+        Value tuple;
+        tuple.type = Value::Tuple;
+        tuple.items.push_back(tensor(sym("n")));
+        v = tuple;
+        continue;
+      }
+      expect("]");
+      const Expr i = index.type == Value::Tensor ? simplify(index.expr) : nullptr;
+      if (shape && i && is_number(i, -1)) v = tensor(sym("n"));
+      else if (!shape && i && is_number(i, 0)) v = v.items[0];
+      else
+        throw Reject{shape ? "x.shape[...]: only x.shape[-1] (the row length) is translated"
+                           : "max/min(dim=...)[...]: only [0] (the values) is translated; the indices are not",
+                     0};
+    } else {
+      return v;
+    }
+  }
+}
+
+Value Translator::atom() {
+  const PyToken t = peek();
+  ++pos_;
+  if (t.type == PyTok::Number) return tensor(num(t.number));
+  if (t.type == PyTok::String) {
+    Value v;
+    v.type = Value::String;
+    v.text = t.text;
+    return v;
+  }
+  if (t.type == PyTok::Op && t.text == "(") {
+    Value inner = expression();
+    if (accept(",")) {  // (a,) or (a, b): a shape argument such as normalized_shape
+      Value tuple;
+      tuple.type = Value::Tuple;
+      tuple.items.push_back(inner);
+      sequence_items(")", tuple);
+      return tuple;
+    }
+    expect(")");
+    return inner;
+  }
+  if (t.type == PyTok::Op && t.text == "[") {  // [a, b]: a shape argument such as [x.shape[-1]]
+    Value list;
+    list.type = Value::Tuple;
+    sequence_items("]", list);
+    return list;
+  }
+  if (t.type == PyTok::Name) {
+    if (t.text == "None" || t.text == "True" || t.text == "False") {
+      if (t.text == "None") return Value{};
+      return tensor(num(t.text == "True" ? 1 : 0));
+    }
+    auto local = locals.find(t.text);
+    if (local != locals.end()) return local->second;
+    if (inputs.count(t.text)) return tensor(sym(t.text));
+    auto global = globals.find(t.text);
+    if (global != globals.end()) return global->second;
+    // A name an import gave (import torch as th, from torch.nn.functional import softmax): the
+    // module or function it stands for, unless the source defines one of that name.
+    if (auto alias = aliases.find(t.text);
+        alias != aliases.end() && !helpers.count(t.text) && !source_classes.count(t.text)) {
+      Value path;
+      path.type = Value::Path;
+      path.text = alias->second;
+      return path;
+    }
+    Value path;
+    path.type = Value::Path;
+    path.text = t.text;
+    return path;
+  }
+  throw Reject{"unexpected '" + t.text + "'", 0};
+}
+
+std::string Translator::torch_function(const std::string& path) {
+  static const char* prefixes[] = {"torch.nn.functional.", "nn.functional.", "F.", "torch.special.", "torch."};
+  for (const char* prefix : prefixes)
+    if (path.rfind(prefix, 0) == 0) return path.substr(std::string(prefix).size());
+  return "";
+}
+
+Expr Translator::catalogue_call(const std::string& name, Expr x, const std::vector<std::pair<std::string, Expr>>& named) {
+  std::vector<CallArgument> args = {{"", x}};
+  for (const auto& [k, v] : named) args.push_back({k, v});
+  auto resolved = catalogue_.resolver()(name, args);
+  if (!resolved) throw Reject{"the catalogue has no '" + name + "'", 0};
+  return *resolved;
+}
+
+namespace {
+
+// Masking with an infinity (where(m, x, float('-inf')), masked_fill(m, -inf)) is refused at the
+// call: the generated kernel and its gradient are written with finite numbers.
+void refuse_infinity(const std::string& fn, const Expr& value) {
+  const Expr v = simplify(value);
+  if (is_number(v) && std::isinf(v->value))
+    throw Reject{fn + "() with an infinite value: the generated kernel and its gradient are written with finite "
+                      "numbers; mask with a large finite value (for a softmax, -1e4 in fp16 / -1e30 in fp32) or leave "
+                      "the masking out of the op",
+                 0};
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, Expr>> Translator::bind(const std::string& fn, const std::vector<Arg>& args, std::size_t skip,
+                                               const std::vector<std::string>& names) {
+  std::vector<std::pair<std::string, Expr>> out;
+  std::size_t positional = 0;
+  for (std::size_t i = skip; i < args.size(); ++i) {
+    const Arg& a = args[i];
+    if (a.keyword == "inplace") continue;
+    std::string name = a.keyword;
+    if (name.empty()) {
+      if (positional >= names.size()) throw Reject{fn + "(): too many arguments", 0};
+      name = names[positional++];
+    } else if (std::find(names.begin(), names.end(), name) == names.end()) {
+      throw Reject{fn + "(): unsupported argument '" + name + "'", 0};
+    }
+    out.push_back({name, as_tensor(a.value, "a number")});
+  }
+  return out;
+}
+
+Value Translator::elementwise(const std::string& fn, const std::vector<Arg>& args, Expr receiver) {
+  std::vector<Arg> all = args;
+  if (receiver) all.insert(all.begin(), Arg{"", tensor(receiver)});
+  auto arg_tensor = [&](std::size_t i, const char* keyword = nullptr) -> Expr {
+    if (keyword)
+      for (const auto& a : all)
+        if (a.keyword == keyword) return as_tensor(a.value, std::string("argument ") + keyword);
+    std::size_t positional = 0;
+    for (const auto& a : all) {
+      if (!a.keyword.empty()) continue;
+      if (positional++ == i) return as_tensor(a.value, "argument " + std::to_string(i + 1) + " of " + fn);
+    }
+    return nullptr;
+  };
+  auto has_keyword = [&](const char* k) {
+    return std::any_of(all.begin(), all.end(), [&](const Arg& a) { return a.keyword == k; });
+  };
+  static const std::set<std::string> unary = {"relu", "sigmoid", "tanh", "exp", "log", "log1p", "expm1", "sqrt",
+                                              "rsqrt", "abs", "erf", "sin", "cos", "sign"};
+  std::string f = fn;
+  if (receiver && (f == "dim" || f == "ndimension") && args.empty()) return tensor(sym(kRankSymbol));
+  if (f.size() > 1 && f.back() == '_' && f != "relu_") f.pop_back();  // in-place variants
+  if (f == "relu_") f = "relu";
+  if (f == "expit") f = "sigmoid";
+  if (f == "absolute") f = "abs";
+  if (f == "sgn") f = "sign";
+  Expr x = arg_tensor(0, "input");
+  if (!x && f != "tensor") throw Reject{fn + "() needs a tensor argument", 0};
+  if (unary.count(f)) return tensor(call(f, {x}));
+  if (f == "square") return tensor(pow(x, num(2)));
+  // Functions the expression language lacks, written with those it has (same values; the
+  // derivatives follow from the identities).
+  if (f == "logit") {  // logit(x, eps) clamps x to [eps, 1 - eps] first
+    Expr eps = arg_tensor(1, "eps");
+    Expr p = eps ? call("clamp", {x, eps, sub(num(1), eps)}) : x;
+    return tensor(sub(call("log", {p}), call("log1p", {neg(p)})));
+  }
+  if (f == "sinh") return tensor(div(sub(call("exp", {x}), call("exp", {neg(x)})), num(2)));
+  if (f == "cosh") return tensor(div(add(call("exp", {x}), call("exp", {neg(x)})), num(2)));
+  if (f == "tan") return tensor(div(call("sin", {x}), call("cos", {x})));
+  if (f == "exp2") return tensor(call("exp", {mul(num(M_LN2), x)}));
+  if (f == "log2") return tensor(div(call("log", {x}), num(M_LN2)));
+  if (f == "log10") return tensor(div(call("log", {x}), num(M_LN10)));
+  if (f == "pow" || f == "float_power") {
+    Expr e = arg_tensor(1, "exponent");
+    if (!e) throw Reject{"pow() needs an exponent", 0};
+    return tensor(pow(x, e));
+  }
+  if (f == "neg" || f == "negative") return tensor(neg(x));
+  if (f == "reciprocal") return tensor(div(num(1), x));
+  if (f == "mul" || f == "multiply") return tensor(mul(x, arg_tensor(1, "other")));
+  if (f == "add") return tensor(add(x, arg_tensor(1, "other")));
+  if (f == "sub" || f == "subtract") return tensor(sub(x, arg_tensor(1, "other")));
+  if (f == "div" || f == "divide" || f == "true_divide") return tensor(div(x, arg_tensor(1, "other")));
+  if (f == "masked_fill") {  // x.masked_fill(mask, value): value where mask holds, else x
+    Expr mask = arg_tensor(1, "mask"), value = arg_tensor(2, "value");
+    if (!mask || !value) throw Reject{"masked_fill() needs a mask and a value", 0};
+    refuse_infinity(fn, value);
+    return tensor(call("where", {mask, value, x}));
+  }
+  if (f == "where") {
+    Expr a = arg_tensor(1, "input"), b = arg_tensor(2, "other");
+    if (!a || !b) throw Reject{"where() needs a condition and two values", 0};
+    refuse_infinity(fn, a);
+    refuse_infinity(fn, b);
+    return tensor(call("where", {x, a, b}));
+  }
+  if (f == "clamp" || f == "clip" || f == "clamp_min" || f == "clamp_max") {
+    Expr lo = f == "clamp_max" ? nullptr : arg_tensor(1, "min");
+    Expr hi = f == "clamp_min" ? nullptr : (f == "clamp_max" ? arg_tensor(1, "max") : arg_tensor(2, "max"));
+    // An infinite bound (max=float('inf'), min=-math.inf) is no bound.
+    auto infinite = [](const Expr& e) { return e && is_number(simplify(e)) && std::isinf(simplify(e)->value); };
+    if (infinite(lo)) lo = nullptr;
+    if (infinite(hi)) hi = nullptr;
+    if (lo && hi) return tensor(call("clamp", {x, lo, hi}));
+    if (lo) return tensor(is_number(lo, 0) ? call("relu", {x}) : call("max", {x, lo}));
+    if (hi) return tensor(call("min", {x, hi}));
+    return tensor(x);
+  }
+  std::map<std::string, double> fixed;
+  if (declared)
+    for (const auto& p : *declared)
+      if (!p.learnable) fixed[p.name] = p.init;
+  if (auto reduction = row_function(f, fn, all, notes_, fixed)) {
+    if (f != "size" && std::find(row_callees.begin(), row_callees.end(), f) == row_callees.end())
+      row_callees.push_back(f);
+    return *reduction;
+  }
+  if (f == "maximum" || f == "fmax" || f == "minimum" || f == "fmin" || f == "max" || f == "min") {
+    Expr other = arg_tensor(1, "other");
+    if (!other || has_keyword("dim"))
+      throw Reject{fn + "() over a dimension is a reduction", 2};
+    bool is_max = f == "maximum" || f == "fmax" || f == "max";
+    return tensor(call(is_max ? "max" : "min", {x, other}));
+  }
+  if (f == "gelu") {
+    std::string approximate = "none";
+    for (const auto& a : all)
+      if (a.keyword == "approximate") {
+        if (a.value.type != Value::String) throw Reject{"gelu(): approximate must be a string literal", 0};
+        approximate = a.value.text;
+      }
+    if (approximate != "none" && approximate != "tanh")
+      throw Reject{"gelu(): approximate must be 'none' or 'tanh', got '" + approximate + "'", 0};
+    notes_.push_back(approximate == "tanh" ? "F.gelu(approximate='tanh') -> gelu_tanh" : "F.gelu -> gelu (erf)");
+    return tensor(catalogue_call(approximate == "tanh" ? "gelu_tanh" : "gelu", x, {}));
+  }
+  auto cat = catalogue_functionals().find(f);
+  if (cat != catalogue_functionals().end()) {
+    std::vector<Arg> rest;
+    bool first = true;
+    for (const auto& a : all) {
+      if (first && a.keyword.empty()) {
+        first = false;
+        continue;
+      }
+      if (a.keyword == "input") continue;
+      rest.push_back(a);
+    }
+    return tensor(catalogue_call(f, x, bind(fn, rest, 0, cat->second)));
+  }
+  if (f == "float" || f == "half" || f == "bfloat16" || f == "to" || f == "type_as" || f == "contiguous" ||
+      f == "type" || f == "clone" || f == "detach") {
+    notes_.push_back("." + f + "() dropped: the kernel loads its storage type and computes in fp32");
+    return tensor(x);
+  }
+  if (f == "zeros_like") return tensor(num(0));
+  if (f == "ones_like") return tensor(num(1));
+  auto ne = non_elementwise().find(f);
+  if (ne != non_elementwise().end())
+    throw Reject{fn + "() is " + ne->second.second +
+                     (ne->second.first == 2 ? "; the row reductions the built-in analyser derives are sum, mean, amax, "
+                                              "amin, max/min(dim), logsumexp, norm, var, std, softmax, log_softmax, "
+                                              "softmin, normalize, rms_norm and layer_norm over dim=-1"
+                                            : ""),
+                 ne->second.first};
+  if (f == "view" || f == "reshape" || f == "transpose" || f == "permute" || f == "chunk" || f == "split" ||
+      f == "cat" || f == "stack" || f == "flatten" || f == "unsqueeze" || f == "squeeze" || f == "expand")
+    throw Reject{fn + "() changes the tensor layout; the built-in analyser handles element-wise ops on same-shape inputs only", 0};
+  throw Reject{fn + "() is not in the element-wise subset the built-in analyser translates; write it with the "
+                    "functions it reads (exp, log, log1p, expm1, sqrt, rsqrt, tanh, sigmoid, erf, abs, sin, cos, sign, "
+                    "pow, clamp, where, maximum, minimum and the F.* activations) or as an expression (y = ...)",
+               0};
+}
+
+Value Translator::apply(const Value& callee, const std::vector<Arg>& args) {
+  if (callee.type == Value::Method) return elementwise(callee.text, args, callee.receiver);
+  if (callee.type == Value::Module && callee.instance >= 0)
+    return call_instance(callee.instance, callee.text.empty() ? "forward" : callee.text, args);
+  if (callee.type == Value::Module) {
+    // A module: its constructor arguments follow the input.
+    std::vector<Arg> all = args;
+    for (const auto& [k, v] : callee.module_args) all.push_back(Arg{k, v});
+    if (callee.text == "identity") return args.at(0).value;
+    return elementwise(callee.text, all);
+  }
+  if (callee.type != Value::Path) throw Reject{"calling a value that is not a function", 0};
+  const std::string& path = callee.text;
+  // nn.<Module>(...) builds a module; nn.functional.<f> / torch.nn.functional.<f> is a function.
+  const bool functional = path.rfind("nn.functional.", 0) == 0 || path.rfind("torch.nn.functional.", 0) == 0;
+  if (!functional && (path.rfind("nn.", 0) == 0 || path.rfind("torch.nn.", 0) == 0)) {
+    std::string cls = path.substr(path.rfind('.') + 1);
+    auto it = module_functionals().find(cls);
+    if (it == module_functionals().end()) throw Reject{path + " is not a module the built-in analyser knows", 0};
+    Value module;
+    module.type = Value::Module;
+    module.text = it->second;
+    static const std::map<std::string, std::vector<std::string>> ctor = {
+        {"leaky_relu", {"negative_slope"}}, {"elu", {"alpha"}}, {"celu", {"alpha"}},
+        {"softplus", {"beta", "threshold"}}, {"hardtanh", {"min_val", "max_val"}}, {"gelu", {"approximate"}},
+        {"softmax", {"dim"}}, {"log_softmax", {"dim"}},
+        {"layer_norm", {"normalized_shape", "eps", "elementwise_affine", "bias"}},
+        {"rms_norm", {"normalized_shape", "eps", "elementwise_affine"}}};
+    auto names = ctor.find(module.text);
+    std::size_t positional = 0;
+    for (const auto& a : args) {
+      if (a.keyword == "inplace") continue;
+      std::string k = a.keyword;
+      if (k.empty()) {
+        if (names == ctor.end() || positional >= names->second.size()) continue;  // dims of Linear etc.
+        k = names->second[positional++];
+      }
+      module.module_args.push_back({k, a.value});
+    }
+    // nn.LayerNorm / nn.RMSNorm have a learnable weight unless elementwise_affine=False.
+    if ((module.text == "layer_norm" || module.text == "rms_norm") &&
+        std::none_of(module.module_args.begin(), module.module_args.end(),
+                     [](const NamedValue& a) { return a.first == "elementwise_affine"; }))
+      module.module_args.push_back({"elementwise_affine", tensor(num(1))});
+    return module;
+  }
+  if (path == "math.sqrt" || path == "math.exp" || path == "math.log" || path == "math.tanh") {
+    Expr x = as_tensor(args.at(0).value, "a number");
+    std::string problem = tree_limit_problem(x);
+    if (!problem.empty()) throw Reject{problem, 0};
+    return tensor(simplify(call(path.substr(5), {x})));
+  }
+  if (path == "float" && args.size() == 1 && args[0].value.type == Value::String) {
+    // float('inf'), float('-inf'): a bound clamp drops; elsewhere refused (translate_pytorch)
+    std::string text = args[0].value.text;
+    std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
+    const bool negative = !text.empty() && text[0] == '-';
+    if (negative || (!text.empty() && text[0] == '+')) text.erase(0, 1);
+    if (text == "inf" || text == "infinity") return tensor(num(negative ? -HUGE_VAL : HUGE_VAL));
+    throw Reject{"float('" + args[0].value.text + "'): only float('inf') and float('-inf') are read from a string", 0};
+  }
+  if (path == "float" || path == "torch.tensor" || path == "torch.as_tensor") return args.at(0).value;
+  if (path == "len" && args.size() == 1 && args[0].value.type == Value::Path && args[0].value.text == "<shape>")
+    return tensor(sym(kRankSymbol));  // len(x.shape)
+  if (construct && source_classes.count(path)) return construct(path, args);
+  if (source_classes.count(path))
+    throw Reject{path + "(...) builds a module where the op runs; the built-in analyser inlines modules built in "
+                        "__init__: write self.m = " + path + "(...) there and call self.m(x)",
+                 0};
+  if (helpers.count(path)) return call_helper(path, args);
+  if (path.rfind("self.", 0) == 0 && methods.count(path.substr(5))) return call_helper(path, args);
+  std::string fn = torch_function(path);
+  if (fn.empty()) throw Reject{"unknown function '" + path + "'", 0};
+  return elementwise(fn, args);
+}
+
+}  // namespace liger::kernel_dev::torch_detail
