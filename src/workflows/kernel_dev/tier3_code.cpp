@@ -113,6 +113,17 @@ std::string location(const std::string& code, std::size_t at) {
   return "line " + std::to_string(line) + ", column " + std::to_string(column);
 }
 
+// The index of the bracket that closes the one at `open` (round or square, nested), or
+// text.size() when the text ends first.
+std::size_t closing_bracket(const std::string& text, std::size_t open) {
+  int depth = 0;
+  for (std::size_t i = open; i < text.size(); ++i) {
+    if (text[i] == '(' || text[i] == '[') ++depth;
+    if ((text[i] == ')' || text[i] == ']') && --depth == 0) return i;
+  }
+  return text.size();
+}
+
 // Top-level pieces split at `seps` (one character each); a '*' of '**' and a sign of an exponent
 // (1e-4) or a unary sign never split. Each piece keeps the operator before it (' ' for the first).
 std::vector<std::pair<char, std::string>> split_at(const std::string& e, const std::string& seps) {
@@ -333,12 +344,7 @@ void Reader::check_loss_arguments(const std::vector<Statement>& stmts) {
   for (const auto& s : stmts) {
     for (auto it = std::sregex_iterator(s.text.begin(), s.text.end(), call); it != std::sregex_iterator(); ++it) {
       const std::size_t open = static_cast<std::size_t>(it->position(0) + it->length(0) - 1);
-      int depth = 0;
-      std::size_t close = open;
-      for (; close < s.text.size(); ++close) {
-        if (s.text[close] == '(' || s.text[close] == '[') ++depth;
-        if ((s.text[close] == ')' || s.text[close] == ']') && --depth == 0) break;
-      }
+      const std::size_t close = closing_bracket(s.text, open);
       const std::string fn = (*it)[2].str();
       const bool module = std::isupper(static_cast<unsigned char>(fn[0])) != 0;
       // Positional arguments after the ones the op maps: (input, target) for the functions, none for the modules.
@@ -473,12 +479,7 @@ void Reader::check_ce_logits(const std::vector<Statement>& stmts) {
   for (const auto& s : stmts) {
     for (auto it = std::sregex_iterator(s.text.begin(), s.text.end(), call); it != std::sregex_iterator(); ++it) {
       const std::size_t open = static_cast<std::size_t>(it->position(0) + it->length(0) - 1);
-      int depth = 0;
-      std::size_t close = open;
-      for (; close < s.text.size(); ++close) {
-        if (s.text[close] == '(' || s.text[close] == '[') ++depth;
-        if ((s.text[close] == ')' || s.text[close] == ']') && --depth == 0) break;
-      }
+      const std::size_t close = closing_bracket(s.text, open);
       if (close >= s.text.size()) continue;
       const auto args = split_at(s.text.substr(open + 1, close - open - 1), ",");
       std::string first = args.front().second;
@@ -653,12 +654,7 @@ void Reader::check_kl_calls(const std::vector<Statement>& stmts) {
   for (const auto& s : stmts) {
     for (auto it = std::sregex_iterator(s.text.begin(), s.text.end(), call); it != std::sregex_iterator(); ++it) {
       const std::size_t open = static_cast<std::size_t>(it->position(0) + it->length(0) - 1);
-      int depth = 0;
-      std::size_t close = open;
-      for (; close < s.text.size(); ++close) {
-        if (s.text[close] == '(' || s.text[close] == '[') ++depth;
-        if ((s.text[close] == ')' || s.text[close] == ']') && --depth == 0) break;
-      }
+      const std::size_t close = closing_bracket(s.text, open);
       if (close >= s.text.size()) continue;
       std::vector<std::string> positional;
       bool log_target = false;
@@ -780,12 +776,7 @@ bool kl_terms_share_input(const std::string& code) {
     int calls = 0;
     for (auto it = std::sregex_iterator(code.begin(), code.end(), call); it != std::sregex_iterator(); ++it) {
       const std::size_t open = static_cast<std::size_t>(it->position(0) + it->length(0) - 1);
-      int depth = 0;
-      std::size_t close = open;
-      for (; close < code.size(); ++close) {
-        if (code[close] == '(' || code[close] == '[') ++depth;
-        if ((code[close] == ')' || code[close] == ']') && --depth == 0) break;
-      }
+      const std::size_t close = closing_bracket(code, open);
       if (close >= code.size()) continue;
       ++calls;
       firsts.insert(split_at(code.substr(open + 1, close - open - 1), ",").front().second);
