@@ -190,6 +190,16 @@ void ModuleBuilder::read_init(Instance& inst, const Def& init, const std::map<st
     for (const auto& [k, v] : numeric) translator_.locals[k] = tensor(sym(prefix + k));
     for (const auto& [k, v] : bound) translator_.locals[k] = v;
   };
+  // A number of this __init__ passed on to a submodule (MyNorm(d, eps=eps), nn.LayerNorm(d,
+  // eps=eps)) is this module's fixed parameter <prefix><name>, declared once.
+  auto declare_passed_numbers = [&](const Value& arg) {
+    if (arg.type != Value::Tensor) return;
+    for (const auto& name : free_symbols(arg.expr))
+      for (const auto& [k, v] : numeric)
+        if (name == prefix + k &&
+            std::none_of(params_.begin(), params_.end(), [&](const ParamDecl& p) { return p.name == name; }))
+          params_.push_back(ParamDecl{name, ParamShape::Scalar, v, false});
+  };
   // Submodules: which self.<attr> the other methods read (an unknown submodule nobody calls is no
   // reason to refuse), and whether one norm module may take the plain names weight/bias for its
   // implicit parameters.
@@ -270,14 +280,7 @@ void ModuleBuilder::read_init(Instance& inst, const Def& init, const std::map<st
         // The constructor call evaluated in __init__'s scope: its arguments as any call's.
         int index = -1;
         translator_.construct = [&](const std::string&, const std::vector<Arg>& args) {
-          // A number of this __init__ passed on (MyNorm(d, eps=eps)) is this module's parameter.
-          for (const auto& a : args)
-            if (a.value.type == Value::Tensor)
-              for (const auto& name : free_symbols(a.value.expr))
-                for (const auto& [k, v] : numeric)
-                  if (name == prefix + k &&
-                      std::none_of(params_.begin(), params_.end(), [&](const ParamDecl& p) { return p.name == name; }))
-                    params_.push_back(ParamDecl{name, ParamShape::Scalar, v, false});
+          for (const auto& a : args) declare_passed_numbers(a.value);
           index = build_submodule(inst, attr, *own, args, rhs_column + 1);
           return Value{};
         };
@@ -319,13 +322,7 @@ void ModuleBuilder::read_init(Instance& inst, const Def& init, const std::map<st
           throw;
         }
       }
-      for (const auto& a : built.module_args)
-        if (a.second.type == Value::Tensor)
-          for (const auto& name : free_symbols(a.second.expr))
-            for (const auto& [k, v] : numeric)
-              if (name == prefix + k &&
-                  std::none_of(params_.begin(), params_.end(), [&](const ParamDecl& p) { return p.name == name; }))
-                params_.push_back(ParamDecl{name, ParamShape::Scalar, v, false});
+      for (const auto& a : built.module_args) declare_passed_numbers(a.second);
       inst.attributes[attr] = built;
       continue;
     }
