@@ -44,6 +44,7 @@ if os.path.isdir(peer_src) and peer_src not in sys.path:
     sys.path.insert(0, peer_src)
 
 import liger_kernels.functional as LF  # noqa: E402
+from liger_kernels import _torch_ops  # noqa: E402
 
 try:
     from liger_kernel.ops.cross_entropy import LigerCrossEntropyFunction
@@ -275,7 +276,8 @@ def write(out, meta, rows, quiet=False):
         json.dump(dict(meta=meta, rows=rows), f, indent=1)
     lines = [f"# Peers, one process: {meta['device']}, {meta['date']}, commit {meta['commit']}", "",
              f"torch {meta['torch']}, triton {meta['triton']}, Liger-Kernel: {meta['liger_kernel']}. "
-             "bf16, forward + backward on leaf inputs, do_bench median (ms); peak = transient MB of one call.", "",
+             "bf16, forward + backward on leaf inputs, do_bench median (ms); peak = transient MB of one call.",
+             f"Our launch ops: {meta.get('ours_ops', 'Python implementations')}.", "",
              "| op | shape | eager | torch.compile | Liger-Kernel | ours | ours+compile | ours vs Liger | ours vs compile "
              "| peak MB ours / Liger / compile |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -313,7 +315,7 @@ def main():
 
     meta = dict(device=torch.cuda.get_device_name(), date=datetime.date.today().isoformat(), commit=git_commit(),
                 torch=torch.__version__, triton=triton.__version__, host=platform.node(),
-                liger_kernel=LIGER_WHY or "from .peers/liger-kernel/src")
+                liger_kernel=LIGER_WHY or "from .peers/liger-kernel/src", ours_ops=_torch_ops.status())
     rows = []
     for n in names:
         shapes, make, fns = table[n]

@@ -22,6 +22,7 @@ from setuptools.command.build_py import build_py
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))  # kernels/python -> repository root
 LIB_NAME = "libliger_kernels.so"
+TORCH_OPS_NAME = "libliger_torch_ops.so"  # with its ".torch-version" stamp, packed when built
 
 
 def _fail(message):
@@ -73,6 +74,13 @@ def _cmake_build(build_temp):
     built = os.path.join(build_temp, "kernels", LIB_NAME)
     if not os.path.isfile(built):
         _fail(f"the build finished without {built}: is the CUDA compiler usable? (see the CMake output above)")
+    # The C++ op registrations: configured only when CMake's python3 imports a CUDA PyTorch (the
+    # stamp file says so); without them the package uses its Python implementations of the ops.
+    if os.path.isfile(os.path.join(build_temp, "kernels", TORCH_OPS_NAME + ".torch-version")):
+        subprocess.check_call(["cmake", "--build", build_temp, "--target", "liger_torch_ops", "-j", jobs])
+    else:
+        print(f"liger-kernels: {TORCH_OPS_NAME} not configured (CMake's python3 has no CUDA PyTorch); "
+              "the package will use its Python op implementations", flush=True)
     return built
 
 
@@ -94,6 +102,12 @@ class BuildPyWithLibrary(build_py):
         shutil.copyfile(library, target)
         os.chmod(target, 0o755)
         print(f"liger-kernels: packed {library} as liger_kernels/{LIB_NAME}", flush=True)
+        torch_ops = os.path.join(os.path.dirname(library), TORCH_OPS_NAME)
+        if os.path.isfile(torch_ops) and os.path.isfile(torch_ops + ".torch-version"):
+            for source in (torch_ops, torch_ops + ".torch-version"):
+                shutil.copyfile(source, os.path.join(os.path.dirname(target), os.path.basename(source)))
+            os.chmod(os.path.join(os.path.dirname(target), TORCH_OPS_NAME), 0o755)
+            print(f"liger-kernels: packed {torch_ops} as liger_kernels/{TORCH_OPS_NAME}", flush=True)
 
 
 class BinaryDistribution(Distribution):

@@ -34,4 +34,4 @@ def _seed_and_reset():
     yield
     from liger_kernels import _lib
 
-    _lib._OP_TUNABLES.clear()
+    _lib.reset_tunables()

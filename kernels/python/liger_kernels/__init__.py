@@ -6,8 +6,10 @@
     from liger_kernels.transformers import apply_liger_kernel_to_llama
 
 The shared library is found through LIGER_KERNELS_LIBRARY, inside this package (where
-`pip install ./kernels/python` puts it), or in the repository's build*/kernels/ (see _lib.py); it
-is loaded at the first call, not at import.
+`pip install ./kernels/python` puts it), or in the repository's build*/kernels/ (see _lib.py). When
+libliger_torch_ops.so (the ops' C++ dispatcher kernels, built with the library where PyTorch is
+installed) sits beside it, both are loaded at import; otherwise the library is loaded at the first
+call and the ops run their Python implementations. ops_backend() says which.
 
 Without PyTorch the package still imports: library_path(), library_version() and set_tunables()
 work (the C library needs no torch), and the torch-based names raise an ImportError saying so."""
@@ -26,6 +28,7 @@ _TORCH_NAMES = (
     "LigerSwiGLUMLP",
     "liger_rotary_pos_emb",
     "optimize",
+    "ops_backend",
 )
 
 
@@ -59,6 +62,12 @@ if not _TORCH_PROBLEM:
         LigerSwiGLUMLP,
         liger_rotary_pos_emb,
     )
+
+    def ops_backend() -> str:
+        """Which implementation serves torch.ops.liger's launch ops (C++ kernels or Python), and why."""
+        from ._torch_ops import status
+
+        return status()
 
     def optimize(model, policy=None, goal=None, metric=None, **compile_kwargs):
         """torch.compile(model) with the liger backend (liger_kernels.compile; docs/compile.md)."""
@@ -100,4 +109,5 @@ __all__ = [
     "LigerCrossEntropyLoss",
     "LigerFusedLinearCrossEntropyLoss",
     "optimize",
+    "ops_backend",
 ]

@@ -260,6 +260,9 @@ def tunables_ref(tunables: Optional[dict]):
 
 # Process-wide tunables per op (kernel-perf and benchmarks set them; None = the library's defaults).
 _OP_TUNABLES: Dict[str, Optional[dict]] = {}
+# Called with (op, tunables) on every change, when the C++ op kernels are loaded (_torch_ops.py):
+# they launch without this module and keep their own copy.
+_TUNABLES_LISTENER = None
 
 
 def set_tunables(op: str, tunables: Optional[dict]) -> None:
@@ -269,6 +272,15 @@ def set_tunables(op: str, tunables: Optional[dict]) -> None:
             if key not in TUNABLE_FIELDS:
                 raise ValueError(f"unknown tunable {key!r}; known: {list(TUNABLE_FIELDS)}")
     _OP_TUNABLES[op] = dict(tunables) if tunables else None
+    if _TUNABLES_LISTENER is not None:
+        _TUNABLES_LISTENER(op, _OP_TUNABLES[op])
+
+
+def reset_tunables() -> None:
+    """Every op back to the library's tuned defaults."""
+    for op in list(_OP_TUNABLES):
+        set_tunables(op, None)
+    _OP_TUNABLES.clear()
 
 
 # op -> (the dict in _OP_TUNABLES it was built from, byref(struct)): one struct per set_tunables call,

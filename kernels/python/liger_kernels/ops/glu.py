@@ -1,7 +1,7 @@
-"""SwiGLU and GeGLU (c = act(a) * b) (swiglu.h, geglu.h): torch.library custom ops (namespace
-`liger`, fake implementations) for the launches, autograd in a torch.autograd.Function outside them
-that calls the ops' Python implementations directly in plain eager execution and torch.ops.liger.*
-while compiling or tracing.
+"""SwiGLU and GeGLU (c = act(a) * b) (swiglu.h, geglu.h): the ops liger::glu_* (C++ dispatcher
+kernels from libliger_torch_ops.so, or the Python implementations below; fake implementations) for
+the launches, autograd in a torch.autograd.Function outside them that calls the launch directly in
+plain eager execution and torch.ops.liger.* while compiling or tracing.
 
 The backward recomputes act(a) from a (nothing but a and b is saved). With in_place_backward=True
 (eager mode only) the gradients are written into a's and b's buffers, Liger's memory saving: use it
@@ -15,6 +15,7 @@ from torch import Tensor
 
 from .. import _lib
 from .. import _torch as T
+from .. import _torch_ops
 
 P, I64, I32, DT, ST = _lib.P, _lib.I64, _lib.I32, _lib.DT, _lib.ST
 P_TUN = _lib.P_TUN
@@ -46,7 +47,7 @@ def _rc(a: Tensor):
     return (a.numel() // cols if cols else 0), cols
 
 
-def _glu_fwd(a: Tensor, b: Tensor, kind: str, in_place_backward: bool) -> Tensor:
+def _glu_fwd_python(a: Tensor, b: Tensor, kind: str, in_place_backward: bool) -> Tensor:
     op = kind
     device, dtype = _check(op, a, b)
     a = a.contiguous()
@@ -59,15 +60,11 @@ def _glu_fwd(a: Tensor, b: Tensor, kind: str, in_place_backward: bool) -> Tensor
     return c
 
 
-glu_fwd = torch.library.custom_op("liger::glu_fwd", _glu_fwd, mutates_args=())
-
-
-@glu_fwd.register_fake
-def _(a, b, kind, in_place_backward):
+def _glu_fwd_fake(a: Tensor, b: Tensor, kind: str, in_place_backward: bool) -> Tensor:
     return torch.empty_like(a, memory_format=torch.contiguous_format)
 
 
-def _glu_bwd(dc: Tensor, a: Tensor, b: Tensor, kind: str) -> Tuple[Tensor, Tensor]:
+def _glu_bwd_python(dc: Tensor, a: Tensor, b: Tensor, kind: str) -> Tuple[Tensor, Tensor]:
     op = kind
     device, dtype = _check(op, a, b)
     dc = dc.contiguous()
@@ -80,15 +77,11 @@ def _glu_bwd(dc: Tensor, a: Tensor, b: Tensor, kind: str) -> Tuple[Tensor, Tenso
     return da, db
 
 
-glu_bwd = torch.library.custom_op("liger::glu_bwd", _glu_bwd, mutates_args=())
-
-
-@glu_bwd.register_fake
-def _(dc, a, b, kind):
+def _glu_bwd_fake(dc: Tensor, a: Tensor, b: Tensor, kind: str) -> Tuple[Tensor, Tensor]:
     return torch.empty_like(a), torch.empty_like(b)
 
 
-def _glu_bwd_inplace(dc: Tensor, a: Tensor, b: Tensor, kind: str) -> None:
+def _glu_bwd_inplace_python(dc: Tensor, a: Tensor, b: Tensor, kind: str) -> None:
     """da is written into a, db into b (both contiguous)."""
     op = kind
     device, dtype = _check(op, a, b)
@@ -99,12 +92,15 @@ def _glu_bwd_inplace(dc: Tensor, a: Tensor, b: Tensor, kind: str) -> None:
                   None, cols, rows, cols, 1, dtype, _lib.op_tunables(op), T.stream(device))
 
 
-glu_bwd_inplace = torch.library.custom_op("liger::glu_bwd_inplace", _glu_bwd_inplace, mutates_args=("a", "b"))
-
-
-@glu_bwd_inplace.register_fake
-def _(dc, a, b, kind):
+def _glu_bwd_inplace_fake(dc: Tensor, a: Tensor, b: Tensor, kind: str) -> None:
     return None
+
+
+# The liger::glu_* ops: C++ kernels when libliger_torch_ops.so is loaded, else the functions above.
+_glu_fwd = _torch_ops.define("glu_fwd", _glu_fwd_python, _glu_fwd_fake)
+_glu_bwd = _torch_ops.define("glu_bwd", _glu_bwd_python, _glu_bwd_fake)
+_glu_bwd_inplace = _torch_ops.define("glu_bwd_inplace", _glu_bwd_inplace_python, _glu_bwd_inplace_fake,
+                                     mutates_args=("a", "b"))
 
 
 class GLUFunction(torch.autograd.Function):

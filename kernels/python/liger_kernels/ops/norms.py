@@ -1,11 +1,11 @@
 """RMSNorm, FusedAddRMSNorm and LayerNorm (rms_norm.h, fused_add_rms_norm.h, layer_norm.h).
 
-The forward and backward launches are torch.library custom ops (namespace `liger`) with fake
-implementations; autograd lives in a torch.autograd.Function outside them. In plain eager
-execution the Function calls the ops' Python implementations directly (no dispatcher: a
-registered op with register_autograd costs tens of microseconds per forward+backward); while
-compiling or tracing it calls torch.ops.liger.*, which the compiler keeps opaque and traces
-through the fake implementations."""
+The forward and backward launches are the ops liger::* with fake implementations: C++ dispatcher
+kernels when libliger_torch_ops.so is loaded (_torch_ops.py), else torch.library custom ops of the
+`*_python` functions below. Autograd lives in a torch.autograd.Function outside them (a registered
+op with register_autograd costs tens of microseconds per forward+backward). In plain eager
+execution the Function calls the launch directly; while compiling or tracing it calls
+torch.ops.liger.*, which the compiler keeps opaque and traces through the fake implementations."""
 
 import ctypes
 from typing import Optional, Tuple
@@ -15,6 +15,7 @@ from torch import Tensor
 
 from .. import _lib
 from .. import _torch as T
+from .. import _torch_ops
 
 # ---------------------------------------------------------------- C declarations
 CASTING = {"llama": 0, "gemma": 1, "none": 2}
@@ -99,7 +100,7 @@ def _rows_cols(x: Tensor) -> Tuple[int, int]:
 
 
 # ---------------------------------------------------------------- RMSNorm
-def _rms_norm_fwd(x: Tensor, weight: Tensor, eps: float, offset: float, casting_mode: int, in_place: bool) -> Tuple[Tensor, Tensor]:
+def _rms_norm_fwd_python(x: Tensor, weight: Tensor, eps: float, offset: float, casting_mode: int, in_place: bool) -> Tuple[Tensor, Tensor]:
     op = "rms_norm"
     device = T.check_cuda(op, x=x, weight=weight)
     x = x.contiguous()
@@ -118,13 +119,12 @@ def _rms_norm_fwd(x: Tensor, weight: Tensor, eps: float, offset: float, casting_
     return y, rstd
 
 
-rms_norm_fwd = torch.library.custom_op("liger::rms_norm_fwd", _rms_norm_fwd, mutates_args=())
-
-
-@rms_norm_fwd.register_fake
-def _(x, weight, eps, offset, casting_mode, in_place):
+def _rms_norm_fwd_fake(x, weight, eps, offset, casting_mode, in_place):
     rows = x.numel() // x.shape[-1]
     return torch.empty_like(x, memory_format=torch.contiguous_format), x.new_empty((rows,), dtype=torch.float32)
+
+
+_rms_norm_fwd = _torch_ops.define("rms_norm_fwd", _rms_norm_fwd_python, _rms_norm_fwd_fake)
 
 
 def _rms_bwd_impl(dy: Tensor, dx: Tensor, x: Tensor, weight: Tensor, rstd: Tensor, eps, offset, casting_mode, need_dw: bool) -> Tensor:
@@ -145,7 +145,7 @@ def _rms_bwd_impl(dy: Tensor, dx: Tensor, x: Tensor, weight: Tensor, rstd: Tenso
     return dw
 
 
-def _rms_norm_bwd(
+def _rms_norm_bwd_python(
     dy: Tensor, x: Tensor, weight: Tensor, rstd: Tensor, eps: float, offset: float, casting_mode: int, need_dw: bool
 ) -> Tuple[Tensor, Tensor]:
     dy = dy.contiguous()
@@ -154,15 +154,14 @@ def _rms_norm_bwd(
     return dx, dw
 
 
-rms_norm_bwd = torch.library.custom_op("liger::rms_norm_bwd", _rms_norm_bwd, mutates_args=())
-
-
-@rms_norm_bwd.register_fake
-def _(dy, x, weight, rstd, eps, offset, casting_mode, need_dw):
+def _rms_norm_bwd_fake(dy, x, weight, rstd, eps, offset, casting_mode, need_dw):
     return torch.empty_like(x), (torch.empty_like(weight) if need_dw else weight.new_empty((0,)))
 
 
-def _rms_norm_bwd_inplace(
+_rms_norm_bwd = _torch_ops.define("rms_norm_bwd", _rms_norm_bwd_python, _rms_norm_bwd_fake)
+
+
+def _rms_norm_bwd_inplace_python(
     dy: Tensor, x: Tensor, weight: Tensor, rstd: Tensor, eps: float, offset: float, casting_mode: int, need_dw: bool
 ) -> Tensor:
     """dx is written into dy (which must be contiguous); returns dweight."""
@@ -171,12 +170,11 @@ def _rms_norm_bwd_inplace(
     return _rms_bwd_impl(dy, dy, x, weight, rstd, eps, offset, casting_mode, need_dw)
 
 
-rms_norm_bwd_inplace = torch.library.custom_op("liger::rms_norm_bwd_inplace", _rms_norm_bwd_inplace, mutates_args=("dy",))
-
-
-@rms_norm_bwd_inplace.register_fake
-def _(dy, x, weight, rstd, eps, offset, casting_mode, need_dw):
+def _rms_norm_bwd_inplace_fake(dy, x, weight, rstd, eps, offset, casting_mode, need_dw):
     return torch.empty_like(weight) if need_dw else weight.new_empty((0,))
+
+
+_rms_norm_bwd_inplace = _torch_ops.define("rms_norm_bwd_inplace", _rms_norm_bwd_inplace_python, _rms_norm_bwd_inplace_fake, mutates_args=("dy",))
 
 
 class RMSNormFunction(torch.autograd.Function):
@@ -224,7 +222,7 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6, offset: float = 0.0, 
 
 
 # ---------------------------------------------------------------- FusedAddRMSNorm
-def _fused_add_rms_norm_fwd(
+def _fused_add_rms_norm_fwd_python(
     x: Tensor, residual: Tensor, weight: Tensor, eps: float, offset: float, casting_mode: int, in_place: bool
 ) -> Tuple[Tensor, Tensor, Tensor]:
     op = "fused_add_rms_norm"
@@ -250,18 +248,17 @@ def _fused_add_rms_norm_fwd(
     return y, s, rstd
 
 
-fused_add_rms_norm_fwd = torch.library.custom_op("liger::fused_add_rms_norm_fwd", _fused_add_rms_norm_fwd, mutates_args=())
-
-
-@fused_add_rms_norm_fwd.register_fake
-def _(x, residual, weight, eps, offset, casting_mode, in_place):
+def _fused_add_rms_norm_fwd_fake(x, residual, weight, eps, offset, casting_mode, in_place):
     # The real op computes on x.contiguous(): its outputs are contiguous whatever x's layout.
     rows = x.numel() // x.shape[-1]
     y = torch.empty_like(x, memory_format=torch.contiguous_format)
     return y, torch.empty_like(y), x.new_empty((rows,), dtype=torch.float32)
 
 
-def _fused_add_rms_norm_bwd(
+_fused_add_rms_norm_fwd = _torch_ops.define("fused_add_rms_norm_fwd", _fused_add_rms_norm_fwd_python, _fused_add_rms_norm_fwd_fake)
+
+
+def _fused_add_rms_norm_bwd_python(
     dy: Tensor, ds_out: Optional[Tensor], s: Tensor, weight: Tensor, rstd: Tensor, eps: float, offset: float,
     casting_mode: int, need_dw: bool
 ) -> Tuple[Tensor, Tensor]:
@@ -288,12 +285,11 @@ def _fused_add_rms_norm_bwd(
     return dx, dw
 
 
-fused_add_rms_norm_bwd = torch.library.custom_op("liger::fused_add_rms_norm_bwd", _fused_add_rms_norm_bwd, mutates_args=())
-
-
-@fused_add_rms_norm_bwd.register_fake
-def _(dy, ds_out, s, weight, rstd, eps, offset, casting_mode, need_dw):
+def _fused_add_rms_norm_bwd_fake(dy, ds_out, s, weight, rstd, eps, offset, casting_mode, need_dw):
     return torch.empty_like(s), (torch.empty_like(weight) if need_dw else weight.new_empty((0,)))
+
+
+_fused_add_rms_norm_bwd = _torch_ops.define("fused_add_rms_norm_bwd", _fused_add_rms_norm_bwd_python, _fused_add_rms_norm_bwd_fake)
 
 
 class FusedAddRMSNormFunction(torch.autograd.Function):
@@ -335,7 +331,7 @@ def fused_add_rms_norm(
 
 
 # ---------------------------------------------------------------- LayerNorm
-def _layer_norm_fwd(x: Tensor, weight: Tensor, bias: Optional[Tensor], eps: float) -> Tuple[Tensor, Tensor, Tensor]:
+def _layer_norm_fwd_python(x: Tensor, weight: Tensor, bias: Optional[Tensor], eps: float) -> Tuple[Tensor, Tensor, Tensor]:
     op = "layer_norm"
     device = T.check_cuda(op, x=x, weight=weight, bias=bias)
     x = x.contiguous()
@@ -359,17 +355,16 @@ def _layer_norm_fwd(x: Tensor, weight: Tensor, bias: Optional[Tensor], eps: floa
     return y, mean, rstd
 
 
-layer_norm_fwd = torch.library.custom_op("liger::layer_norm_fwd", _layer_norm_fwd, mutates_args=())
-
-
-@layer_norm_fwd.register_fake
-def _(x, weight, bias, eps):
+def _layer_norm_fwd_fake(x, weight, bias, eps):
     # The real op computes on x.contiguous(): y is contiguous whatever x's layout.
     rows = x.numel() // x.shape[-1]
     return torch.empty_like(x, memory_format=torch.contiguous_format), x.new_empty((rows,), dtype=torch.float32), x.new_empty((rows,), dtype=torch.float32)
 
 
-def _layer_norm_bwd(
+_layer_norm_fwd = _torch_ops.define("layer_norm_fwd", _layer_norm_fwd_python, _layer_norm_fwd_fake)
+
+
+def _layer_norm_bwd_python(
     dy: Tensor, x: Tensor, weight: Tensor, mean: Tensor, rstd: Tensor, need_dw: bool, need_db: bool
 ) -> Tuple[Tensor, Tensor, Tensor]:
     op = "layer_norm"
@@ -394,16 +389,15 @@ def _layer_norm_bwd(
     return dx, dw, db
 
 
-layer_norm_bwd = torch.library.custom_op("liger::layer_norm_bwd", _layer_norm_bwd, mutates_args=())
-
-
-@layer_norm_bwd.register_fake
-def _(dy, x, weight, mean, rstd, need_dw, need_db):
+def _layer_norm_bwd_fake(dy, x, weight, mean, rstd, need_dw, need_db):
     return (
         torch.empty_like(x),
         torch.empty_like(weight) if need_dw else weight.new_empty((0,)),
         torch.empty_like(weight) if need_db else weight.new_empty((0,)),
     )
+
+
+_layer_norm_bwd = _torch_ops.define("layer_norm_bwd", _layer_norm_bwd_python, _layer_norm_bwd_fake)
 
 
 class LayerNormFunction(torch.autograd.Function):

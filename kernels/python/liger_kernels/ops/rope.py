@@ -1,7 +1,8 @@
-"""RoPE (HF rotate-half) on q and k in one launch (rope.h): torch.library custom ops (namespace `liger`,
-fake implementations that allocate exactly as the real ones do) for the launches, autograd in a torch.autograd.Function outside them that calls
-the ops' Python implementations directly in plain eager execution and torch.ops.liger.* while
-compiling or tracing.
+"""RoPE (HF rotate-half) on q and k in one launch (rope.h): the ops liger::rope_fwd / rope_bwd (C++
+dispatcher kernels from libliger_torch_ops.so, or the Python implementations below; fake
+implementations that allocate exactly as the real ones do) for the launches, autograd in a
+torch.autograd.Function outside them that calls the launch directly in plain eager execution and
+torch.ops.liger.* while compiling or tracing.
 
 q [B, Hq, T, D] and k [B, Hk, T, D] may be any strided views with a contiguous last dimension (what
 LlamaAttention passes: proj(x).view(B, T, H, D).transpose(1, 2)); no copy is made for them. Outputs
@@ -16,6 +17,7 @@ from torch import Tensor
 
 from .. import _lib
 from .. import _torch as T
+from .. import _torch_ops
 
 P, I64, DT, ST = _lib.P, _lib.I64, _lib.DT, _lib.ST
 P_TUN = _lib.P_TUN
@@ -86,11 +88,12 @@ _FORWARD = "liger_rope_forward"
 _BACKWARD = "liger_rope_backward"
 
 
-def _rope_fwd(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor) -> Tuple[Tensor, Tensor]:
+def _rope_fwd_python(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor) -> Tuple[Tensor, Tensor]:
     return _launch(_FORWARD, q, k, cos, sin)
 
 
-rope_fwd = torch.library.custom_op("liger::rope_fwd", _rope_fwd, mutates_args=())
+def _rope_bwd_python(dq: Tensor, dk: Tensor, cos: Tensor, sin: Tensor) -> Tuple[Tensor, Tensor]:
+    return _launch(_BACKWARD, dq, dk, cos, sin)
 
 
 def _fake_outputs(q: Tensor, k: Tensor) -> Tuple[Tensor, Tensor]:
@@ -100,21 +103,17 @@ def _fake_outputs(q: Tensor, k: Tensor) -> Tuple[Tensor, Tensor]:
     return torch.empty_like(_last_contig(q)), torch.empty_like(_last_contig(k))
 
 
-@rope_fwd.register_fake
-def _(q, k, cos, sin):
+def _rope_fwd_fake(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor) -> Tuple[Tensor, Tensor]:
     return _fake_outputs(q, k)
 
 
-def _rope_bwd(dq: Tensor, dk: Tensor, cos: Tensor, sin: Tensor) -> Tuple[Tensor, Tensor]:
-    return _launch(_BACKWARD, dq, dk, cos, sin)
-
-
-rope_bwd = torch.library.custom_op("liger::rope_bwd", _rope_bwd, mutates_args=())
-
-
-@rope_bwd.register_fake
-def _(dq, dk, cos, sin):
+def _rope_bwd_fake(dq: Tensor, dk: Tensor, cos: Tensor, sin: Tensor) -> Tuple[Tensor, Tensor]:
     return _fake_outputs(dq, dk)
+
+
+# liger::rope_fwd / rope_bwd: C++ kernels when libliger_torch_ops.so is loaded, else the functions above.
+_rope_fwd = _torch_ops.define("rope_fwd", _rope_fwd_python, _rope_fwd_fake)
+_rope_bwd = _torch_ops.define("rope_bwd", _rope_bwd_python, _rope_bwd_fake)
 
 
 class RoPEFunction(torch.autograd.Function):

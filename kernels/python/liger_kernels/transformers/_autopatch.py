@@ -323,6 +323,13 @@ def make_lce_forward(spec: Dict[str, Any]):
     softcap_attr = fwd.get("softcap_attr")
     moe = bool(fwd.get("moe", False))
     modeling = spec.get("modeling")
+    # Resolved when the forward is made, not per call: an import inside the forward is a graph break
+    # that torch.compile(model, fullgraph=True) refuses. (Without transformers importable yet, the
+    # first call resolves it; a model to run means transformers is there by then.)
+    try:
+        resolved_out_cls = getattr(importlib.import_module(output_module), output_class)
+    except (ImportError, AttributeError):
+        resolved_out_cls = None
 
     def lce_forward(
         self,
@@ -337,7 +344,7 @@ def make_lce_forward(spec: Dict[str, Any]):
         skip_logits: Optional[bool] = None,
         **kwargs,
     ):
-        out_cls = getattr(importlib.import_module(output_module), output_class)
+        out_cls = resolved_out_cls or getattr(importlib.import_module(output_module), output_class)
         return_dict = kwargs.pop("return_dict", None)
         extra = {}
         if moe:
