@@ -1,4 +1,5 @@
-"""ctypes loader for the liger_kernels shared library (no PyTorch C++ extension is compiled).
+"""ctypes loader for the liger_kernels shared library (the C++ dispatcher kernels of _torch_ops.py
+link the same library; this module needs no torch).
 
 Finding the library, in order:
   1. the environment variable LIGER_KERNELS_LIBRARY (a path to libliger_kernels.so);
