@@ -68,5 +68,8 @@ LIGER_BENCH_REGISTER(layer_norm) {
   for (const char* mode : {"forward", "backward", "full"}) {
     cases.push_back(make_case(mode, 16384, 4096, LIGER_DTYPE_BFLOAT16));
     cases.push_back(make_case(mode, 8192, 8192, LIGER_DTYPE_BFLOAT16));
+    cases.push_back(make_case(mode, 4096, 16384, LIGER_DTYPE_BFLOAT16));
+    // Rows wider than one register chunk (the chunked path): the compile registry's widest class.
+    cases.push_back(make_case(mode, 4096, 32768, LIGER_DTYPE_BFLOAT16));
   }
 }

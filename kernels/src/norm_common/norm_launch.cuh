@@ -371,7 +371,7 @@ liger_status launch_backward(const char* op, BwdParams p, liger_dtype dtype, lig
     if (!r.reduction_blocks_given && blocks > static_cast<int64_t>(resident) * r.sm_count)
       blocks = static_cast<int64_t>(resident) * r.sm_count;
     const std::size_t partial_bytes = static_cast<std::size_t>(blocks) * p.cols * sizeof(float);
-    if (chunks > 1) {  // chunked rows accumulate with atomics into zeroed partial rows
+    if (chunks > 1) {  // chunked rows add their terms to zeroed partial rows
       if (p.dw_partial) {
         status = check_cuda(cudaMemsetAsync(p.dw_partial, 0, partial_bytes, stream), op);
         if (status != LIGER_STATUS_SUCCESS) return;

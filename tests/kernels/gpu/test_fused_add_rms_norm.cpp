@@ -151,7 +151,8 @@ std::vector<Case> cases() {
     int64_t rows, cols, stride;
   };
   const S shapes[] = {{1, 1, 1},       {3, 37, 37},       {7, 123, 130},   {64, 1024, 1024},
-                      {33, 4096, 4096}, {5, 4231, 4231},  {2, 16384, 16384}, {500, 128, 136}};
+                      {33, 4096, 4096}, {5, 4231, 4231},  {2, 16384, 16384}, {500, 128, 136},
+                      {300, 20000, 20000}};  // chunked rows, several per block
   for (const T& t : types)
     for (const S& s : shapes)
       for (int mode : {0, 1, 2}) out.push_back({t.d, t.w32, s.rows, s.cols, s.stride, mode, mode != 2, false});

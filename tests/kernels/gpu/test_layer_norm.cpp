@@ -139,7 +139,7 @@ std::vector<Case> cases() {
   };
   const S shapes[] = {{1, 1, 1},         {3, 37, 37},       {7, 123, 123},   {64, 1024, 1024}, {33, 4096, 4096},
                       {5, 4231, 4231},   {4, 8192, 8192},   {2, 16384, 16384}, {2, 65536, 65536}, {300, 256, 264},
-                      {2000, 64, 64}};
+                      {2000, 64, 64},    {300, 20000, 20000}};  // last: chunked rows, several per block
   for (const T& t : types)
     for (const S& s : shapes)
       for (bool bias : {true, false}) out.push_back({t.d, t.w32, s.rows, s.cols, s.stride, bias, false, 0, {}, false});

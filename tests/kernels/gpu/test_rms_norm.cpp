@@ -179,7 +179,9 @@ std::string param_name(const ::testing::TestParamInfo<Param>& info) {
 
 std::vector<Param> all_params() {
   const Shape shapes[] = {{1, 1},    {3, 37},   {7, 123},  {64, 1024}, {33, 4096}, {5, 4231},
-                          {4, 8192}, {2, 16384}, {2, 65536}, {300, 256}, {2000, 64}};
+                          {4, 8192}, {2, 16384}, {2, 65536}, {300, 256}, {2000, 64},
+                          // chunked rows, several per block (the weight gradient adds across them)
+                          {300, 20000}};
   std::vector<Param> out;
   struct Types {
     liger_dtype dtype;
