@@ -29,6 +29,7 @@ import math
 import sys
 
 from compare_common import flushed_median_us, import_op, import_torch, not_run, torch_dtype
+import kernel_dev_input
 
 
 # Library defaults when the profile gives none: one rounding of the result in the storage type, with
@@ -128,7 +129,7 @@ def agreement(torch, a, names, params, eager, ours, cols, dtype):
         lines.append(f"{'agree' if good else 'DISAGREE'} {name}: max abs error {max_abs:.3e} at {where} (rel "
                      f"{max_rel:.3e}), relative L2 {rel_l2:.3e} (bound {l2:.1e}), {n_bad}/{r.numel()} elements outside "
                      f"atol {atol:.1e} + rtol {rtol:.1e}*|ref|")
-    lines.append(f"{a.op} vs the PyTorch function in fp64 ({a.eager}), {a.dtype} {rows}x{cols}: "
+    lines.append(f"{a.op} vs the PyTorch function in fp64 ({getattr(a, 'baseline_label', a.eager)}), {a.dtype} {rows}x{cols}: "
                  f"{'all outputs and gradients agree' if agree else 'DISAGREEMENT: the kernel fails Verify'}")
     return {"op": a.op, "eager": a.eager, "dtype": a.dtype, "rows": rows, "cols": cols, "agree": agree,
             "tensors": tensors, "lines": lines}
@@ -143,6 +144,11 @@ def main():
     ap.add_argument("--module-params", default="",
                     help="fixed module parameters name=value, comma-separated: the values the op runs with "
                          "(its defaults), bound in the expression (softplus's beta and threshold)")
+    ap.add_argument("--eager-source", default="",
+                    help="a file holding the input's own PyTorch code: the baseline instead of --eager, which stays "
+                         "the fallback when that code cannot be called with the op's inputs")
+    ap.add_argument("--eager-entry", default="",
+                    help="with --eager-source: the function, Class.forward or <snippet> the op was translated from")
     ap.add_argument("--dtype", default="bf16", choices=["fp32", "fp16", "bf16"])
     ap.add_argument("--rows", type=int, default=16384)
     ap.add_argument("--cols", type=int, default=0, help="default 4096 (one input) / 14336 (gated)")
@@ -227,6 +233,22 @@ def main():
             local.update(zip(arg_names, values))
             return eval(expr, local)  # noqa: S307 - the approved profile's expression
 
+    # The input's own code, when Verify passes it: what the user wrote, not its translation.
+    baseline = "expression"
+    if a.eager_source:
+        module_values = {}
+        for spec in [m for m in a.module_params.split(",") if m]:
+            name, _, value = spec.partition("=")
+            module_values[name.strip()] = float(value)
+        try:
+            function = kernel_dev_input.load(torch, a.eager_source, a.eager_entry or "<snippet>", names, list(params),
+                                             module_values, cols)
+            baseline = "input"
+            a.baseline_label = f"the input's {a.eager_entry or 'code'}"
+        except (kernel_dev_input.InputCodeError, SyntaxError) as exc:
+            baseline = f"translation (the input's code could not be called: {exc})"
+            print(f"note: compared with the {baseline}", flush=True)
+
     def call_with(fn):
         return lambda t, p: fn(*[t[n] for n in names], *[p[n] for n in params if n not in names])
 
@@ -237,6 +259,9 @@ def main():
 
     if a.check_only:
         report = agreement(torch, a, names, params, eager, ours, cols, dtype)
+        report["baseline"] = baseline
+        if baseline == "input":
+            report["lines"].insert(0, f"baseline: the input's own code ({a.eager_entry or '<snippet>'} in {a.eager_source})")
         if a.json:
             with open(a.json, "w") as f:
                 json.dump(report, f, indent=2)
@@ -337,6 +362,7 @@ def main():
     except Exception as exc:  # noqa: BLE001 - the per-call results above stand on their own
         e_graph, o_graph, e_notes, o_notes = {}, {}, [f"not measured: {exc.__class__.__name__}: {exc}"], []
     result = {
+        "baseline": baseline,
         "op": a.op, "eager": a.eager, "dtype": a.dtype, "shape": f"{a.rows}x{cols}", "device": torch.cuda.get_device_name(),
         "timing": f"median of {a.runs} CUDA-event timings per mode, 256 MiB L2 flush enqueued before each, 5 warm-ups",
         "eager_results": e_res, "ours": o_res,

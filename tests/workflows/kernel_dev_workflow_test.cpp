@@ -386,6 +386,68 @@ TEST(KernelDevWorkflow, VerifyReportsTorchCompileBesideEager) {
   }
 }
 
+// A PyTorch input is compared as written: Verify hands the input's own code (and the entry the
+// translator took as the op) to the comparison script, for the agreement check and the eager /
+// torch.compile benchmarks, and names that baseline in the report. Other inputs keep the
+// expression.
+TEST(KernelDevWorkflow, VerifyComparesWithTheInputsOwnCode) {
+  const std::string source = "import torch\n\ndef gated(x):\n    return x * torch.sigmoid(1.702 * x)\n";
+  for (bool pytorch : {true, false}) {
+    SCOPED_TRACE(pytorch ? "pytorch input" : "expression input");
+    Tree t;
+    t.runner->gpu = true;
+    std::vector<std::vector<std::string>> compares;
+    t.runner->python = [&](const std::vector<std::string>& argv) {
+      toolchain::ProcessResult r;
+      r.exit_code = 0;
+      const bool compare = std::any_of(argv.begin(), argv.end(), [](const std::string& a) {
+        return a.find("kernel_dev_compare.py") != std::string::npos;
+      });
+      if (!compare) {
+        r.exit_code = 3;
+        r.output = "not run: torch not importable (ModuleNotFoundError)\n";
+        return r;
+      }
+      compares.push_back(argv);
+      const bool with_code = std::find(argv.begin(), argv.end(), "--eager-source") != argv.end();
+      const std::string baseline = with_code ? "input" : "expression";
+      auto json = std::find(argv.begin(), argv.end(), "--json");
+      if (std::find(argv.begin(), argv.end(), "--check-only") != argv.end())
+        std::ofstream(*(json + 1)) << nlohmann::json{{"agree", true}, {"tensors", nlohmann::json::array()},
+                                                     {"lines", {"agree"}}, {"baseline", baseline}}.dump();
+      else
+        std::ofstream(*(json + 1)) << nlohmann::json{{"speedup", {{"forward", 2.0}, {"backward", 3.0}, {"full", 2.5}}},
+                                                     {"baseline", baseline}}.dump();
+      r.output = "ok\n";
+      return r;
+    };
+    const auto out = t.run(pytorch ? source : "y = x * sigmoid(1.702 * x)", {{"name", "quick_gelu"}});
+    ASSERT_EQ(out.status, "completed") << out.message;
+    ASSERT_GE(compares.size(), 2u);  // the agreement check per dtype of the tolerance table, the benchmark
+    const std::string md = util::read_file(out.run_dir / "kernel-dev/verify.md");
+    for (const auto& argv : compares) {
+      auto src = std::find(argv.begin(), argv.end(), "--eager-source");
+      auto entry = std::find(argv.begin(), argv.end(), "--eager-entry");
+      if (!pytorch) {
+        EXPECT_EQ(src, argv.end());
+        continue;
+      }
+      ASSERT_NE(src, argv.end());
+      ASSERT_NE(entry, argv.end());
+      EXPECT_EQ(util::read_file(*(src + 1)), source);
+      EXPECT_EQ(*(entry + 1), "gated");
+    }
+    if (pytorch) {
+      EXPECT_NE(md.find("| agreement with PyTorch (fp64, the input's `gated`) | passed"), std::string::npos) << md;
+      EXPECT_NE(md.find("| benchmark vs PyTorch eager (the input's `gated`) | measured"), std::string::npos) << md;
+      const YAML::Node profile = YAML::LoadFile((out.run_dir / "profile.yaml").string());
+      EXPECT_EQ(profile["source"]["entry"].as<std::string>(), "gated");
+    } else {
+      EXPECT_EQ(md.find("the input's"), std::string::npos) << md;
+    }
+  }
+}
+
 TEST(KernelDevWorkflow, SkipBenchSaysSo) {
   Tree t;
   t.runner->gpu = true;

@@ -683,6 +683,7 @@ KernelProfile analyse(const AnalysisRequest& request, const KnowledgeBase& knowl
 
   TorchTranslation t = translate_pytorch(request.text, knowledge.catalogue);
   if (t.row_reduction) {
+    p.source_entry = t.entry;
     p.resolved_from = "PyTorch " + t.entry + " translated to '" + to_string(t.program.expression) + "'";
     for (const auto& n : t.notes) p.notes.push_back("translation: " + n);
     return finish_tier2(t.program, t.module_class.empty() ? t.entry : t.module_class, t.row_callees);
@@ -713,6 +714,7 @@ KernelProfile analyse(const AnalysisRequest& request, const KnowledgeBase& knowl
     }
     return p;
   }
+  p.source_entry = t.entry;
   p.resolved_from = "PyTorch " + t.entry + " translated to '" + to_string(t.program.expression) + "'";
   for (const auto& n : t.notes) p.notes.push_back("translation: " + n);
   std::string fallback = snake_case(t.module_class.empty() ? t.entry : t.module_class);

@@ -137,6 +137,9 @@ struct KernelProfile {
   // source
   std::string source_kind;  // words | expression | pytorch
   std::string source_text;
+  // PyTorch input: what Verify calls as the PyTorch baseline, the input's own code rather than its
+  // translation ("f", "Module.forward", "<snippet>"); empty for other inputs.
+  std::string source_entry;
   std::string resolved_from;  // how it was understood ("catalogue entry relu_squared matched 'relu squared'")
   // classification
   int tier = 0;  // 0 = undecided

@@ -114,6 +114,7 @@ YAML::Node profile_to_yaml(const KernelProfile& p) {
   YAML::Node source;
   source["kind"] = p.source_kind;
   source["text"] = p.source_text;
+  if (!p.source_entry.empty()) source["entry"] = p.source_entry;
   source["resolved_from"] = p.resolved_from;
   root["source"] = source;
   if (p.undecided.count("tier")) {
@@ -282,6 +283,7 @@ KernelProfile profile_from_yaml(const YAML::Node& root) {
     p.python_function = str(id, "python_function");
     p.source_kind = str(root["source"], "kind");
     p.source_text = str(root["source"], "text");
+    p.source_entry = str(root["source"], "entry");
     p.resolved_from = str(root["source"], "resolved_from");
     if (!undecided_in(root, "tier", p)) {
       p.tier = root["tier"]["value"].as<int>();

@@ -57,6 +57,26 @@ std::string module_params_arg(const KernelProfile& p) {
   return out;
 }
 
+// A PyTorch input is compared as written: its own code (the function, module or snippet the
+// translator took as the op) becomes the baseline of the agreement check and of the eager and
+// torch.compile benchmarks (kernel_dev_compare.py --eager-source / --eager-entry). The translation
+// is what the kernel was built from, so a comparison with it could not catch a misread input.
+// The script falls back to the translation, and says so, when the code cannot be called as is.
+std::vector<std::string> input_code_args(const KernelProfile& p, const fs::path& log_dir) {
+  if (p.source_kind != "pytorch" || p.source_entry.empty() || util::trim(p.source_text).empty()) return {};
+  const fs::path file = log_dir / "input_code.py";
+  util::write_file_atomic(file, p.source_text + (p.source_text.back() == '\n' ? "" : "\n"));
+  return {"--eager-source", file.string(), "--eager-entry", p.source_entry};
+}
+
+// How a report names the baseline it compared with.
+std::string baseline_label(const KernelProfile& p, const std::string& eager, const nlohmann::json& report) {
+  const std::string used = report.is_object() ? report.value("baseline", std::string()) : std::string();
+  if (used == "input") return "the input's " + (p.source_entry == "<snippet>" ? std::string("code") : "`" + p.source_entry + "`");
+  if (used.rfind("translation", 0) == 0) return eager + "; " + used;
+  return eager;
+}
+
 std::string tail_lines(const std::string& text, std::size_t lines = 40) {
   // A tool stopped by a signal may have printed nothing.
   if (text.empty()) return text;
@@ -278,6 +298,7 @@ StageResult verify(StageContext& ctx) {
     const std::map<std::string, std::string> env = {{"LIGER_KERNELS_LIBRARY", (build / "kernels/libliger_kernels.so").string()},
                                                     {"PYTHONPATH", (tree / "kernels/python").string()}};
     std::string summary;
+    std::string compared_with = eager;
     bool agree_all = true, ran = false;
     for (const auto& [dtype, tol] : by_dtype) {
       const fs::path json_path = log_dir / ("agreement_" + dtype + ".json");
@@ -287,6 +308,8 @@ StageResult verify(StageContext& ctx) {
       if (!params.empty()) argv.insert(argv.end(), {"--params", params});
       if (!module_params.empty()) argv.insert(argv.end(), {"--module-params", module_params});
       if (!tol.empty()) argv.insert(argv.end(), {"--tolerances", tol.dump()});
+      const auto code = input_code_args(p, log_dir);
+      argv.insert(argv.end(), code.begin(), code.end());
       auto r = run_logged("agreement_" + dtype, argv, 900, env);
       if (r.exit_code == 3) {  // no torch / no GPU visible to torch: said, not failed
         summary += fmt::format("{}{}: not run ({})", summary.empty() ? "" : "; ", dtype, util::trim(tail_lines(r.output, 1)));
@@ -302,6 +325,7 @@ StageResult verify(StageContext& ctx) {
         continue;
       }
       metrics["agreement"][dtype] = rep;
+      compared_with = baseline_label(p, eager, rep);
       std::string disagreements;
       for (const auto& t : rep.value("tensors", nlohmann::json::array())) {
         if (t.value("agree", true)) continue;
@@ -318,12 +342,12 @@ StageResult verify(StageContext& ctx) {
       if (!notes.empty()) result.warn("PyTorch's own result is not finite where the kernel's is (" + dtype + ")", notes);
       if (!rep.value("agree", false)) {
         agree_all = false;
-        result.fail(fmt::format("{} disagrees with the PyTorch function `{}` in {} (fp64 reference)", p.op_name, eager, dtype),
+        result.fail(fmt::format("{} disagrees with the PyTorch function ({}) in {} (fp64 reference)", p.op_name, compared_with, dtype),
                     disagreements.empty() ? error_excerpt(r.output) : disagreements);
       }
       summary += fmt::format("{}{}: {}", summary.empty() ? "" : "; ", dtype, rep.value("agree", false) ? "agree" : "DISAGREE");
     }
-    checks.push_back({"agreement with PyTorch (fp64, " + eager + ")", !ran ? "not run" : agree_all ? "passed" : "failed", summary});
+    checks.push_back({"agreement with PyTorch (fp64, " + compared_with + ")", !ran ? "not run" : agree_all ? "passed" : "failed", summary});
   } else if (!gpu_tests_passed) {
     checks.push_back({"agreement with PyTorch", "not run: GPU tests did not pass or did not run", ""});
   } else if (!reference_passed) {
@@ -446,6 +470,8 @@ StageResult verify(StageContext& ctx) {
       if (!params.empty()) argv.insert(argv.end(), {"--params", params});
       if (const auto module_params = module_params_arg(p); !module_params.empty())
         argv.insert(argv.end(), {"--module-params", module_params});
+      const auto code = input_code_args(p, log_dir);
+      argv.insert(argv.end(), code.begin(), code.end());
       std::string lib = (build / "kernels/libliger_kernels.so").string();
       std::map<std::string, std::string> env = {{"LIGER_KERNELS_LIBRARY", lib},
                                                 {"PYTHONPATH", (tree / "kernels/python").string()}};
@@ -487,7 +513,7 @@ StageResult verify(StageContext& ctx) {
         } else if (cmp.contains("torch_compile_error") && !cmp["torch_compile_error"].get<std::string>().empty()) {
           line += "; torch.compile: " + cmp["torch_compile_error"].get<std::string>();
         }
-        checks.push_back({"benchmark vs PyTorch eager (" + eager + ")", "measured", line});
+        checks.push_back({"benchmark vs PyTorch eager (" + baseline_label(p, eager, cmp) + ")", "measured", line});
         // The same function under torch.compile (inductor), beside eager: speedup of ours over it.
         if (cmp.contains("speedup_vs_compile") && cmp["speedup_vs_compile"].is_object() && !cmp["speedup_vs_compile"].empty()) {
           std::string compiled;

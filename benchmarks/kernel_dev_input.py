@@ -1,0 +1,146 @@
+"""The kernel-dev input's own PyTorch code as a callable baseline (kernel_dev_compare.py
+--eager-source / --eager-entry): Verify compares the kernel with what the user wrote, not with the
+translation the kernel was built from.
+
+`entry` is what the translator took as the op: a function name ("f"), "Class.forward" (an nn.Module:
+built with its constructor's defaults, sizes it requires set to the row width, the profile's module
+parameters passed by name, and its parameters and buffers replaced by the op's tensors through
+torch.func.functional_call, so gradients reach the same leaves as ours), or "<snippet>" (statements
+whose last line is the result). `load()` returns fn(*inputs, *learnable) or raises InputCodeError
+saying why; the caller then falls back to the translated expression and reports that."""
+import ast
+import inspect
+import math
+import sys
+import types
+
+# Constructor arguments that are the normalised width when a module requires them.
+_WIDTH_NAMES = {"hidden_size", "dim", "d_model", "normalized_shape", "num_features", "features", "size", "n",
+                "channels", "hidden", "embed_dim", "hidden_dim", "width", "cols", "in_features"}
+
+
+class InputCodeError(RuntimeError):
+    pass
+
+
+def _scope(torch):
+    """The globals the input's code runs in: a real module registered in sys.modules, so
+    torch.compile (which resolves a function's globals through its module) finds torch, F and the
+    input's own names there."""
+    import torch.nn.functional as F
+
+    module = types.ModuleType("kernel_dev_input_code")
+    module.__dict__.update({"torch": torch, "F": F, "nn": torch.nn, "math": math})
+    sys.modules[module.__name__] = module
+    return module.__dict__
+
+
+def _snippet_function(source, names, scope):
+    tree = ast.parse(source)
+    if not tree.body:
+        raise InputCodeError("the snippet is empty")
+    last = tree.body[-1]
+    if isinstance(last, ast.Expr):
+        tree.body[-1] = ast.Return(value=last.value)
+    elif isinstance(last, (ast.Assign, ast.AnnAssign)) and last.value is not None:
+        tree.body[-1] = ast.Return(value=last.value)
+    elif not isinstance(last, ast.Return):
+        raise InputCodeError("the snippet's last line is not an expression or an assignment")
+    args = ast.arguments(posonlyargs=[], args=[ast.arg(arg=n) for n in names], vararg=None, kwonlyargs=[],
+                         kw_defaults=[], kwarg=None, defaults=[])
+    extra = {"type_params": []} if "type_params" in ast.FunctionDef._fields else {}  # Python >= 3.12
+    func = ast.FunctionDef(name="_kernel_dev_snippet", args=args, body=tree.body, decorator_list=[], returns=None,
+                           **extra)
+    module = ast.fix_missing_locations(ast.Module(body=[func], type_ignores=[]))
+    exec(compile(module, "<kernel-dev input>", "exec"), scope)  # noqa: S102 - the approved profile's own input
+    return scope["_kernel_dev_snippet"]
+
+
+def _bind(fn, names, params):
+    """fn's arguments from the op's inputs and learnable parameters: by name where the signature uses
+    the profile's names, else in order (inputs, then parameters). Arguments with defaults keep them
+    (the profile's module parameters are those defaults)."""
+    signature = inspect.signature(fn)
+    wanted = [p for p in signature.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    ours = list(names) + [n for n in params if n not in names]
+    required = [p.name for p in wanted if p.default is inspect.Parameter.empty]
+    if set(required) <= set(ours):
+        order = [p.name for p in wanted if p.name in ours]
+        return lambda values: fn(**{n: values[n] for n in order})
+    if len(required) == len(ours):
+        return lambda values: fn(*[values[n] for n in ours])
+    raise InputCodeError(f"{fn.__name__}{signature} cannot be called with the op's inputs {ours}")
+
+
+def _module_function(torch, cls, names, params, module_params, cols):
+    kwargs = {}
+    for p in list(inspect.signature(cls.__init__).parameters.values())[1:]:
+        if p.kind not in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+            continue
+        if p.name in module_params:
+            kwargs[p.name] = module_params[p.name]
+        elif p.default is inspect.Parameter.empty:
+            if p.name not in _WIDTH_NAMES:
+                raise InputCodeError(f"{cls.__name__}.__init__ needs '{p.name}', which the profile does not give")
+            kwargs[p.name] = cols
+    try:
+        module = cls(**kwargs)
+    except Exception as exc:  # noqa: BLE001 - reported as the reason for the fallback
+        raise InputCodeError(f"{cls.__name__}(**{kwargs}) failed: {exc.__class__.__name__}: {exc}") from None
+    state_names = [k for k, _ in module.named_parameters()] + [k for k, _ in module.named_buffers()]
+    mapping = {}
+    for n in params:
+        if n in state_names:
+            mapping[n] = n
+        else:
+            tails = [k for k in state_names if k.split(".")[-1] == n or k.replace(".", "_") == n]
+            if len(tails) != 1:
+                raise InputCodeError(f"the op's parameter '{n}' matches {tails or 'nothing'} in {cls.__name__}")
+            mapping[n] = tails[0]
+    unmatched = [k for k, _ in module.named_parameters() if k not in mapping.values()]
+    if unmatched:
+        raise InputCodeError(f"{cls.__name__} has parameters the op does not take: {unmatched}")
+    forward = _bind(module.forward, names, {})
+
+    def call(values):
+        first = values[names[0]]
+        module.to(first.device)
+        state = {k: v.to(first.dtype) if v.is_floating_point() else v
+                 for k, v in list(module.named_buffers())}
+        for n, key in mapping.items():
+            own = dict(module.named_parameters()).get(key)
+            if own is None:
+                own = dict(module.named_buffers())[key]
+            state[key] = values[n].reshape(own.shape)
+        return torch.func.functional_call(module, state, tuple(values[k] for k in names))
+
+    return call
+
+
+def load(torch, path, entry, names, params, module_params, cols):
+    """fn(*input tensors, *parameter tensors) running the input's own code; InputCodeError if it
+    cannot be called with the op's inputs."""
+    with open(path, encoding="utf-8") as f:
+        source = f.read()
+    scope = _scope(torch)
+    param_names = [n for n in params if n not in names]
+    if entry == "<snippet>":
+        fn = _snippet_function(source, list(names) + param_names, scope)
+        bound = _bind(fn, names, param_names)
+    else:
+        try:
+            exec(compile(source, path, "exec"), scope)  # noqa: S102 - the approved profile's own input
+        except Exception as exc:  # noqa: BLE001
+            raise InputCodeError(f"the input does not run as Python: {exc.__class__.__name__}: {exc}") from None
+        if entry.endswith(".forward"):
+            cls = scope.get(entry[: -len(".forward")])
+            if not isinstance(cls, type):
+                raise InputCodeError(f"class {entry[: -len('.forward')]} is not defined by the input")
+            bound = _module_function(torch, cls, list(names), param_names, module_params, cols)
+        else:
+            fn = scope.get(entry)
+            if not callable(fn):
+                raise InputCodeError(f"function {entry} is not defined by the input")
+            bound = _bind(fn, names, param_names)
+    order = list(names) + param_names
+    return lambda *values: bound(dict(zip(order, values)))
