@@ -10,6 +10,7 @@
 #include "common/cuda_utils.cuh"
 #include "common/dtype.cuh"
 #include "common/status.h"
+#include "norm_common/norm_backward_tiled.cuh"
 #include "norm_common/norm_kernels.cuh"
 #include "norm_common/norm_tuning.h"
 
