@@ -82,6 +82,13 @@ def load() -> bool:
     if path is None:
         return False
     built_for = _built_for(path)
+    explicit = bool(os.environ.get(ENV_VAR, "").strip())
+    if built_for is None and not explicit:
+        # Without the stamp nothing says which torch it was built for, and a C++ ABI mismatch can
+        # crash at load instead of failing cleanly: a named file (LIGER_KERNELS_TORCH_OPS=path) is
+        # the user's assertion, a discovered one is not.
+        _STATE.reason = f"{path} has no {os.path.basename(path)}.torch-version stamp beside it (rebuild the library)"
+        return False
     if built_for is not None and built_for != torch.__version__:
         _STATE.reason = f"{path} was built for torch {built_for}, this is torch {torch.__version__}"
         warnings.warn(f"liger_kernels: {_STATE.reason}; using the Python op implementations (rebuild the library "
