@@ -94,6 +94,7 @@ const std::vector<FieldCase> kCases = {
     {"source.kind", "dyt", "source.kind", "expression"},
     {"source.text", "dyt", "source.text", "something else"},
     {"source.resolved_from", "dyt", "source.resolved_from", "by hand"},
+    {"source.entry", "weights", "source.entry", "other_function"},
     {"tier.value", "dyt", "tier.value", "2"},
     {"tier.reason", "dyt", "tier.reason", "edited"},
     {"closest_kernel.name", "dyt", "closest_kernel.name", "swiglu"},
