@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """One AdamW training step of HF models, six ways: HF eager, HF + torch.compile, Liger-Kernel,
 Liger-Kernel + torch.compile, this library (its integration for the model type), and this library +
-torch.compile.
+torch.compile; plus hf+compile+mask, HF's model compiled with only this library's implicit causal mask
+(liger_kernels/transformers/_causal_mask.py, which every integration applies), which separates what
+the mask rule gives a compiled step from what the kernels give.
 
     PYTHONPATH=.peers/liger-kernel/src python3 benchmarks/train_step.py --models llama --out docs/benchmarks/train_step_h100
     python3 benchmarks/train_step.py --models llama --providers hf,ours --steps 4      # quick
@@ -49,7 +51,7 @@ MODELS = {
                            num_attention_heads=8, num_key_value_heads=4, head_dim=256, max_position_embeddings=4096,
                            sliding_window=4096, final_logit_softcapping=30.0, attn_logit_softcapping=50.0)),
 }
-PROVIDERS = ["hf", "hf+compile", "liger_kernel", "liger_kernel+compile", "ours", "ours+compile"]
+PROVIDERS = ["hf", "hf+compile", "hf+compile+mask", "liger_kernel", "liger_kernel+compile", "ours", "ours+compile"]
 
 
 def gemm_tflops(torch):
@@ -68,6 +70,13 @@ def gemm_tflops(torch):
 
 def patch(provider, model_type):
     base = provider.split("+")[0]
+    if provider.endswith("+mask"):
+        import liger_kernels.transformers as LT
+
+        if not LT.implicit_causal_mask_under_compile():
+            from liger_kernels.transformers import _causal_mask
+
+            raise RuntimeError(f"the implicit causal mask is {_causal_mask.status()}")
     if base == "ours":
         import liger_kernels.transformers as LT
 
@@ -93,7 +102,7 @@ def one(model_name, provider, steps, warmup):
     torch.manual_seed(0)
     model = transformers.AutoModelForCausalLM.from_config(cfg).to("cuda", torch.bfloat16)
     model.train()
-    fwd = torch.compile(model) if provider.endswith("+compile") else model
+    fwd = torch.compile(model) if "+compile" in provider else model
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
     g = torch.Generator(device="cpu").manual_seed(1)
     B, T = spec["batch"], spec["seq"]

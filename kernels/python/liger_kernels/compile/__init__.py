@@ -21,6 +21,7 @@ from typing import Dict, List, Optional
 import torch
 from torch import fx
 
+from .causal_mask import keep_causal_masks_implicit
 from .registry import GOALS, METRICS, POLICIES, DecisionTable, library_wins, registry, shape_class
 
 _LOG = logging.getLogger("liger_kernels.compile")
@@ -59,11 +60,13 @@ class Backend:
     logged). goal: "speed" or "memory". metric: "wall" (whole-step time, host work included: the
     default) or "device" (GPU kernel time: for large models whose host runs ahead). inner: the
     compiler the rewritten graph goes to ("inductor", or a callable backend; "eager" runs the
-    rewritten graph uncompiled)."""
+    rewritten graph uncompiled). causal_mask: first turn attention masks that are constant causal
+    masks into SDPA's is_causal=True (compile/causal_mask.py; LIGER_KERNELS_COMPILED_CAUSAL_MASK=0
+    turns it off)."""
 
     def __init__(self, policy: Optional[str] = None, goal: Optional[str] = None, inner="inductor",
                  table: Optional[DecisionTable] = None, ops: Optional[List[str]] = None,
-                 metric: Optional[str] = None):
+                 metric: Optional[str] = None, causal_mask: Optional[bool] = None):
         policy = policy or os.environ.get("LIGER_COMPILE_POLICY", "table")
         goal = goal or os.environ.get("LIGER_COMPILE_GOAL", "speed")
         if policy not in POLICIES:
@@ -79,6 +82,10 @@ class Backend:
         self.ops = set(ops) if ops is not None else None
         self.report: List[Decision] = []
         self.graphs = 0
+        if causal_mask is None:
+            causal_mask = os.environ.get("LIGER_KERNELS_COMPILED_CAUSAL_MASK", "1").strip().lower() not in (
+                "0", "false", "no", "off")
+        self.causal_mask = causal_mask
 
     # ------------------------------------------------------------ rewriting (no compiling)
     def rewrite(self, gm: fx.GraphModule, example_inputs=None) -> List[Decision]:
@@ -86,6 +93,10 @@ class Backend:
         self.graphs += 1
         sm = _device_sm(example_inputs)
         decisions: List[Decision] = []
+        if self.causal_mask:
+            for line in keep_causal_masks_implicit(gm, log=False):
+                name, _, what = line.partition(": ")
+                decisions.append(Decision(index, "causal_mask", name, "-", what.startswith("is_causal"), what))
         claimed = set()
         scans = []
         for entry in registry().entries():

@@ -85,6 +85,19 @@ def _apply_liger_kernel_to_instance(model, **kwargs) -> None:
     MODEL_TYPE_TO_APPLY_LIGER_FN[model_type](model=model, **kwargs)
 
 
+def implicit_causal_mask_under_compile(enable: bool = True) -> bool:
+    """Installs (or, with enable=False, releases) the graph pass that turns a constant causal mask
+    into SDPA's is_causal=True in models compiled by Inductor, as transformers decides eagerly; every
+    apply function installs it already. Returns whether it is in effect (_causal_mask.status() says
+    why not). See liger_kernels/compile/causal_mask.py."""
+    from . import _causal_mask
+
+    if enable:
+        return _causal_mask.acquire("user")
+    _causal_mask.release("user")
+    return _causal_mask.status().startswith("installed")
+
+
 def apply_liger_kernel(model_type: str, **kwargs) -> None:
     """Patches the transformers classes of `model_type` (before instantiation)."""
     if model_type not in MODEL_TYPE_TO_APPLY_LIGER_FN:
@@ -101,5 +114,6 @@ __all__ = [
     "register",
     "_register_module",
     "apply_liger_kernel",
+    "implicit_causal_mask_under_compile",
     "_apply_liger_kernel_to_instance",
 ]

@@ -150,12 +150,22 @@ class Patcher:
         cls = getattr(self.modeling(), self.spec["causal_lm"])
         self._set(cls, "forward", self.lce_forward, f"{self.spec['causal_lm']}.forward")
 
+    def patch_causal_mask(self) -> bool:
+        """Keeps a plain causal mask implicit under torch.compile, as transformers does eagerly
+        (_causal_mask.py says why and when); released by revert_classes."""
+        from . import _causal_mask
+
+        return _causal_mask.acquire(self)
+
     def patch_cross_entropy(self, fixed_cross_entropy) -> None:
         from transformers.loss import loss_utils
 
         self._set(loss_utils, "fixed_cross_entropy", fixed_cross_entropy, "transformers.loss.loss_utils:fixed_cross_entropy")
 
     def revert_classes(self) -> None:
+        from . import _causal_mask
+
+        _causal_mask.release(self)
         for key in list(self._originals):
             owner, attr, original = self._originals.pop(key)
             if original is _MISSING:

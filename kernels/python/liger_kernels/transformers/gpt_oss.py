@@ -70,6 +70,7 @@ def apply_liger_kernel_to_gpt_oss(
     mlps = [k for k, on in () if on]
     _PATCHER.patch_norm_classes(norms)
     _PATCHER.patch_mlp_classes(mlps)
+    _PATCHER.patch_causal_mask()
 
     if cross_entropy:
         _PATCHER.patch_cross_entropy(_autopatch.fixed_cross_entropy)

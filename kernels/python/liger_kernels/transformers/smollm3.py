@@ -72,6 +72,7 @@ def apply_liger_kernel_to_smollm3(
     mlps = [k for k, on in (("swiglu", swiglu),) if on]
     _PATCHER.patch_norm_classes(norms)
     _PATCHER.patch_mlp_classes(mlps)
+    _PATCHER.patch_causal_mask()
     if rope:
         _PATCHER.patch_rope(liger_rotary_pos_emb)
     if cross_entropy:
