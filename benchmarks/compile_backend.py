@@ -85,7 +85,8 @@ def main():
     ap.add_argument("--attn", default="sdpa")
     ap.add_argument("--variants", default="hf_eager,hf_compiled,liger_backend,liger_always,patched_compiled",
                     help="hf_eager, hf_compiled, liger_backend (table, goal speed), liger_memory (table, goal "
-                         "memory), liger_device (table, GPU-time metric), liger_always (every match), patched_compiled (monkey patch + Inductor)")
+                         "memory), liger_device (table, GPU-time metric), liger_always (every match), patched_compiled (monkey patch + Inductor), "
+                         "hf_compiled_mask (Inductor with only the causal-mask pass: what the backend's mask rewrite alone gives)")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
     dtype = getattr(torch, args.dtype)
@@ -99,6 +100,12 @@ def main():
         for variant in args.variants.split(","):
             torch._dynamo.reset()
             patched = variant == "patched_compiled"
+            mask_only = variant == "hf_compiled_mask"
+            if mask_only and not LT.implicit_causal_mask_under_compile():
+                from liger_kernels.transformers import _causal_mask
+
+                row[variant] = {"skipped": f"causal-mask pass {_causal_mask.status()}"}
+                continue
             if patched and model_type not in LT.MODEL_TYPE_TO_APPLY_LIGER_FN:
                 row[variant] = {"skipped": f"no monkey-patch integration for {model_type}"}
                 continue
@@ -110,7 +117,7 @@ def main():
                 backend = None
                 if variant == "hf_eager":
                     run = loss_fn
-                elif variant in ("hf_compiled", "patched_compiled"):
+                elif variant in ("hf_compiled", "patched_compiled", "hf_compiled_mask"):
                     run = torch.compile(loss_fn)
                 else:
                     policy = {"liger_backend": "table", "liger_memory": "table", "liger_device": "table",
@@ -136,6 +143,8 @@ def main():
             finally:
                 if patched:
                     LT.MODEL_TYPE_TO_REVERT_LIGER_FN[model_type]()
+                if mask_only:
+                    LT.implicit_causal_mask_under_compile(False)
                 torch.cuda.empty_cache()
         results[model_type] = row
         write(args, results)  # after each model: a run cut short keeps what it measured
