@@ -25,27 +25,33 @@ def _enabled_by_env() -> bool:
     return os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
-def _make_pass(previous: Optional[Callable]) -> Callable:
-    from ..compile.causal_mask import graph_pass
+try:
+    from torch._inductor.custom_graph_pass import CustomGraphPass as _PassBase
+except ImportError:  # older torch: a plain callable is what the slot takes
+    _PassBase = object
 
-    try:
-        from torch._inductor.custom_graph_pass import CustomGraphPass
-    except ImportError:  # older torch: a plain callable is what the slot takes
-        CustomGraphPass = object
 
-    class CausalMaskPass(CustomGraphPass):
-        """Inductor pre-grad pass; uuid() lets Inductor's caches key on it."""
+class CausalMaskPass(_PassBase):
+    """Inductor's pre-grad pass: the pass that was in the slot before, then the causal-mask pass.
+    Inductor pickles its config into cache keys; this pickles as its uuid(), so the FX graph cache
+    keeps working and keys on what the pass does."""
 
-        def __call__(self, graph) -> None:
-            if previous is not None:
-                previous(graph)
-            graph_pass(graph)
+    def __init__(self, previous: Optional[Callable]):
+        self.previous = previous
 
-        def uuid(self):
-            prev = previous.uuid() if hasattr(previous, "uuid") else repr(previous)
-            return f"liger_kernels.causal_mask.v1+{prev}"
+    def __call__(self, graph) -> None:
+        from ..compile.causal_mask import graph_pass
 
-    return CausalMaskPass()
+        if self.previous is not None:
+            self.previous(graph)
+        graph_pass(graph)
+
+    def uuid(self):
+        prev = self.previous.uuid() if hasattr(self.previous, "uuid") else repr(self.previous)
+        return f"liger_kernels.causal_mask.v1+{prev}"
+
+    def __reduce__(self):
+        return (str, (self.uuid(),))
 
 
 def acquire(holder) -> bool:
@@ -64,7 +70,7 @@ def acquire(holder) -> bool:
             _why_not = "this torch's Inductor has no pre_grad_custom_pass slot"
             return False
         _previous = inductor_config.pre_grad_custom_pass
-        _installed = _make_pass(_previous)
+        _installed = CausalMaskPass(_previous)
         inductor_config.pre_grad_custom_pass = _installed
     _why_not = None
     _holders.add(holder)
