@@ -11,6 +11,9 @@ signatures (the switches of the kernels it applies); everything else lives here 
     forward replaced by the SwiGLU/GeGLU forward (the class, its constructor and its state dict are
     kept, so MLPs built with any constructor signature work), the rotary function replaced, the
     causal-LM forward replaced;
+  - compile level: the causal-mask rewrite goes into Inductor's pre-grad slot while any integration
+    is applied (patch_causal_mask; see _causal_mask.py), so the patched model compiled by Inductor
+    keeps a constant causal mask implicit;
   - instance level (model=...): every module of a patched class, reached under an allowed attribute
     name (so a vision tower's norms of the same class are left alone), is switched in place:
     parameters, devices and dtypes are kept.
