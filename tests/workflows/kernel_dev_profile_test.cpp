@@ -197,6 +197,44 @@ TEST(KernelDevProfile, DytHasLearnableParametersWithReducedGradients) {
   EXPECT_TRUE(fp32_sums);
 }
 
+TEST(KernelDevProfile, ALearnableHyperparameterBecomesALearnableParameter) {
+  // "learnable" in words turns the entry's fixed hyperparameter into a learned one with its own
+  // reduced gradient, never silently a constant; the eager baseline is the expression (the
+  // entry's PyTorch spelling takes the parameter as a Python number).
+  auto p = analyse("Swish with learnable beta");
+  ASSERT_TRUE(p.complete()) << p.tier_reason;
+  EXPECT_EQ(p.op_name, "swish_learnable");
+  ASSERT_EQ(p.learnable_parameters.size(), 1u);
+  EXPECT_EQ(p.learnable_parameters[0].name, "beta");
+  EXPECT_EQ(p.learnable_parameters[0].shape, "scalar");
+  EXPECT_DOUBLE_EQ(p.learnable_parameters[0].value, 1.0);
+  EXPECT_TRUE(p.module_parameters.empty());
+  ASSERT_EQ(p.gradients->size(), 2u);
+  EXPECT_TRUE((*p.gradients)[1].reduction);
+  for (const auto& n : p.notes) EXPECT_EQ(n.rfind("PyTorch eager baseline", 0), std::string::npos) << n;
+
+  p = analyse("leaky ReLU with a trainable slope per channel");
+  ASSERT_EQ(p.learnable_parameters.size(), 1u);
+  EXPECT_EQ(p.learnable_parameters[0].name, "negative_slope");
+  EXPECT_EQ(p.learnable_parameters[0].shape, "channel");
+  EXPECT_DOUBLE_EQ(p.learnable_parameters[0].value, 0.01);
+
+  p = analyse("softplus with learnable beta");  // threshold stays a fixed module parameter
+  ASSERT_EQ(p.learnable_parameters.size(), 1u);
+  ASSERT_EQ(p.module_parameters.size(), 1u);
+  EXPECT_EQ(p.module_parameters[0].name, "threshold");
+
+  p = analyse("learnable softplus");  // two parameters, neither named
+  EXPECT_FALSE(p.complete());
+  std::string reasons = p.tier_reason;
+  for (const auto& [field, why] : p.undecided) reasons += why;
+  EXPECT_NE(reasons.find("does not say which of its parameters (beta, threshold)"), std::string::npos) << reasons;
+
+  p = analyse("Swish with beta 1.5");  // no learn word: a fixed module parameter, as before
+  EXPECT_TRUE(p.learnable_parameters.empty());
+  ASSERT_EQ(p.module_parameters.size(), 1u);
+}
+
 TEST(KernelDevProfile, TierTwoAndThreeRequestsStopWithUndecidedFormulas) {
   // A Tier-2 request without a built-in PyTorch form (tiers.yaml) stops at the checkpoint.
   auto p = analyse("kl divergence");

@@ -154,6 +154,18 @@ std::vector<Form> forms() {
       {"class M(nn.Module):\n    def __init__(self, d):\n        super().__init__()\n"
        "        self.norm = nn.LayerNorm(d, elementwise_affine=False)\n    def forward(self, x):\n        return self.norm(x)",
        layer(1e-5)},
+      // Descriptions with input modifiers (tiers.yaml input_modifiers): the request's PyTorch form
+      // reads the rewritten input.
+      {"softmax with temperature 2", [](const Row& x) {
+         Row t = x;
+         for (auto& v : t) v /= 2;
+         return softmax(t);
+       }},
+      {"log softmax with temperature 0.5 and softcap 30", [log_softmax](const Row& x) {
+         Row t = x;
+         for (auto& v : t) v = 30 * std::tanh(v / 0.5 / 30);
+         return log_softmax(t);
+       }},
       // Softmax with a fixed z-loss-like penalty folded into the output: log_softmax scaled.
       {"def f(x): return torch.softmax(x, -1) * torch.log_softmax(x, dim=-1)", [log_softmax](const Row& x) {
          Row p = softmax(x), l = log_softmax(x);

@@ -291,9 +291,77 @@ Resolution Catalogue::resolve(const std::string& text) const {
                   "code, or describe only the catalogue entry";
     return r;
   }
-  r.activation = &a;
   r.matched = matches[0].key;
+  std::string why_not;
+  if (auto learned = with_learnable(words, a, why_not)) {
+    r.composed = learned;
+    r.activation = learned.get();
+    return r;
+  }
+  if (!why_not.empty()) {
+    r.undecided = why_not;
+    return r;
+  }
+  r.activation = &a;
   return r;
+}
+
+std::shared_ptr<const Activation> Catalogue::with_learnable(const std::vector<std::string>& words, const Activation& a,
+                                                             std::string& why_not) const {
+  // "Swish with learnable beta", "leaky ReLU with a trainable slope per channel": the entry's fixed
+  // hyperparameter becomes a learnable parameter, so a request for a trained value never silently
+  // gets a constant. An entry whose parameters are learnable already (DyT, PReLU) is itself the answer.
+  static const std::set<std::string> learn_markers = {"learnable", "trainable", "learned", "learnt", "trained"};
+  static const std::set<std::string> channel_markers = {"channel", "channels", "channelwise", "column", "columns",
+                                                        "feature", "features", "elementwise"};
+  if (a.hyperparameters.empty() ||
+      std::none_of(words.begin(), words.end(), [](const std::string& w) { return learn_markers.count(w) > 0; }))
+    return nullptr;
+  const std::set<std::string> said(words.begin(), words.end());
+  std::vector<const HyperParameter*> named;
+  for (const auto& h : a.hyperparameters) {
+    bool hit = said.count(compact(h.name)) > 0;
+    for (const auto& part : split_words(normalise_description(h.name))) hit = hit || (part.size() > 2 && said.count(part));
+    if (hit) named.push_back(&h);
+  }
+  if (named.empty() && a.hyperparameters.size() == 1) named.push_back(&a.hyperparameters[0]);
+  if (named.empty()) {
+    std::string listed;
+    for (const auto& h : a.hyperparameters) listed += (listed.empty() ? "" : ", ") + h.name;
+    why_not = "the description asks for a learnable parameter of '" + a.name + "' but does not say which of its " +
+              "parameters (" + listed + ") should be learned; name it (e.g. \"" + a.name + " with learnable " +
+              a.hyperparameters[0].name + "\")";
+    return nullptr;
+  }
+  const bool per_channel =
+      std::any_of(words.begin(), words.end(), [](const std::string& w) { return channel_markers.count(w) > 0; });
+  auto learned = std::make_shared<Activation>(a);
+  learned->hyperparameters.clear();
+  std::string suffix, listed;
+  for (const auto& h : a.hyperparameters) {
+    if (std::find(named.begin(), named.end(), &h) == named.end()) {
+      learned->hyperparameters.push_back(h);
+      continue;
+    }
+    LearnableParameter p;
+    p.name = h.name;
+    p.shape = per_channel ? ParamShape::Channel : ParamShape::Scalar;
+    p.init = h.default_value;
+    p.description = std::string(per_channel ? "one per column" : "scalar") + ", learned (" +
+                    (h.description.empty() ? "the entry's fixed " + h.name : h.description) + "; initialised to " +
+                    "its default)";
+    learned->learnable.push_back(p);
+    suffix += "_" + h.name;
+    listed += (listed.empty() ? "" : ", ") + h.name;
+  }
+  learned->name = a.name + "_learnable" + (learned->hyperparameters.empty() && named.size() == 1 ? "" : suffix);
+  learned->display = a.display + " (learnable " + listed + (per_channel ? " per channel" : "") + ")";
+  // The entry's PyTorch baseline passes the parameter as a Python number (F.leaky_relu(x, negative_slope)):
+  // Verify compares with the expression instead, which takes it as a tensor.
+  learned->torch.clear();
+  learned->aliases.clear();
+  learned->phrases = {join(words, 0, words.size(), " ")};
+  return learned;
 }
 
 std::shared_ptr<const Activation> Catalogue::compose_gated(const std::vector<std::string>& words) const {

@@ -74,6 +74,11 @@ class Catalogue {
   // The gated form "act(a) * b" a description names with a gate word and a catalogue activation
   // (an existing entry when one computes exactly that); nullptr when the words are not one.
   std::shared_ptr<const Activation> compose_gated(const std::vector<std::string>& words) const;
+  // The entry with the hyperparameters the description asks to learn ("swish with learnable beta")
+  // turned into learnable parameters; nullptr when it asks for none, with why_not set when it asks
+  // for one without saying which.
+  std::shared_ptr<const Activation> with_learnable(const std::vector<std::string>& words, const Activation& a,
+                                                   std::string& why_not) const;
   // By canonical name or alias, normalised ("Leaky-ReLU" finds leaky_relu).
   const Activation* find(const std::string& name) const;
   // Natural-language resolution.

@@ -672,3 +672,36 @@ Expr simplify(const Expr& e) {
 Expr derivative(const Expr& e, const std::string& variable) { return simplify(differentiate(e, variable)); }
 
 }  // namespace liger::kernel_dev
+
+namespace liger::kernel_dev {
+
+const std::vector<std::string>& identity_function_names() {
+  static const std::vector<std::string> names = {"sinh", "cosh", "tan", "asinh", "acosh", "atanh", "exp2",
+                                                 "log2", "log10", "reciprocal", "logsigmoid", "logit"};
+  return names;
+}
+
+std::optional<Expr> identity_function(const std::string& name, const std::vector<Expr>& args) {
+  if (args.size() != 1) return std::nullopt;
+  const Expr& x = args[0];
+  if (name == "sinh") return div(sub(call("exp", {x}), call("exp", {neg(x)})), num(2));
+  if (name == "cosh") return div(add(call("exp", {x}), call("exp", {neg(x)})), num(2));
+  if (name == "tan") return div(call("sin", {x}), call("cos", {x}));
+  // Odd, evaluated on the side without cancellation: x + sqrt(x^2 + 1) reaches 0 in fp32 for large
+  // negative x. A where (not sign(x) * ...) keeps the derivative 1 at x = 0.
+  if (name == "asinh") {
+    const Expr root = call("sqrt", {add(pow(x, num(2)), num(1))});
+    return call("where", {compare(">=", x, num(0)), call("log", {add(x, root)}), neg(call("log", {sub(root, x)}))});
+  }
+  if (name == "acosh") return call("log", {add(x, call("sqrt", {sub(pow(x, num(2)), num(1))}))});
+  if (name == "atanh") return mul(num(0.5), sub(call("log1p", {x}), call("log1p", {neg(x)})));
+  if (name == "exp2") return call("exp", {mul(num(M_LN2), x)});
+  if (name == "log2") return div(call("log", {x}), num(M_LN2));
+  if (name == "log10") return div(call("log", {x}), num(M_LN10));
+  if (name == "reciprocal") return div(num(1), x);
+  if (name == "logsigmoid") return neg(call("softplus", {neg(x)}));
+  if (name == "logit") return sub(call("log", {x}), call("log1p", {neg(x)}));
+  return std::nullopt;
+}
+
+}  // namespace liger::kernel_dev

@@ -63,6 +63,14 @@ bool equal(const Expr& a, const Expr& b);
 std::string to_string(const Expr& e);
 std::set<std::string> free_symbols(const Expr& e);
 Expr substitute(const Expr& e, const std::map<std::string, Expr>& bindings);
+// Functions the expression language has no primitive for, written with those it has (same values,
+// derivatives from the identities): sinh, cosh, tan, asinh, acosh, atanh, exp2, log2, log10,
+// reciprocal, logsigmoid, logit. Shared by the expression parser and the PyTorch translator, so
+// `y = log(cosh(x))` and `torch.log(torch.cosh(x))` mean the same. nullopt for any other name or
+// argument count.
+std::optional<Expr> identity_function(const std::string& name, const std::vector<Expr>& args);
+// The names identity_function knows (for error messages).
+const std::vector<std::string>& identity_function_names();
 bool contains_function(const Expr& e, const std::string& function);
 // Number of nodes (used to report how much simplification removed).
 std::size_t node_count(const Expr& e);

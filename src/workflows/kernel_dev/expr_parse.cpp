@@ -343,6 +343,11 @@ class Parser {
       }
       return call(name.text, ordered);
     }
+    if (std::all_of(args.begin(), args.end(), [](const auto& a) { return a.keyword.empty(); })) {
+      std::vector<Expr> values;
+      for (const auto& a : args) values.push_back(a.value);
+      if (auto expanded = identity_function(name.text, values)) return *expanded;
+    }
     if (resolver_) {
       try {
         if (auto expanded = resolver_(name.text, args)) return *expanded;
@@ -354,6 +359,7 @@ class Parser {
     }
     std::string known;
     for (const auto& f : primitive_functions()) known += (known.empty() ? "" : ", ") + f.name;
+    for (const auto& f : identity_function_names()) known += ", " + f;
     throw ParseError("line " + std::to_string(name.line) + ", column " + std::to_string(name.column) +
                          ": unknown function '" + name.text + "'; expected a known function (" + known +
                          "), a catalogue activation (gelu, silu, mish, ...) or a row reduction (sum, mean, max(v), min(v), "

@@ -185,6 +185,52 @@ const TierRequest* match_request(const std::string& text, const TierKnowledge& t
   return nullptr;
 }
 
+// The input modifiers a description names, each with its number, in the order written; their
+// phrases and numbers are blanked out of `text` so they do not count as words beyond the request.
+struct AppliedModifier {
+  const InputModifier* modifier;
+  std::string value;
+  std::size_t at;
+};
+
+std::vector<AppliedModifier> take_input_modifiers(std::string& text, const TierKnowledge& tiers) {
+  std::vector<AppliedModifier> found;
+  for (const auto& m : tiers.input_modifiers) {
+    std::vector<std::string> phrases = m.phrases;
+    std::sort(phrases.begin(), phrases.end(), [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+    for (const auto& phrase : phrases) {
+      const std::string words = std::regex_replace(phrase, std::regex("[ _-]+"), "[ _-]*");
+      const std::regex pattern("\\b" + words + "\\s*(?:=|:|of|is|at|to)?\\s*([0-9]+\\.?[0-9]*(?:e[-+]?[0-9]+)?|\\.[0-9]+)\\b",
+                               std::regex::icase);
+      std::smatch match;
+      if (!std::regex_search(text, match, pattern)) continue;
+      found.push_back({&m, match[1].str(), static_cast<std::size_t>(match.position(0))});
+      text.replace(static_cast<std::size_t>(match.position(0)), static_cast<std::size_t>(match.length(0)),
+                   std::string(static_cast<std::size_t>(match.length(0)), ' '));
+      break;
+    }
+  }
+  std::sort(found.begin(), found.end(), [](const AppliedModifier& a, const AppliedModifier& b) { return a.at < b.at; });
+  return found;
+}
+
+// The request's one-line PyTorch form with its input rewritten by each modifier, in order:
+// "def softmax(x): return torch.softmax(x, dim=-1)" with temperature 2 becomes
+// "def softmax(x):\n    x = x / 2\n    return torch.softmax(x, dim=-1)". Empty when the form is not
+// one `def name(arg): return ...` line.
+std::string apply_input_modifiers(const std::string& form, const std::vector<AppliedModifier>& modifiers) {
+  std::smatch m;
+  if (!std::regex_match(form, m, std::regex(R"(\s*def\s+(\w+)\s*\(\s*(\w+)\s*\)\s*:\s*return\s+(.+?)\s*)"))) return "";
+  const std::string arg = m[2].str();
+  std::string code = "def " + m[1].str() + "(" + arg + "):\n";
+  for (const auto& a : modifiers) {
+    std::string rewrite = std::regex_replace(a.modifier->rewrite, std::regex(R"(\{x\})"), arg);
+    rewrite = std::regex_replace(rewrite, std::regex(R"(\{value\})"), a.value);
+    code += "    " + arg + " = " + rewrite + "\n";
+  }
+  return code + "    return " + m[3].str() + "\n";
+}
+
 // What a description says beyond a Tier-2 request: its words (and numbers) outside the
 // request's keywords, the request's required phrases and the filler words. "row-wise softmax
 // over the last dimension" says nothing more than softmax; "softmax with temperature 2" says
@@ -290,6 +336,17 @@ TierKnowledge TierKnowledge::load_file(const std::filesystem::path& path) {
   }
   for (const auto& kernel : root["kernels"]) k.kernels.push_back(kernel["name"].as<std::string>());
   for (const auto& word : root["description_filler_words"]) k.filler_words.insert(word.as<std::string>());
+  for (const auto& m : root["input_modifiers"]) {
+    InputModifier modifier;
+    modifier.name = m["name"].as<std::string>();
+    for (const auto& phrase : m["phrases"]) modifier.phrases.push_back(phrase.as<std::string>());
+    modifier.rewrite = m["rewrite"].as<std::string>();
+    if (modifier.phrases.empty() || modifier.rewrite.find("{x}") == std::string::npos ||
+        modifier.rewrite.find("{value}") == std::string::npos)
+      throw std::runtime_error(path.string() + ": input modifier '" + modifier.name +
+                               "' needs phrases and a rewrite with {x} and {value}");
+    k.input_modifiers.push_back(modifier);
+  }
   for (const auto& r : root["tier1_closest"]) {
     Tier1Rule rule;
     for (const auto& f : r["uses_any"]) rule.uses_any.push_back(f.as<std::string>());
@@ -611,8 +668,18 @@ KernelProfile analyse(const AnalysisRequest& request, const KnowledgeBase& knowl
       // without weight") is derived offline from that form, as if the code had been given,
       // when the description adds nothing the form lacks.
       std::string form_not_used;
-      if (!req->pytorch.empty() && r.unexplained.empty()) {
-        const auto beyond = words_beyond_request(request.text, *req, knowledge.tiers);
+      std::string described = request.text;
+      const auto modifiers = take_input_modifiers(described, knowledge.tiers);
+      // A modifier's phrase may itself name a catalogue entry ("softcap"): the words the catalogue
+      // could not explain are judged without the modifiers.
+      const bool explained = r.unexplained.empty() || (!modifiers.empty() && knowledge.catalogue.resolve(described).unexplained.empty());
+      if (!req->pytorch.empty() && explained) {
+        std::string form = req->pytorch, variant = req->name;
+        if (!modifiers.empty()) {
+          form = apply_input_modifiers(req->pytorch, modifiers);
+          for (const auto& a : modifiers) variant += "_" + a.modifier->name;
+        }
+        const auto beyond = words_beyond_request(described, *req, knowledge.tiers);
         bool required = req->requires_any.empty();
         for (const auto& phrase : req->requires_any) required = required || contains_words(request.text, phrase);
         if (!beyond.empty()) {
@@ -622,15 +689,27 @@ KernelProfile analyse(const AnalysisRequest& request, const KnowledgeBase& knowl
                           req->pytorch + "` does not have: write the op as PyTorch code or an expression";
         } else if (!required) {
           form_not_used = req->requires_reason;
+        } else if (form.empty()) {
+          form_not_used = "its PyTorch form `" + req->pytorch + "` is not one `def f(x): return ...` line the description's " +
+                          "modifiers can rewrite";
         } else {
-          TorchTranslation t = translate_pytorch(req->pytorch, knowledge.catalogue);
-          if (!t.row_reduction)
-            throw std::runtime_error("skills/kernel_dev/tiers.yaml: the pytorch form of request '" + req->name +
-                                     "' is not a row reduction the built-in analyser derives: " + t.rejection);
-          p.resolved_from = "tier knowledge '" + req->name + "' (skills/kernel_dev/tiers.yaml), derived from its PyTorch form `" +
-                            req->pytorch + "`";
-          for (const auto& n : t.notes) p.notes.push_back("translation: " + n);
-          return finish_tier2(t.program, req->name);
+          TorchTranslation t = translate_pytorch(form, knowledge.catalogue);
+          if (!t.row_reduction) {
+            if (modifiers.empty())
+              throw std::runtime_error("skills/kernel_dev/tiers.yaml: the pytorch form of request '" + req->name +
+                                       "' is not a row reduction the built-in analyser derives: " + t.rejection);
+            form_not_used = "its PyTorch form with the description's modifiers does not translate: " + t.rejection;
+          } else {
+            p.resolved_from = "tier knowledge '" + req->name + "' (skills/kernel_dev/tiers.yaml), derived from its PyTorch form `" +
+                              req->pytorch + "`";
+            for (const auto& a : modifiers)
+              p.resolved_from += "; " + a.modifier->name + " " + a.value + " from the description (the input becomes " +
+                                 std::regex_replace(std::regex_replace(a.modifier->rewrite, std::regex(R"(\{x\})"), "x"),
+                                                    std::regex(R"(\{value\})"), a.value) +
+                                 ")";
+            for (const auto& n : t.notes) p.notes.push_back("translation: " + n);
+            return finish_tier2(t.program, variant);
+          }
         }
       }
       set_identity(p, request.name.empty() ? req->name : snake_case(request.name), req->name);

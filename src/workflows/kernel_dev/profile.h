@@ -205,6 +205,14 @@ struct Tier1Rule {
   std::string kernel;
   std::string reason;
 };
+// A phrase that changes what a Tier-2 request's PyTorch form reads, with the number it takes
+// ("softmax with temperature 2": the row divided by 2 first; "log-softmax with softcap 30").
+struct InputModifier {
+  std::string name;                 // names the variant: softmax_temperature
+  std::vector<std::string> phrases; // "temperature", "temp"
+  std::string rewrite;              // PyTorch of the input, {x} and {value}: "{x} / {value}"
+};
+
 struct TierKnowledge {
   std::map<int, std::string> tier_names;
   std::map<int, std::string> tier_tiling;
@@ -214,6 +222,7 @@ struct TierKnowledge {
   // Words a description may add to a request without changing the op ("row-wise softmax over
   // the last dimension"); any other word or number keeps the formulas undecided.
   std::set<std::string> filler_words;
+  std::vector<InputModifier> input_modifiers;
   static TierKnowledge load_file(const std::filesystem::path& path);
 };
 

@@ -440,19 +440,17 @@ Value Translator::elementwise(const std::string& fn, const std::vector<Arg>& arg
     Expr p = eps ? call("clamp", {x, eps, sub(num(1), eps)}) : x;
     return tensor(sub(call("log", {p}), call("log1p", {neg(p)})));
   }
-  if (f == "sinh") return tensor(div(sub(call("exp", {x}), call("exp", {neg(x)})), num(2)));
-  if (f == "cosh") return tensor(div(add(call("exp", {x}), call("exp", {neg(x)})), num(2)));
-  if (f == "tan") return tensor(div(call("sin", {x}), call("cos", {x})));
-  if (f == "exp2") return tensor(call("exp", {mul(num(M_LN2), x)}));
-  if (f == "log2") return tensor(div(call("log", {x}), num(M_LN2)));
-  if (f == "log10") return tensor(div(call("log", {x}), num(M_LN10)));
+  if (f == "arcsinh") f = "asinh";
+  if (f == "arccosh") f = "acosh";
+  if (f == "arctanh") f = "atanh";
+  if (f != "logit" && all.size() == 1)
+    if (auto expanded = identity_function(f, {x})) return tensor(*expanded);
   if (f == "pow" || f == "float_power") {
     Expr e = arg_tensor(1, "exponent");
     if (!e) throw Reject{"pow() needs an exponent", 0};
     return tensor(pow(x, e));
   }
   if (f == "neg" || f == "negative") return tensor(neg(x));
-  if (f == "reciprocal") return tensor(div(num(1), x));
   if (f == "mul" || f == "multiply") return tensor(mul(x, arg_tensor(1, "other")));
   if (f == "add") return tensor(add(x, arg_tensor(1, "other")));
   if (f == "sub" || f == "subtract") return tensor(sub(x, arg_tensor(1, "other")));
