@@ -76,9 +76,9 @@ if [ "$mode" = "--tier2" ]; then
   export LIGER_AGENT_DATA_DIR="$work" LIGER_BUILD_DIR="$build" LIGER_BUILD_JOBS="$jobs"
   export LIGER_AGENT_LLM_BASE_URL="$url" LIGER_AGENT_LLM_MODEL=gpt-4o LIGER_AGENT_LLM_API_KEY_ENV=none \
     LIGER_AGENT_LLM_CASSETTE_DIR="$cassette" LIGER_AGENT_LLM_RECORD=none
-  log "liger-agent --llm openai kernel-dev 'softmax with temperature 1' --yes (cassette $cassette, replay only)"
+  log "liger-agent --llm openai kernel-dev 'softmax with temperature one' --yes (cassette $cassette, replay only)"
   start=$SECONDS
-  (cd "$work" && "$agent" --llm openai kernel-dev "softmax with temperature 1" --yes --tree "$work" --run-dir "$out/runs") >"$out/logs/softmax.log" 2>&1
+  (cd "$work" && "$agent" --llm openai kernel-dev "softmax with temperature one" --yes --tree "$work" --run-dir "$out/runs") >"$out/logs/softmax.log" 2>&1
   rc=$?
   run="$(ls -td "$out/runs"/*-kernel-dev-softmax 2>/dev/null | head -1)"
   log "softmax: exit $rc in $((SECONDS - start))s; run $run"

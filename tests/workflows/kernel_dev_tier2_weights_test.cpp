@@ -143,7 +143,11 @@ int run_reference_test(const kd::KernelProfile& p, const std::string& tag, std::
 
 const std::vector<std::pair<std::string, std::string>>& sources() {
   static const std::vector<std::pair<std::string, std::string>> s = {
-      {"llama_rms_norm", kLlama}, {"layer_norm", kLayerNorm}, {"layer_norm_written", kLayerNormWritten}, {"gemma", kGemma}};
+      {"llama_rms_norm", kLlama}, {"layer_norm", kLayerNorm}, {"layer_norm_written", kLayerNormWritten}, {"gemma", kGemma},
+      // Plain functions whose extra arguments are named like weights: per-column parameters.
+      {"function_weight_argument", "def rms(x, w, eps=1e-6):\n    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w"},
+      {"function_weight_bias_arguments",
+       "def ln(x, weight, bias): return F.layer_norm(x, x.shape[-1:]) * weight + bias"}};
   return s;
 }
 
@@ -191,6 +195,22 @@ TEST(KernelDevTier2Weights, DerivedGradientsMatchFiniteDifferences) {
   wrong.row_program->param_gradients[0].expression = "dy * hidden_states";
   std::string where;
   EXPECT_GT(worst_gradient_error(wrong, 1, where), 1e-3);
+}
+
+TEST(KernelDevTier2Weights, WeightNamedArgumentsAreColumnParametersWithANote) {
+  const auto p = analyse("def f(x, w): return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * (1 + w)");
+  ASSERT_TRUE(p.complete()) << undecided(p);
+  ASSERT_EQ(p.inputs.size(), 1u);
+  ASSERT_EQ(p.learnable_parameters.size(), 1u);
+  EXPECT_EQ(p.learnable_parameters[0].name, "w");
+  EXPECT_EQ(p.op_name, "rms_norm_offset");  // recognised with the parameter in place
+  bool noted = false;
+  for (const auto& n : p.notes) noted = noted || n.find("taken as learnable per-column parameters") != std::string::npos;
+  EXPECT_TRUE(noted);
+  // An argument not named like a weight stays a tensor, and the two-tensor row op is declined.
+  const auto two = analyse("def f(x, mask): return torch.softmax(x, dim=-1) * mask");
+  EXPECT_FALSE(two.complete());
+  EXPECT_NE(undecided(two).find("2 input tensors (x, mask)"), std::string::npos) << undecided(two);
 }
 
 TEST(KernelDevTier2Weights, GemmaOffsetIsNotAPlainWeight) {

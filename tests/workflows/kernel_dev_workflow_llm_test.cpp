@@ -5,9 +5,9 @@
 // change:
 //   LIGER_KD_RECORD=1 ./build/tests/workflow_tests --gtest_filter='KernelDevLlm*'
 //
-// - softmax_llm (Tier 2): "softmax with temperature 1": the built-in analyser derives plain
+// - softmax_llm (Tier 2): "softmax with temperature one": the built-in analyser derives plain
 //   "softmax" from its PyTorch form, but a description with more words (a temperature) is left to
-//   the model (which rightly answers plain softmax, the temperature being 1). Answer 1 is rejected by
+//   the model (which rightly answers plain softmax, the temperature being one; "temperature 1", with a number, is derived offline since the input modifiers). Answer 1 is rejected by
 //   validation (tier 4, closest kernel "softmax"); the re-ask with the errors gets answer 2, a
 //   complete profile whose row program has a WRONG gradient (dx = y * dy, no row-sum term). Act
 //   renders the row kernel; Verify builds and runs the rendered fp64 reference test for real
@@ -198,7 +198,7 @@ TEST(KernelDevLlm, Tier2SoftmaxWrongGradientRejectedByVerifyThenRepaired) {
     GTEST_SKIP() << "g++ or the GoogleTest headers are missing: the rendered reference cannot be built and run";
   LlmCase c("softmax_llm");
   c.runner->real_reference_op = "softmax";
-  const auto out = c.start("softmax with temperature 1", engine::CheckpointPolicy::AutoApprove);
+  const auto out = c.start("softmax with temperature one", engine::CheckpointPolicy::AutoApprove);
   ASSERT_EQ(out.status, "completed") << out.message;
 
   // Understand: the rejected answer, then the re-ask carrying the validator's errors.

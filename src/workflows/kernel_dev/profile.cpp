@@ -601,7 +601,8 @@ KernelProfile analyse(const AnalysisRequest& request, const KnowledgeBase& knowl
     return fallback;
   };
 
-  auto finish_tier2 = [&](const Program& program, const std::string& source_name, const std::string& callees = "") {
+  auto finish_tier2 = [&](const Program& given, const std::string& source_name, const std::string& callees = "") {
+    const Program program = named_weights_as_parameters(given, p.notes);
     set_identity(p,
                  request.name.empty() ? tier2_op_name(program, source_name, knowledge, p.notes, callees)
                                       : snake_case(request.name),

@@ -272,8 +272,24 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
       std::size_t colon = target.find(':');  // annotated assignment
       if (colon != std::string::npos) target = target.substr(0, colon);
       target.erase(std::remove_if(target.begin(), target.end(), ::isspace), target.end());
-      if (target.find(',') != std::string::npos)
-        throw Reject{"tuple unpacking ('" + target + " = ...') splits a tensor; not element-wise on one shape", 0};
+      if (target.find(',') != std::string::npos) {
+        // x.chunk(2, -1) / x.split(...) halves of one tensor (the GLU idiom): the kernels take the
+        // halves as separate inputs, which the caller passes as views of x at no cost.
+        std::string names = target;
+        std::replace(names.begin(), names.end(), ',', ' ');
+        std::istringstream parts(names);
+        std::vector<std::string> halves;
+        for (std::string n; parts >> n;) halves.push_back(n);
+        std::string as_inputs;
+        for (const auto& n : halves) as_inputs += (as_inputs.empty() ? "" : ", ") + n;
+        const bool split = value.find("chunk") != std::string::npos || value.find("split") != std::string::npos ||
+                           value.find("unbind") != std::string::npos;
+        throw Reject{"tuple unpacking ('" + target + " = ...') splits a tensor; not element-wise on one shape" +
+                         (split ? std::string("; take the parts as inputs instead (def f(") + as_inputs +
+                                      "): ...), passing views of the tensor (" + as_inputs + " = x.chunk(...) at the call)"
+                                : std::string()),
+                     0};
+      }
       if (target.find('[') != std::string::npos)
         throw Reject{"assigning to '" + target + "' (indexed or masked assignment) is not translated: write it as "
                      "y = torch.where(condition, value, y)",

@@ -128,6 +128,10 @@ std::string tier2_op_name(const Program& program, const std::string& source_name
 // Fills every field of a Tier-2 profile from `program` (identity already set), or leaves the
 // formulas undecided with the reason the derivation declined.
 void derive_tier2(KernelProfile& profile, const Program& program, const KnowledgeBase& knowledge);
+// The program with the extra arguments a row op's code names like weights (w, weight, gamma, scale,
+// bias, beta, shift) as learnable per-column parameters, when that leaves one reduced tensor; a
+// note in `notes` says so. Otherwise the program unchanged.
+Program named_weights_as_parameters(const Program& given, std::vector<std::string>& notes);
 
 // fp64 evaluation of a profile's row program over one row (the same passes the generated
 // reference makes); module parameters at their defaults unless given in `parameters`, learnable

@@ -27,6 +27,33 @@ void decline(KernelProfile& p, const std::string& reason) {
 
 }  // namespace
 
+// The row template reduces one tensor. A function that also takes `w`, `weight`, `gamma`, `scale`,
+// `bias`, `beta` or `shift` (def rms(x, w): ...) means, as those names do in the expression language,
+// a per-column weight or shift: the same on every row. They become learnable per-column parameters
+// when that leaves one input tensor, and a note says so at the checkpoint (rename the argument to
+// keep it a tensor input of the row's shape).
+Program named_weights_as_parameters(const Program& given, std::vector<std::string>& notes) {
+  if (given.inputs.size() < 2) return given;
+  Program program = given;
+  program.inputs.clear();
+  std::vector<std::string> taken;
+  for (const auto& in : given.inputs) {
+    auto guess = default_param_for_name(in);
+    if (guess && guess->shape == ParamShape::Channel && in != given.inputs.front()) {
+      program.params.push_back(*guess);
+      taken.push_back(in);
+    } else {
+      program.inputs.push_back(in);
+    }
+  }
+  if (taken.empty() || program.inputs.size() != 1) return given;
+  notes.push_back("the argument(s) " + joined(taken, ", ") + " of the code are taken as learnable per-column " +
+                  "parameters [cols] (their names, as in the expression language), the reduced tensor being " +
+                  program.inputs.front() + "; if one is a tensor of the row's shape, rename it and the op is declined " +
+                  "as a two-tensor reduction");
+  return program;
+}
+
 void derive_tier2(KernelProfile& p, const Program& program, const KnowledgeBase& knowledge) {
   p.tier = 2;
   const RowDerivation d = derive_row_program(program);
