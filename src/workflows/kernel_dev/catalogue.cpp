@@ -377,23 +377,33 @@ std::shared_ptr<const Activation> Catalogue::compose_gated(const std::vector<std
     if (!gate_words.count(w)) rest.push_back(w);
   if (rest.empty()) return nullptr;
   const Resolution inner = resolve(join(rest, 0, rest.size(), " "));
-  if (!inner.ok() || inner.composed || inner.activation->inputs.size() != 1 || !inner.activation->hyperparameters.empty() ||
-      !inner.activation->learnable.empty())
+  if (!inner.ok() || inner.composed || inner.activation->inputs.size() != 1 || !inner.activation->learnable.empty())
     return nullptr;
   const Activation& act = *inner.activation;
   auto gated = std::make_shared<Activation>();
   gated->expression_text = "c = " + act.name + "(a) * b";
-  try {
-    const Program program = parse_program(gated->expression_text, resolver());
-    gated->output = program.output;
-    gated->expression = program.expression;
-  } catch (const ParseError&) {
-    return nullptr;
+  if (act.hyperparameters.empty()) {
+    try {
+      const Program program = parse_program(gated->expression_text, resolver());
+      gated->output = program.output;
+      gated->expression = program.expression;
+    } catch (const ParseError&) {
+      return nullptr;
+    }
+  } else {
+    // The activation's fixed hyperparameters stay parameters of the gated form ("softplus gated
+    // linear unit with beta 2"): its own expression with the gate input, so their names (and the
+    // description's values for them) carry over; a call by name could meet a primitive of the same
+    // name (softplus) that has no such parameters.
+    gated->hyperparameters = act.hyperparameters;
+    gated->output = "c";
+    gated->expression = mul(substitute(act.expression, {{act.inputs.front(), sym("a")}}), sym("b"));
+    gated->expression_text = "c = " + to_string(gated->expression);
   }
   // An entry that already is this gated form keeps its name, display and baseline (geglu_erf).
   for (const auto& e : entries_)
-    if (e.inputs == std::vector<std::string>{"a", "b"} && e.hyperparameters.empty() && e.learnable.empty() &&
-        equal(e.expression, gated->expression))
+    if (e.inputs == std::vector<std::string>{"a", "b"} && e.hyperparameters.size() == gated->hyperparameters.size() &&
+        e.learnable.empty() && equal(e.expression, gated->expression))
       return std::shared_ptr<const Activation>(std::shared_ptr<const Activation>{}, &e);
   gated->name = act.name + "_glu";
   gated->display = act.display + " GLU";
