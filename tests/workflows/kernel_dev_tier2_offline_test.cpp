@@ -344,9 +344,10 @@ TEST(KernelDevTier2Offline, DeclinesWhatTheRowTemplateCannotGenerate) {
     std::string source, says;
   };
   const std::vector<Case> cases = {
-      // A weight passed as a second tensor input (a learnable nn.Parameter is generated:
-      // kernel_dev_tier2_weights_test.cpp), a learnable scalar.
-      {"def f(x, w): return F.rms_norm(x, (x.shape[-1],), weight=w)", "input tensors"},
+      // A second tensor input not named like a weight (a learnable nn.Parameter, or an argument
+      // named w / weight / gamma / bias ..., is generated: kernel_dev_tier2_weights_test.cpp), a
+      // learnable scalar.
+      {"def f(x, t): return F.rms_norm(x, (x.shape[-1],), weight=t)", "input tensors"},
       {"class ScaledSoftmax(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.scale = nn.Parameter(torch.tensor(1.0))\n"
        "    def forward(self, x):\n        return torch.softmax(self.scale * x, dim=-1)",
        "learnable scalar"},
