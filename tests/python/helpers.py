@@ -53,6 +53,15 @@ def check(out, ref, dtype=None, name="", atol=None, rtol=None, rel=None):
     assert e <= t["rel"], f"{name}: relative error norm {e:.3e} > {t['rel']:.1e}"
 
 
+def check_step_parity(label, loss, ref_loss, grads, ref_grads):
+    """One compiled (or rewritten) training step against the eager one, fp32: the loss, and every
+    parameter gradient, present on both sides."""
+    check(loss.reshape(1), ref_loss.reshape(1).double(), torch.float32, f"{label} loss", atol=1e-4, rtol=1e-4)
+    assert set(grads) == set(ref_grads), f"{label}: gradients differ in presence: {sorted(set(grads) ^ set(ref_grads))[:5]}"
+    for n in ref_grads:
+        check(grads[n], ref_grads[n].double(), torch.float32, f"{label} grad {n}", atol=1e-4, rtol=1e-3, rel=1e-3)
+
+
 # Small sizes for any decoder config; only the fields a config class has are set.
 MINI = dict(vocab_size=1024, hidden_size=128, intermediate_size=256, moe_intermediate_size=64,
             num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=32,

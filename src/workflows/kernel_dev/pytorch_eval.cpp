@@ -438,12 +438,12 @@ Value Translator::elementwise(const std::string& fn, const std::vector<Arg>& arg
   if (f == "logit") {  // logit(x, eps) clamps x to [eps, 1 - eps] first
     Expr eps = arg_tensor(1, "eps");
     Expr p = eps ? call("clamp", {x, eps, sub(num(1), eps)}) : x;
-    return tensor(sub(call("log", {p}), call("log1p", {neg(p)})));
+    return tensor(*identity_function("logit", {p}));
   }
   if (f == "arcsinh") f = "asinh";
   if (f == "arccosh") f = "acosh";
   if (f == "arctanh") f = "atanh";
-  if (f != "logit" && all.size() == 1)
+  if (all.size() == 1)
     if (auto expanded = identity_function(f, {x})) return tensor(*expanded);
   if (f == "pow" || f == "float_power") {
     Expr e = arg_tensor(1, "exponent");

@@ -21,6 +21,7 @@ from typing import Dict, List, Optional
 import torch
 from torch import fx
 
+from .causal_mask import enabled_by_env as causal_mask_enabled_by_env
 from .causal_mask import keep_causal_masks_implicit
 from .registry import GOALS, METRICS, POLICIES, DecisionTable, library_wins, registry, shape_class
 
@@ -82,10 +83,7 @@ class Backend:
         self.ops = set(ops) if ops is not None else None
         self.report: List[Decision] = []
         self.graphs = 0
-        if causal_mask is None:
-            causal_mask = os.environ.get("LIGER_KERNELS_COMPILED_CAUSAL_MASK", "1").strip().lower() not in (
-                "0", "false", "no", "off")
-        self.causal_mask = causal_mask
+        self.causal_mask = causal_mask_enabled_by_env() if causal_mask is None else causal_mask
 
     # ------------------------------------------------------------ rewriting (no compiling)
     def rewrite(self, gm: fx.GraphModule, example_inputs=None) -> List[Decision]:

@@ -24,12 +24,20 @@ patched model compiled with the default backend gets it too.
 from __future__ import annotations
 
 import logging
+import os
 from typing import Dict, List, Optional, Tuple
 
 import torch
 from torch import fx
 
 _LOG = logging.getLogger("liger_kernels.compile")
+
+# Keeps the pass out everywhere (the backend and Inductor's pre-grad slot) when 0 / false / no / off.
+ENV = "LIGER_KERNELS_COMPILED_CAUSAL_MASK"
+
+
+def enabled_by_env() -> bool:
+    return os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "no", "off")
 
 # A mask is evaluated at compile time on its device; beyond this many elements (1 GiB of bool) the
 # pass leaves it alone rather than allocate.

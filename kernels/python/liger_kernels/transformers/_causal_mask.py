@@ -10,19 +10,14 @@ the pass itself and does not need this.
 """
 from __future__ import annotations
 
-import os
 from typing import Callable, Optional
 
-ENV = "LIGER_KERNELS_COMPILED_CAUSAL_MASK"
+from ..compile.causal_mask import ENV, enabled_by_env, graph_pass
 
 _holders: set = set()
 _previous: Optional[Callable] = None
 _installed: Optional[Callable] = None
 _why_not: Optional[str] = None
-
-
-def _enabled_by_env() -> bool:
-    return os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 try:
@@ -40,8 +35,6 @@ class CausalMaskPass(_PassBase):
         self.previous = previous
 
     def __call__(self, graph) -> None:
-        from ..compile.causal_mask import graph_pass
-
         if self.previous is not None:
             self.previous(graph)
         graph_pass(graph)
@@ -57,7 +50,7 @@ class CausalMaskPass(_PassBase):
 def acquire(holder) -> bool:
     """Installs the pass for `holder` (any hashable); True when it is in effect afterwards."""
     global _previous, _installed, _why_not
-    if not _enabled_by_env():
+    if not enabled_by_env():
         _why_not = f"{ENV}=0"
         return False
     try:
