@@ -226,6 +226,7 @@ const std::vector<Case>& cases() {
       {"softmax over dim=-1 in words", "softmax over dim=-1", 2, {"x"}, "", ""},
       {"softmax with a temperature", "softmax with temperature 2", 2, {"x"}, "", ""},
       {"a temperature without its value", "softmax with temperature", 0, {}, "", "('temperature')"},
+      {"a zero temperature", "softmax with temperature 0", 0, {}, "", "the temperature is 0, which the input is divided by"},
       {"two modifiers in words", "log softmax with temperature 0.5 and softcap 30", 2, {"x"}, "", ""},
       {"a modifier on a reduction to one value", "logsumexp scaled by 0.5", 2, {"x"}, "", ""},
       {"softmax over another dim", "softmax over dim 0", 0, {}, "", "('0')"},

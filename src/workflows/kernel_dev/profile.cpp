@@ -214,6 +214,12 @@ std::vector<AppliedModifier> take_input_modifiers(std::string& text, const TierK
   return found;
 }
 
+// The modifier's rewrite of `arg`: "{x} / {value}" with temperature 2 is "x / 2".
+std::string rewritten_input(const AppliedModifier& a, const std::string& arg) {
+  const std::string with_arg = std::regex_replace(a.modifier->rewrite, std::regex(R"(\{x\})"), arg);
+  return std::regex_replace(with_arg, std::regex(R"(\{value\})"), a.value);
+}
+
 // The request's one-line PyTorch form with its input rewritten by each modifier, in order:
 // "def softmax(x): return torch.softmax(x, dim=-1)" with temperature 2 becomes
 // "def softmax(x):\n    x = x / 2\n    return torch.softmax(x, dim=-1)". Empty when the form is not
@@ -223,11 +229,7 @@ std::string apply_input_modifiers(const std::string& form, const std::vector<App
   if (!std::regex_match(form, m, std::regex(R"(\s*def\s+(\w+)\s*\(\s*(\w+)\s*\)\s*:\s*return\s+(.+?)\s*)"))) return "";
   const std::string arg = m[2].str();
   std::string code = "def " + m[1].str() + "(" + arg + "):\n";
-  for (const auto& a : modifiers) {
-    std::string rewrite = std::regex_replace(a.modifier->rewrite, std::regex(R"(\{x\})"), arg);
-    rewrite = std::regex_replace(rewrite, std::regex(R"(\{value\})"), a.value);
-    code += "    " + arg + " = " + rewrite + "\n";
-  }
+  for (const auto& a : modifiers) code += "    " + arg + " = " + rewritten_input(a, arg) + "\n";
   return code + "    return " + m[3].str() + "\n";
 }
 
@@ -690,6 +692,13 @@ KernelProfile analyse(const AnalysisRequest& request, const KnowledgeBase& knowl
                           req->pytorch + "` does not have: write the op as PyTorch code or an expression";
         } else if (!required) {
           form_not_used = req->requires_reason;
+        } else if (auto zero = std::find_if(modifiers.begin(), modifiers.end(), [](const AppliedModifier& a) {
+                     return std::strtod(a.value.c_str(), nullptr) == 0.0 &&
+                            a.modifier->rewrite.find("/ {value}") != std::string::npos;
+                   });
+                   zero != modifiers.end()) {
+          form_not_used = "the " + zero->modifier->name + " is 0, which the input is divided by (" + rewritten_input(*zero, "x") +
+                          "): give a positive " + zero->modifier->name;
         } else if (form.empty()) {
           form_not_used = "its PyTorch form `" + req->pytorch + "` is not one `def f(x): return ...` line the description's " +
                           "modifiers can rewrite";
@@ -705,9 +714,7 @@ KernelProfile analyse(const AnalysisRequest& request, const KnowledgeBase& knowl
                               req->pytorch + "`";
             for (const auto& a : modifiers)
               p.resolved_from += "; " + a.modifier->name + " " + a.value + " from the description (the input becomes " +
-                                 std::regex_replace(std::regex_replace(a.modifier->rewrite, std::regex(R"(\{x\})"), "x"),
-                                                    std::regex(R"(\{value\})"), a.value) +
-                                 ")";
+                                 rewritten_input(a, "x") + ")";
             for (const auto& n : t.notes) p.notes.push_back("translation: " + n);
             return finish_tier2(t.program, variant);
           }
