@@ -23,8 +23,8 @@ from liger_kernels.transformers import _autopatch_testing  # noqa: E402
 MODEL_TYPE = "falcon_h1"
 # The profile's mini-model configuration (mini_model.attributes) and how it was derived from the
 # config class's defaults (mini_model.derivations).
-MINI = json.loads("{\"hidden_size\":128,\"intermediate_size\":256,\"mamba_chunk_size\":32,\"mamba_d_ssm\":256,\"mamba_d_state\":16,\"mamba_n_heads\":8,\"max_position_embeddings\":512,\"num_attention_heads\":4,\"num_hidden_layers\":4,\"num_key_value_heads\":2,\"vocab_size\":1024}")
-DERIVATIONS = json.loads("[]")
+MINI = json.loads("{\"hidden_size\":128,\"intermediate_size\":256,\"lm_head_multiplier\":0.5,\"mamba_chunk_size\":32,\"mamba_d_ssm\":256,\"mamba_d_state\":16,\"mamba_n_heads\":8,\"max_position_embeddings\":512,\"num_attention_heads\":4,\"num_hidden_layers\":4,\"num_key_value_heads\":2,\"vocab_size\":1024}")
+DERIVATIONS = json.loads("[\"lm_head_multiplier: 1.0 -> 0.5 (the logits scale the fused loss folds into the hidden state; 1 would not show a forward that drops it)\"]")
 FAMILY = "llama"
 
 _autopatch_testing.install(
@@ -41,7 +41,7 @@ _autopatch_testing.install(
     patched_classes=[
         ("rms_norm", "FalconH1RMSNorm", "transformers.models.falcon_h1.modeling_falcon_h1"),
     ],
-    has_flce=False,
+    has_flce=True,
     registered=True,
     family=FAMILY,
     check=check,

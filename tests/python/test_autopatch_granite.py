@@ -23,8 +23,8 @@ from liger_kernels.transformers import _autopatch_testing  # noqa: E402
 MODEL_TYPE = "granite"
 # The profile's mini-model configuration (mini_model.attributes) and how it was derived from the
 # config class's defaults (mini_model.derivations).
-MINI = json.loads("{\"hidden_size\":128,\"intermediate_size\":256,\"max_position_embeddings\":512,\"num_attention_heads\":4,\"num_hidden_layers\":2,\"num_key_value_heads\":2,\"vocab_size\":1024}")
-DERIVATIONS = json.loads("[]")
+MINI = json.loads("{\"hidden_size\":128,\"intermediate_size\":256,\"logits_scaling\":2,\"max_position_embeddings\":512,\"num_attention_heads\":4,\"num_hidden_layers\":2,\"num_key_value_heads\":2,\"vocab_size\":1024}")
+DERIVATIONS = json.loads("[\"logits_scaling: 1.0 -> 2.0 (the logits scale the fused loss folds into the hidden state; 1 would not show a forward that drops it)\"]")
 FAMILY = "llama"
 
 _autopatch_testing.install(
@@ -42,7 +42,7 @@ _autopatch_testing.install(
         ("rms_norm", "GraniteRMSNorm", "transformers.models.granite.modeling_granite"),
         ("swiglu", "GraniteMLP", "transformers.models.granite.modeling_granite"),
     ],
-    has_flce=False,
+    has_flce=True,
     registered=True,
     family=FAMILY,
     check=check,

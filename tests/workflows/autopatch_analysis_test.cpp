@@ -482,7 +482,13 @@ TEST(AutopatchDecisions, DeclinedPartsSayWhy) {
   const PatchItem* ln = c.declined_item("layer_norm");
   ASSERT_NE(ln, nullptr);
   EXPECT_NE(ln->reason.find("bias"), std::string::npos);
-  EXPECT_NE(c.declined_item("fused_linear_cross_entropy")->reason.find("logit_scale"), std::string::npos);
+  // `logits * self.logit_scale` with `self.logit_scale = config.logit_scale`: a scalar, folded.
+  const PatchItem* flce = c.applied("fused_linear_cross_entropy");
+  ASSERT_NE(flce, nullptr);
+  EXPECT_EQ(flce->params["logits_scale"].as<std::string>(), "* logit_scale");
+  YAML::Node scale = c.decision("last_hidden_state").details["logits_scale"];
+  ASSERT_EQ(scale.size(), 1u);
+  EXPECT_EQ(scale[0]["config_attribute"].as<std::string>(), "logit_scale");
 }
 
 TEST(AutopatchDecisions, MoeExpertLayoutsAndRouter) {

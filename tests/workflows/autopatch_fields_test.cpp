@@ -299,6 +299,34 @@ TEST(AutopatchProfileFields, DecisionEditsThePlanCannotFollowAreRefused) {
   EXPECT_NE(refused("tinyllama", "norm_names", "{decoder: [ln_x], attention: [], final: norm}").find("ln_x"), std::string::npos);
 }
 
+// The fused loss's logit factors are the applied item's params.logits_scale: an edit changes what the
+// shared forward scales by, and text that is not '<op> <factor>' pairs is refused naming the field.
+TEST(AutopatchProfileFields, TheLogitsScaleParamDrivesTheForwardAndBadTextIsRefused) {
+  const YAML::Node before = base("tinycohere");
+  auto edited = [&](const std::string& text) {
+    YAML::Node p = YAML::Clone(before);
+    for (auto it : p["patch_plan"]["apply"])
+      if (it["kernel"].as<std::string>() == "fused_linear_cross_entropy") it["params"]["logits_scale"] = text;
+    return p;
+  };
+  const std::string original = all_of(staged("tinycohere", before));
+  EXPECT_NE(original.find("\"logits_scale\": [(\"*\", \"logit_scale\")]"), std::string::npos) << original;
+  const std::string more = all_of(staged("tinycohere", edited("* logit_scale / config.extra_scale")));
+  EXPECT_NE(more.find("\"logits_scale\": [(\"*\", \"logit_scale\"), (\"/\", \"config.extra_scale\")]"), std::string::npos)
+      << more;
+  EXPECT_EQ(all_of(staged("tinycohere", edited(""))).find("\"logits_scale\""), std::string::npos)
+      << "an empty param renders no factor";
+  for (const std::string bad : {"+ logit_scale", "* logit_scale /", "* __import__('os')", "logit_scale"}) {
+    try {
+      staged("tinycohere", edited(bad));
+      ADD_FAILURE() << "accepted: " << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Usage);
+      EXPECT_NE(std::string(e.what()).find("params.logits_scale"), std::string::npos) << e.what();
+    }
+  }
+}
+
 // Deciding what the analysis left undecided applies the part it declined for want of the answer;
 // switching a part off and on again restores the plan.
 TEST(AutopatchProfileFields, DecidingAnUndecidedDecisionAppliesItsPart) {

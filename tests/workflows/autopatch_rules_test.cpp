@@ -109,7 +109,7 @@ TEST(AutopatchRules, HiddenStateChangedBeforeTheProjectionDeclinesTheFusedLoss) 
   t.copy("llama", "llama", "configuration");
   const fs::path f = t.copy("llama", "llama", "modeling",
                             {{"        logits = self.lm_head(hidden_states[:, slice_indices, :])",
-                              "        hidden_states = hidden_states / self.config.logits_scaling\n"
+                              "        hidden_states = self.final_proj(hidden_states)\n"
                               "        logits = self.lm_head(hidden_states[:, slice_indices, :])"}});
   ModelProfile p = analyse_model(f.string());
   EXPECT_FALSE(p.decision("last_hidden_state").decided()) << dump(p);
@@ -120,4 +120,76 @@ TEST(AutopatchRules, HiddenStateChangedBeforeTheProjectionDeclinesTheFusedLoss) 
   // The unchanged fixture keeps the fused loss (the rule is not a blanket decline).
   ModelProfile plain = analyse_model((zoo() / "llama/modeling_llama.py").string());
   EXPECT_NE(find_item(plain.apply, "fused_linear_cross_entropy"), nullptr) << dump(plain);
+}
+
+// A scalar factor on the logits (or on the hidden state before the projection) folds into the fused
+// loss; a factor that is not shown to be one number, or one applied after the soft-cap, does not.
+namespace {
+ModelProfile llama_with(const std::string& from, const std::string& to) {
+  Tree t;
+  t.copy("llama", "llama", "configuration");
+  return analyse_model(t.copy("llama", "llama", "modeling", {{from, to}}).string());
+}
+const std::string kLogitsLine = "        logits = self.lm_head(hidden_states[:, slice_indices, :])";
+const std::string kHeadInit = "        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)";
+}  // namespace
+
+TEST(AutopatchRules, ScalarLogitScalesFoldIntoTheFusedLoss) {
+  struct Case {
+    std::string from, to, scale, config_attribute;
+  } cases[] = {
+      {kLogitsLine, kLogitsLine + "\n        logits = logits / self.config.logits_scaling", "/ config.logits_scaling",
+       "logits_scaling"},
+      {kLogitsLine, "        logits = self.lm_head(hidden_states[:, slice_indices, :]) * self.config.get_text_config().mult",
+       "* config.mult", "mult"},
+      {kLogitsLine, kLogitsLine + "\n        logits = 0.5 * logits", "* 0.5", ""},
+      {kLogitsLine, "        hidden_states = hidden_states * self.config.width_mult\n" + kLogitsLine, "* config.width_mult",
+       "width_mult"},
+  };
+  for (const auto& c : cases) {
+    ModelProfile p = llama_with(c.from, c.to);
+    const PatchItem* it = find_item(p.apply, "fused_linear_cross_entropy");
+    ASSERT_NE(it, nullptr) << c.to << "\n" << dump(p);
+    EXPECT_EQ(it->params["logits_scale"].as<std::string>(""), c.scale) << c.to;
+    YAML::Node sc = p.decision("last_hidden_state").details["logits_scale"];
+    ASSERT_EQ(sc.size(), 1u) << c.to;
+    EXPECT_EQ(sc[0]["config_attribute"].as<std::string>(""), c.config_attribute) << c.to;
+  }
+  // self.<attr> set in __init__ from the config: the attribute path is what the forward reads.
+  Tree t;
+  t.copy("llama", "llama", "configuration");
+  ModelProfile p = analyse_model(
+      t.copy("llama", "llama", "modeling",
+             {{kHeadInit, kHeadInit + "\n        self.logit_scale = float(config.logit_scale)"},
+              {kLogitsLine, kLogitsLine + "\n        logits = logits * self.logit_scale"}})
+          .string());
+  const PatchItem* it = find_item(p.apply, "fused_linear_cross_entropy");
+  ASSERT_NE(it, nullptr) << dump(p);
+  EXPECT_EQ(it->params["logits_scale"].as<std::string>(""), "* logit_scale");
+}
+
+TEST(AutopatchRules, LogitTransformsThatAreNotOneScalarDeclineTheFusedLossWithTheReason) {
+  struct Case {
+    std::vector<std::pair<std::string, std::string>> edits;
+    std::string why;
+  } cases[] = {
+      // A learned per-vocabulary vector: each column would be scaled differently.
+      {{{kHeadInit, kHeadInit + "\n        self.vocab_scale = nn.Parameter(torch.ones(config.vocab_size))"},
+        {kLogitsLine, kLogitsLine + "\n        logits = logits * self.vocab_scale"}},
+       "not known to be one number"},
+      {{{kLogitsLine, kLogitsLine + "\n        logits = logits + self.config.logit_bias"}}, "not a product or quotient"},
+      {{{kLogitsLine, kLogitsLine + "\n        logits = logits * self.a * self.b"}}, "not a product or quotient"},
+      {{{kLogitsLine, kLogitsLine + "\n        logits = logits / (self.config.a + 1)"}}, "an expression"},
+      {{{kLogitsLine, kLogitsLine + "\n        logits = logits * self.missing"}}, "never assigned"},
+  };
+  for (const auto& c : cases) {
+    Tree t;
+    t.copy("llama", "llama", "configuration");
+    ModelProfile p = analyse_model(t.copy("llama", "llama", "modeling", c.edits).string());
+    EXPECT_EQ(find_item(p.apply, "fused_linear_cross_entropy"), nullptr) << c.edits.back().second;
+    const PatchItem* d = find_item(p.declined, "fused_linear_cross_entropy");
+    ASSERT_NE(d, nullptr) << dump(p);
+    EXPECT_NE(d->reason.find(c.why), std::string::npos) << d->reason;
+    EXPECT_FALSE(p.decision("last_hidden_state").details["logits_scale"]) << c.edits.back().second;
+  }
 }

@@ -232,14 +232,17 @@ TEST(AutopatchWorkflow, DeclinedPartsAreAbsentFromApplyAndNamedInReport) {
   EXPECT_NE(report.find("declined on purpose: swiglu"), std::string::npos);
 }
 
-TEST(AutopatchWorkflow, CohereLikeKeepsItsLayerNormAndUsesCrossEntropy) {
+TEST(AutopatchWorkflow, CohereLikeKeepsItsLayerNormAndFoldsItsLogitScale) {
   Tree t;
   ASSERT_EQ(t.run("tinycohere").status, "completed");
   const std::string text = t.read(std::string(kPkg) + "/tinycohere.py");
   const std::string apply = apply_function(text, "tinycohere");
   EXPECT_EQ(apply.find("layer_norm"), std::string::npos) << apply;
-  EXPECT_EQ(apply.find("fused_linear_cross_entropy"), std::string::npos);
-  EXPECT_NE(apply.find("cross_entropy: bool = True"), std::string::npos) << apply;
+  // `logits * self.logit_scale` folds into the fused loss: the SPEC carries the factor the
+  // shared forward scales the hidden state by, and the docstring says so.
+  EXPECT_NE(apply.find("fused_linear_cross_entropy: bool = True"), std::string::npos) << apply;
+  EXPECT_NE(text.find("\"logits_scale\": [(\"*\", \"logit_scale\")],"), std::string::npos) << text;
+  EXPECT_NE(text.find("(logits scaled * logit_scale, folded into the hidden state)"), std::string::npos) << text;
 }
 
 TEST(AutopatchWorkflow, KernelsFilterDeclinesTheRest) {

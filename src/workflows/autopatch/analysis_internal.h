@@ -266,6 +266,13 @@ struct Analyzer {
   // The config class the output head annotates (`config: Gemma3TextConfig`) when the configuration
   // file defines it: the mini model is built from it.
   std::string output_config_class;
+  // One scalar factor on the logits: `op` "*" or "/", `factor` the path from the head (`self`)
+  // to it ("config.logits_scaling", "logit_scale", "model.lm_head_multiplier") or a literal, and
+  // the config field it comes from where one does.
+  struct LogitScale {
+    std::string op, factor, config_attribute;
+    int line = 0;
+  };
   struct HeadInfo {
     const ClassDef* cls = nullptr;
     int forward_line = 0, lm_line = 0;
@@ -278,10 +285,19 @@ struct Analyzer {
     bool logits_to_keep = false;
     std::vector<int> hs_lines, cap_lines, transform_lines;
     std::vector<std::string> transforms;
+    // The transforms that are scalar scales of the logits (folded into the fused loss), and why the
+    // first one that is not could not fold ("" when every transform folds).
+    std::vector<LogitScale> scales;
+    std::string unfoldable;
     bool softcaps() const { return !cap_lines.empty() || !cap_attr.empty(); }
+    bool transforms_fold() const { return !scales.empty() && unfoldable.empty(); }
   };
   std::vector<HeadInfo> heads;  // every *ForCausalLM / *ForConditionalGeneration with a forward
   HeadInfo analyse_head(const ClassDef& c) const;
+  // analysis_logit_scale.cpp
+  std::string fold_logit_scale(HeadInfo& h, const std::string& transform, int line,
+                               const std::string& operand = "logits") const;
+  bool scalar_init_value(const std::string& value, std::string* field) const;
   const HeadInfo* head_of(const ClassDef* c) const {
     for (const auto& x : heads)
       if (x.cls == c) return &x;

@@ -2,6 +2,7 @@
 // logit soft-capping.
 #include "workflows/autopatch/analysis_internal.h"
 
+#include <algorithm>
 #include <regex>
 
 namespace liger::autopatch::detail {
@@ -83,11 +84,12 @@ Analyzer::HeadInfo Analyzer::analyse_head(const ClassDef& c) const {
         h.access = mm[1];
         h.hs_lines.push_back(st.line);
         h.hs_changed.clear();
+        h.scales.clear();  // a scale of an earlier read of the hidden state no longer applies
       } else if (!h.lm_line && !h.hs_var.empty() && a->targets.front() == h.hs_var &&
                  a->value.rfind(h.hs_var + "[", 0) != 0) {  // a slice (logits_to_keep) changes no value
-        // The hidden state is changed before the projection (a norm, a scale): the fused loss
-        // would read it unchanged.
-        h.hs_changed = a->value;
+        // The hidden state is changed before the projection. A scalar scale folds like a scale of
+        // the logits (the projection is linear); anything else (a norm) the fused loss would skip.
+        if (!fold_logit_scale(h, a->value, st.line, h.hs_var).empty() && h.hs_changed.empty()) h.hs_changed = a->value;
       }
       // The base model: the first submodule the forward calls and assigns, before the projection.
       if (!h.lm_line && h.base_attr.empty() && a->call && starts_with(a->call->callee, "self.") &&
@@ -142,6 +144,15 @@ Analyzer::HeadInfo Analyzer::analyse_head(const ClassDef& c) const {
       std::smatch cm;
       if (std::regex_search(st.text, cm, cre)) h.cap_attr = cm[1];
     }
+  }
+  // A scalar scale of the logits folds into the fused loss; it must come before any soft-cap
+  // (tanh(s z / c) is not s tanh(z / c)).
+  const int first_cap = h.cap_lines.empty() ? 0 : *std::min_element(h.cap_lines.begin(), h.cap_lines.end());
+  for (size_t i = 0; i < h.transforms.size() && h.unfoldable.empty(); ++i) {
+    std::string why = fold_logit_scale(h, h.transforms[i], h.transform_lines[i]);
+    if (why.empty() && first_cap && h.transform_lines[i] > first_cap)
+      why = "the scale comes after the soft-cap, which the fused loss applies last";
+    if (!why.empty()) h.unfoldable = h.transforms[i] + ": " + why;
   }
   if (!h.lm_line) h.undecided = c.name + ".forward never calls self." + h.head_attr;
   else if (h.access.empty())
@@ -250,6 +261,21 @@ void Analyzer::decide_output() {
     YAML::Node transforms(YAML::NodeType::Sequence);
     for (const auto& x : h->transforms) transforms.push_back(x);
     d10.details["logits_transforms"] = transforms;
+    if (h->transforms_fold()) {
+      YAML::Node scales(YAML::NodeType::Sequence);
+      for (const auto& x : h->scales) {
+        YAML::Node n;
+        n["op"] = x.op;
+        n["factor"] = x.factor;
+        if (!x.config_attribute.empty()) n["config_attribute"] = x.config_attribute;
+        scales.push_back(n);
+      }
+      d10.details["logits_scale"] = scales;
+      d10.notes.push_back("the logits are scaled by a scalar before the loss; the fused loss scales the hidden state "
+                          "(and the projection's bias) instead, which gives the same logits");
+    } else if (!h->unfoldable.empty()) {
+      d10.details["logits_transform_unfoldable"] = h->unfoldable;
+    }
   }
   for (int l : h->cap_lines) d11.evidence.push_back(ev(l));
   if (h->softcaps()) {

@@ -124,6 +124,19 @@ void Analyzer::derive_mini_fields(const ConfigClass& cc, YAML::Node& out, YAML::
       note(prm.name, prm.default_value, v, "one entry per layer of the " + std::to_string(layers) + "-layer mini model");
     }
   }
+  // Latent attention (MLA: keys and values expanded per query head from one low-rank latent,
+  // `kv_lora_rank`) has as many key/value heads as query heads; a grouped count makes
+  // repeat_kv multiply heads the projection already made (MiniCPM3: 4 query vs 8 key heads).
+  // Kept equal when the configuration's own defaults are equal.
+  if (cc.param("kv_lora_rank") && out["num_attention_heads"] && out["num_key_value_heads"] &&
+      out["num_key_value_heads"].as<int>() != out["num_attention_heads"].as<int>()) {
+    const ConfigParam* kv = cc.param("num_key_value_heads");
+    const ConfigParam* q = cc.param("num_attention_heads");
+    const std::string kvd = kv ? unquote(kv->default_value) : "None";
+    if (kvd == "None" || (q && kvd == unquote(q->default_value)))
+      note("num_key_value_heads", kv ? kv->default_value : "unset", out["num_attention_heads"],
+           "latent attention (kv_lora_rank): one key/value head per query head, as the configuration's defaults have it");
+  }
   // Experts chosen per token never exceed the experts there are.
   int experts = 0;
   for (const char* n : {"num_experts", "num_local_experts", "n_routed_experts"})
@@ -300,6 +313,29 @@ void Analyzer::mini_config() {
     if (text && main && text != main) attrs["text_config"][key] = rs;
     else attrs[key] = rs;
   }
+  // A logits scale the fused loss folds (decision 10) must differ from 1 in the mini model, or a
+  // forward that dropped it would pass the convergence test: a default of 1 (Granite's
+  // logits_scaling, FalconH1's lm_head_multiplier) is moved to a factor that shrinks the logits.
+  if (const YAML::Node scales = d("last_hidden_state").details["logits_scale"]; scales && scales.IsSequence())
+    for (const auto& sc : scales) {
+      const std::string field = sc["config_attribute"] ? sc["config_attribute"].as<std::string>("") : "";
+      if (field.empty()) continue;
+      const ConfigClass* owner = text && text->param(field) ? text : main && main->param(field) ? main : text ? text : main;
+      const bool nested = owner && owner == text && text != main && main && attrs["text_config"];
+      YAML::Node target = nested ? attrs["text_config"] : attrs;
+      const ConfigParam* prm = owner ? owner->param(field) : nullptr;
+      // Not a field of the class (MiniCPM3's logits_scaling is a property computed from two
+      // fields): there is nothing to set, and setting it could be refused.
+      if (!prm) continue;
+      const std::string def = prm ? unquote(prm->default_value) : "";
+      const double v = def.empty() || def == "None" ? 1.0 : std::atof(def.c_str());
+      if (v != 1.0 && v != 0.0) continue;
+      const double to = sc["op"].as<std::string>("*") == "/" ? 2.0 : 0.5;
+      target[field] = to;
+      derivations.push_back(field + ": " + def + " -> " + (to == 2.0 ? "2.0" : "0.5") +
+                            " (the logits scale the fused loss folds into the hidden state; 1 would not show a "
+                            "forward that drops it)");
+    }
   if (d("vision").decided() && d("vision").value.as<bool>() && main) {
     auto it = main->sub_configs.find("vision_config");
     const ConfigClass* vc = it != main->sub_configs.end() ? cfg.find(it->second) : nullptr;

@@ -243,9 +243,12 @@ void Analyzer::plan() {
     } else if (!last.decided()) {
       it.reason = "the path to the last hidden state is undecided: " + last.undecided;
       p.declined.push_back(it);
-    } else if (last.details["logits_transforms"] && last.details["logits_transforms"].size() > 0) {
+    } else if (last.details["logits_transforms"] && last.details["logits_transforms"].size() > 0 &&
+               !last.details["logits_scale"]) {
       it.reason = "the logits are transformed before the loss (" +
-                  last.details["logits_transforms"][0].as<std::string>() +
+                  (last.details["logits_transform_unfoldable"]
+                       ? last.details["logits_transform_unfoldable"].as<std::string>()
+                       : last.details["logits_transforms"][0].as<std::string>()) +
                   "); the fused loss kernel has no such option";
       p.declined.push_back(it);
       PatchItem ce;
@@ -256,6 +259,12 @@ void Analyzer::plan() {
       if (cap.decided() && cap.value.as<bool>())
         it.params["softcap"] = "config." + cap.details["config_attribute"].as<std::string>();
       it.params["hidden_state"] = last.value_string();
+      if (last.details["logits_scale"]) {
+        std::string scale;
+        for (const auto& x : last.details["logits_scale"])
+          scale += (scale.empty() ? "" : " ") + x["op"].as<std::string>() + " " + x["factor"].as<std::string>();
+        it.params["logits_scale"] = scale;
+      }
       it.params["logits_to_keep"] = last.details["logits_to_keep"].as<bool>();
       p.apply.push_back(it);
     }

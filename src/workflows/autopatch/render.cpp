@@ -47,6 +47,31 @@ Plan plan_of(const YAML::Node& doc) {
   if (decided("softcapping") && d["softcapping"]["value"].as<bool>() && d["softcapping"]["details"] &&
       d["softcapping"]["details"]["config_attribute"])
     pl.softcap_attr = d["softcapping"]["details"]["config_attribute"].as<std::string>();
+  // The fused loss's scalar logit factors: the applied item's params.logits_scale ("/ config.x * 0.5"),
+  // which the reviewer may edit like any param (the analysis wrote it from decision 10).
+  for (const auto& it : doc["patch_plan"]["apply"]) {
+    if (it["kernel"].as<std::string>("") != "fused_linear_cross_entropy" || !it["params"] || !it["params"]["logits_scale"])
+      continue;
+    static const std::regex path(R"(^[A-Za-z_]\w{0,127}(\.[A-Za-z_]\w{0,127}){0,3}$)");
+    static const std::regex literal(R"(^[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?$)");
+    const std::string field = "patch_plan.apply[fused_linear_cross_entropy].params.logits_scale";
+    const std::string text = it["params"]["logits_scale"].as<std::string>("");
+    std::istringstream words(text);
+    std::string op, factor;
+    while (words >> op) {
+      if (op != "*" && op != "/")
+        throw Error(ErrorKind::Usage, "profile field " + field + ": '" + op.substr(0, 20) + "' is not '*' or '/' in '" +
+                                          text.substr(0, 80) + "'",
+                    "write the factors as '<op> <factor>' pairs, e.g. '/ config.logits_scaling' or '* logit_scale * 0.5', "
+                    "then approve again");
+      if (!(words >> factor) || (!std::regex_match(factor, path) && !std::regex_match(factor, literal)))
+        throw Error(ErrorKind::Usage,
+                    "profile field " + field + ": after '" + op + "' comes no attribute path from the head (config.x, "
+                    "logit_scale, model.multiplier) or number in '" + text.substr(0, 80) + "'",
+                    "write the factors as '<op> <factor>' pairs, e.g. '/ config.logits_scaling', then approve again");
+      pl.logits_scale.emplace_back(op, factor);
+    }
+  }
   // Decision values are open in the schema (each decision has its own shape); the ones that
   // become Python names are checked here, naming the profile field.
   static const std::regex identifier("^[A-Za-z_][A-Za-z0-9_]{0,127}$");
@@ -79,6 +104,14 @@ Plan plan_of(const YAML::Node& doc) {
     }
   }
   return pl;
+}
+
+// " (logits scaled / config.logits_scaling, folded into the hidden state)" or "".
+static std::string scale_note(const Plan& pl) {
+  if (pl.logits_scale.empty()) return "";
+  std::string s;
+  for (const auto& [op, factor] : pl.logits_scale) s += " " + op + " " + factor;
+  return " (logits scaled" + s + ", folded into the hidden state)";
 }
 
 bool applies(const Plan& pl, const std::string& kernel) {
@@ -125,6 +158,11 @@ std::string module_text(const YAML::Node& doc, const Plan& pl, const std::string
   view.set("output_class", pl.moe ? "MoeCausalLMOutputWithPast" : "CausalLMOutputWithPast");
   if (pl.moe) view.set("moe", data(true));
   if (!pl.softcap_attr.empty()) view.set("softcap_attr", pl.softcap_attr);
+  if (!pl.logits_scale.empty()) {
+    std::string list;
+    for (const auto& [op, factor] : pl.logits_scale) list += (list.empty() ? "" : ", ") + ("(\"" + op + "\", \"" + factor + "\")");
+    view.set("logits_scale", "[" + list + "]");
+  }
 
   data norms(data::type::list), layer_norms(data::type::list), mlps(data::type::list), applied_lines(data::type::list),
       declined_lines(data::type::list), declined(data::type::list);
@@ -204,7 +242,8 @@ std::string module_text(const YAML::Node& doc, const Plan& pl, const std::string
       add_applied(target + " -> liger_rotary_pos_emb (rotate-half)");
     } else if (k == "fused_linear_cross_entropy") {
       add_applied(pl.causal_lm + ".forward -> the fused linear cross-entropy forward" +
-                              (pl.softcap_attr.empty() ? std::string() : " (soft-capping config." + pl.softcap_attr + ")"));
+                              (pl.softcap_attr.empty() ? std::string() : " (soft-capping config." + pl.softcap_attr + ")") +
+                              scale_note(pl));
     } else if (k == "cross_entropy") {
       add_applied("transformers' fixed_cross_entropy -> the liger cross-entropy kernel (cross_entropy=True)");
     }

@@ -40,6 +40,9 @@ std::vector<std::string> split_csv(const std::string& s);
 // What Act renders, read from the approved profile (render.cpp).
 struct Plan {
   std::string model_type, module, modeling, causal_lm, base_attr = "model", lm_head = "lm_head", softcap_attr, reference;
+  // The scalar factors on the logits the fused loss folds into the hidden state (decision 10's
+  // details.logits_scale): (op, path from the head or literal), applied in order.
+  std::vector<std::pair<std::string, std::string>> logits_scale;
   bool moe = false, vision = false;
   YAML::Node apply, declined;  // sequences of items after the --kernels filter
 };

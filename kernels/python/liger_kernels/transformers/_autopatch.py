@@ -25,10 +25,13 @@ SPEC keys (all names as in the modeling module):
   layer_norms: [{cls, attrs}]                                          LayerNorm classes (with bias)
   mlps:      [{cls, kind: swiglu|geglu, gate, up, down} | {cls, kind, gate_up, down}]
   rope:      name of the rotate-half rotary function, or None
-  forward:   {base_attr, lm_head, output_module, output_class, softcap_attr, moe} for make_lce_forward:
-             the attributes holding the base model and the output projection, the output class the
-             stock forward returns, the config
-             attribute of final-logit soft-capping (None: none), whether to add the router aux loss
+  forward:   {base_attr, lm_head, output_module, output_class, softcap_attr, moe, logits_scale} for
+             make_lce_forward: the attributes holding the base model and the output projection, the
+             output class the stock forward returns, the config attribute of final-logit
+             soft-capping (None: none), whether to add the router aux loss, and (optional) the
+             scalar factors the head applies to its logits before the loss, [(op, path)] with op
+             "*" or "/" and path an attribute path from the head ("config.logits_scaling",
+             "logit_scale", "model.lm_head_multiplier") or a number
   module / rope_module (optional, per entry): the modeling module defining that class or function
              when it is not `modeling` (a multimodal wrapper whose text model is another model's)
 """
@@ -44,6 +47,7 @@ from .. import functional as LF
 from ..modules import LigerLayerNorm, LigerRMSNorm
 
 _MISSING = object()
+_NOT_SCALAR = object()
 
 
 def _short(cls: str) -> str:
@@ -284,9 +288,16 @@ def fixed_cross_entropy(source, target, num_items_in_batch=None, ignore_index: i
     return loss
 
 
-def causal_lm_loss(self, hidden_states, labels, kwargs, softcap=None, lm_head=None):
-    """The fused loss from the kept hidden states (transformers' ForCausalLMLoss semantics)."""
+def causal_lm_loss(self, hidden_states, labels, kwargs, softcap=None, lm_head=None, scale=None):
+    """The fused loss from the kept hidden states (transformers' ForCausalLMLoss semantics).
+
+    `scale` is a scalar the model multiplies its logits by before the loss: the projection is
+    linear, so scaling the hidden state and the bias gives the same logits without building them."""
     lm_head = self.lm_head if lm_head is None else lm_head
+    bias = getattr(lm_head, "bias", None)
+    if scale is not None:
+        hidden_states = hidden_states * scale
+        bias = bias * scale if bias is not None else None
     return liger_causal_lm_loss(
         hidden_states,
         lm_head.weight,
@@ -294,9 +305,67 @@ def causal_lm_loss(self, hidden_states, labels, kwargs, softcap=None, lm_head=No
         shift_labels=kwargs.get("shift_labels", None),
         num_items_in_batch=kwargs.get("num_items_in_batch"),
         ignore_index=kwargs.get("ignore_index", -100),
-        lm_head_bias=getattr(lm_head, "bias", None),
+        lm_head_bias=bias,
         softcap=softcap,
     )
+
+
+def parse_logits_scale(scales) -> List[tuple]:
+    """SPEC's [(op, path)] as [(op, number, names)]: a literal factor as its number, else the
+    attribute names from the head. Parsed once, when the forward is made, so the forward itself
+    has no try/except for torch.compile to trace."""
+    out = []
+    for op, path in scales or ():
+        if op not in ("*", "/"):
+            raise ValueError(f"logits_scale: op {op!r} of {path!r} is not '*' or '/'")
+        try:
+            out.append((op, float(path), ()))
+        except ValueError:
+            out.append((op, None, tuple(str(path).split("."))))
+    return out
+
+
+def _factor(head, number, names):
+    """One logits factor: a number, `config.x` (read like the soft-cap, text config first), or an
+    attribute path from the head (`logit_scale`, `model.lm_head_multiplier`)."""
+    if number is not None:
+        return number
+    if len(names) == 2 and names[0] == "config":
+        value = _logit_softcap(head.config, names[1])
+    else:
+        value = head
+        for name in names:
+            value = getattr(value, name)
+    if value is None:
+        raise ValueError(
+            f"{type(head).__name__}.{'.'.join(names)} is None, but the model scales its logits by it before the "
+            f"loss; set it in the config (the stock forward fails on it the same way)")
+    return value
+
+
+def logits_scale_of(head, scales) -> Optional[Any]:
+    """The product of the head's logit factors (parse_logits_scale) as one scalar: a float or a 0-d
+    tensor, which keeps a learned factor's gradient. None when there are none; _NOT_SCALAR when a
+    factor has more than one element (it would scale each vocabulary column differently: no fold)."""
+    if not scales:
+        return None
+    factor = 1.0
+    for op, number, names in scales:
+        value = _factor(head, number, names)
+        if torch.is_tensor(value):
+            if value.numel() != 1:
+                return _NOT_SCALAR
+            value = value.reshape(())
+        factor = factor * value if op == "*" else factor / value
+    return factor
+
+
+def apply_logits_scale(logits, head, scales):
+    """The stock order: each factor applied to the logits as the model's forward does."""
+    for op, number, names in scales:
+        value = _factor(head, number, names)
+        logits = logits * value if op == "*" else logits / value
+    return logits
 
 
 def softcap_logits(logits, cap):
@@ -334,6 +403,7 @@ def make_lce_forward(spec: Dict[str, Any]):
     output_module = fwd.get("output_module", "transformers.modeling_outputs")
     output_class = fwd.get("output_class", "CausalLMOutputWithPast")
     softcap_attr = fwd.get("softcap_attr")
+    scales = parse_logits_scale(fwd.get("logits_scale"))
     moe = bool(fwd.get("moe", False))
     modeling = spec.get("modeling")
     # Resolved when the forward is made, not per call: an import inside the forward is a graph break
@@ -386,14 +456,18 @@ def make_lce_forward(spec: Dict[str, Any]):
             skip_logits = self.training and has_labels
         if skip_logits and not has_labels:
             raise ValueError("skip_logits=True needs labels or shift_labels")
+        scale = logits_scale_of(self, scales)
+        if scale is _NOT_SCALAR:
+            # A per-vocabulary factor cannot fold into the hidden state: the logits are built.
+            skip_logits = False
 
         loss = None
         logits = None
         head = getattr(self, head_attr)
         if skip_logits:
-            loss = causal_lm_loss(self, kept, labels, kwargs, softcap=softcap, lm_head=head)
+            loss = causal_lm_loss(self, kept, labels, kwargs, softcap=softcap, lm_head=head, scale=scale)
         else:
-            logits = softcap_logits(head(kept), softcap)
+            logits = softcap_logits(apply_logits_scale(head(kept), self, scales), softcap)
             if has_labels:
                 loss = self.loss_function(logits=logits, labels=labels, vocab_size=_vocab_size(self.config), **kwargs)
 

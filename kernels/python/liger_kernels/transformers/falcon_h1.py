@@ -3,11 +3,10 @@
 apply_liger_kernel_to_falcon_h1() patches transformers.models.falcon_h1.modeling_falcon_h1:
   - FalconH1RMSNorm -> LigerRMSNorm (offset 0, casting llama, in_place True)
   - apply_rotary_pos_emb -> liger_rotary_pos_emb (rotate-half)
-  - transformers' fixed_cross_entropy -> the liger cross-entropy kernel (cross_entropy=True)
+  - FalconH1ForCausalLM.forward -> the fused linear cross-entropy forward (logits scaled * model.lm_head_multiplier, folded into the hidden state)
 Kept as the model implements them (declined on purpose):
-  - rms_norm (FalconH1RMSNormGated): FalconH1RMSNormGated.forward(hidden_states, gate) takes 'gate' besides the hidden states (a gated norm); the library norm kernels compute only the normalisation and the weight (RMSNorm: x * rstd * w), so replacing the class would drop the gate; attributes [norm]
+  - rms_norm (FalconH1RMSNormGated): FalconH1RMSNormGated.forward(hidden_states, gate) takes 'gate' besides the hidden states (a gated norm); the library norm kernels compute only the normalisation and the weight (RMSNorm: x * rstd * w), so replacing the class would drop the gate
   - swiglu (FalconH1MLP): FalconH1MLP scales the gate projection before the activation ('self.gate_proj(x)*self.gate_multiplier'); the library kernel computes act(gate(x)) * up(x) only; attributes [feed_forward]; params {projections: {gate: gate_proj, up: up_proj, down: down_proj}}
-  - fused_linear_cross_entropy (FalconH1ForCausalLM.forward): the logits are transformed before the loss (self.lm_head(hidden_states[:,slice_indices,:])*self.model.lm_head_multiplier); the fused loss kernel has no such option; attributes [lm_head]
 
 With model=..., an existing instance is patched in place (parameters, devices and dtypes kept).
 revert_liger_kernel_to_falcon_h1() undoes the class patches, and an instance's when given one.
@@ -42,13 +41,13 @@ SPEC = {
         "output_module": "transformers.modeling_outputs",
         "output_class": "CausalLMOutputWithPast",
         "softcap_attr": None,  # decision 11
+        "logits_scale": [("*", "model.lm_head_multiplier")],  # decision 10: scalar factors folded into the hidden state
         "moe": False,
     },
 }
 DECLINED = {
     "rms_norm:FalconH1RMSNormGated": "FalconH1RMSNormGated.forward(hidden_states, gate) takes 'gate' besides the hidden states (a gated norm); the library norm kernels compute only the normalisation and the weight (RMSNorm: x * rstd * w), so replacing the class would drop the gate",
     "swiglu:FalconH1MLP": "FalconH1MLP scales the gate projection before the activation ('self.gate_proj(x)*self.gate_multiplier'); the library kernel computes act(gate(x)) * up(x) only",
-    "fused_linear_cross_entropy:FalconH1ForCausalLM.forward": "the logits are transformed before the loss (self.lm_head(hidden_states[:,slice_indices,:])*self.model.lm_head_multiplier); the fused loss kernel has no such option",
 }
 
 
@@ -62,12 +61,14 @@ _PATCHER = _autopatch.Patcher(SPEC, lce_forward)
 
 def apply_liger_kernel_to_falcon_h1(
     rope: bool = True,
-    cross_entropy: bool = True,
+    cross_entropy: bool = False,
+    fused_linear_cross_entropy: bool = True,
     rms_norm: bool = True,
     model=None,
 ) -> None:
     """Patches Falcon H1 in transformers with liger_kernels ops (see the module docstring)."""
-
+    if cross_entropy and fused_linear_cross_entropy:
+        raise ValueError("cross_entropy and fused_linear_cross_entropy cannot both be True")
     norms = [k for k, on in (("rms_norm", rms_norm),) if on]
     mlps = [k for k, on in () if on]
     _PATCHER.patch_norm_classes(norms)
@@ -77,10 +78,12 @@ def apply_liger_kernel_to_falcon_h1(
         _PATCHER.patch_rope(liger_rotary_pos_emb)
     if cross_entropy:
         _PATCHER.patch_cross_entropy(_autopatch.fixed_cross_entropy)
-
+    if fused_linear_cross_entropy:
+        _PATCHER.patch_causal_lm()
     if model is not None:
         _PATCHER.patch_instance(model, norms + mlps)
-
+        if fused_linear_cross_entropy:
+            _PATCHER.patch_forward(model)
 
 
 def revert_liger_kernel_to_falcon_h1(model=None) -> None:

@@ -4,10 +4,10 @@ apply_liger_kernel_to_granite() patches transformers.models.granite.modeling_gra
   - GraniteRMSNorm -> LigerRMSNorm (offset 0, casting llama, in_place True)
   - GraniteMLP.forward -> the fused SwiGLU kernel (projections kept)
   - apply_rotary_pos_emb -> liger_rotary_pos_emb (rotate-half)
-  - transformers' fixed_cross_entropy -> the liger cross-entropy kernel (cross_entropy=True)
+  - GraniteForCausalLM.forward -> the fused linear cross-entropy forward (logits scaled / config.logits_scaling, folded into the hidden state)
 Kept as the model implements them (declined on purpose):
-  - fused_linear_cross_entropy (GraniteForCausalLM.forward): the logits are transformed before the loss (logits/self.config.logits_scaling); the fused loss kernel has no such option; attributes [lm_head]
 
+  - nothing
 With model=..., an existing instance is patched in place (parameters, devices and dtypes kept).
 revert_liger_kernel_to_granite() undoes the class patches, and an instance's when given one.
 
@@ -41,11 +41,12 @@ SPEC = {
         "output_module": "transformers.modeling_outputs",
         "output_class": "CausalLMOutputWithPast",
         "softcap_attr": None,  # decision 11
+        "logits_scale": [("/", "config.logits_scaling")],  # decision 10: scalar factors folded into the hidden state
         "moe": False,
     },
 }
 DECLINED = {
-    "fused_linear_cross_entropy:GraniteForCausalLM.forward": "the logits are transformed before the loss (logits/self.config.logits_scaling); the fused loss kernel has no such option",
+
 }
 
 
@@ -59,13 +60,15 @@ _PATCHER = _autopatch.Patcher(SPEC, lce_forward)
 
 def apply_liger_kernel_to_granite(
     rope: bool = True,
-    cross_entropy: bool = True,
+    cross_entropy: bool = False,
+    fused_linear_cross_entropy: bool = True,
     rms_norm: bool = True,
     swiglu: bool = True,
     model=None,
 ) -> None:
     """Patches Granite in transformers with liger_kernels ops (see the module docstring)."""
-
+    if cross_entropy and fused_linear_cross_entropy:
+        raise ValueError("cross_entropy and fused_linear_cross_entropy cannot both be True")
     norms = [k for k, on in (("rms_norm", rms_norm),) if on]
     mlps = [k for k, on in (("swiglu", swiglu),) if on]
     _PATCHER.patch_norm_classes(norms)
@@ -75,10 +78,12 @@ def apply_liger_kernel_to_granite(
         _PATCHER.patch_rope(liger_rotary_pos_emb)
     if cross_entropy:
         _PATCHER.patch_cross_entropy(_autopatch.fixed_cross_entropy)
-
+    if fused_linear_cross_entropy:
+        _PATCHER.patch_causal_lm()
     if model is not None:
         _PATCHER.patch_instance(model, norms + mlps)
-
+        if fused_linear_cross_entropy:
+            _PATCHER.patch_forward(model)
 
 
 def revert_liger_kernel_to_granite(model=None) -> None:
