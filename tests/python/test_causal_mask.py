@@ -110,6 +110,38 @@ def test_a_mask_computed_from_an_input_is_kept():
     assert calls == [(True, False)], calls
 
 
+class _BufferMask(torch.nn.Module):
+    """A mask kept in a module buffer (get_attr in a traced graph) that the forward edits in place."""
+
+    def __init__(self, written_into_mask: bool):
+        super().__init__()
+        self.written_into_mask = written_into_mask
+        self.register_buffer("allowed", torch.ones(T, T, dtype=torch.bool, device=DEV))
+
+    def forward(self, q, k, v):
+        if self.written_into_mask:
+            mask = self.allowed.tril_()  # the in-place result is the mask
+        else:
+            self.allowed.tril_()  # written before SDPA reads it: compile-time value != run-time value
+            mask = self.allowed
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+@pytest.mark.parametrize("written_into_mask", [True, False], ids=["in-place-result", "written-elsewhere"])
+def test_a_mask_from_a_buffer_the_graph_writes_in_place_is_kept_and_the_buffer_untouched(written_into_mask):
+    mod = _BufferMask(written_into_mask)
+    gm = torch.fx.symbolic_trace(mod)
+    q, k, v = _qkv()
+    for n, value in zip([n for n in gm.graph.nodes if n.op == "placeholder"], (q, k, v)):
+        n.meta["val"] = value
+    lines = keep_causal_masks_implicit(gm, log=False)
+    assert len(lines) == 1 and "kept the mask" in lines[0] and "allowed" in lines[0], lines
+    # Evaluating the mask would have run tril_ on the real buffer at compile time.
+    assert bool(gm.allowed.all()), "the pass wrote the module's buffer"
+    sdpa = [n for n in gm.graph.nodes if n.op == "call_function" and "scaled_dot_product_attention" in str(n.target)]
+    assert sdpa and not sdpa[0].kwargs.get("is_causal", False)
+
+
 def test_the_pass_reports_each_decision():
     torch._dynamo.reset()
     lines = []

@@ -142,6 +142,31 @@ TEST(KernelDevCompileEntry, DytFromWordsAndFromItsModule) {
   EXPECT_NE(plan.expression.find("torch.tanh((alpha * x))"), std::string::npos) << plan.expression;
 }
 
+// A PyTorch input's own spelling is the pattern: the translation expands torch.asinh into a where
+// of logs, which a model calling torch.asinh does not compute. An edited forward is followed
+// instead (the profile is the contract), and a source the entry cannot reuse falls back.
+TEST(KernelDevCompileEntry, PytorchInputsKeepTheirOwnSpelling) {
+  auto p = profile("def f(x):\n    \"\"\"gate\"\"\"\n    return torch.asinh(x) * torch.sigmoid(x)\n");
+  ASSERT_EQ(p.source_kind, "pytorch");
+  auto plan = kd::plan_compile_entry(p);
+  EXPECT_EQ(plan.skipped, "");
+  EXPECT_EQ(plan.expression, "torch.asinh(x) * torch.sigmoid(x)");
+  EXPECT_NE(p.forward->expression.find("where"), std::string::npos) << "the kernel computes the expansion";
+
+  EXPECT_EQ(kd::plan_compile_entry(profile("def f(x):\n    return F.silu(x) * x")).expression, "F.silu(x) * x");
+  auto nn = profile("def f(x, y):\n    return torch.nn.functional.softplus(x) * y");
+  EXPECT_EQ(kd::plan_compile_entry(nn).expression, "F.softplus(x) * y");
+
+  p.forward->expression = "asinh(x) * tanh(x)";  // edited at review: the source no longer computes it
+  plan = kd::plan_compile_entry(p);
+  EXPECT_EQ(plan.expression.find("torch.asinh(x) * torch.sigmoid(x)"), std::string::npos) << plan.expression;
+  EXPECT_NE(plan.expression.find("torch.tanh(x)"), std::string::npos) << plan.expression;
+
+  // Two statements: the derived spelling.
+  auto two = profile("def f(x):\n    h = torch.sigmoid(x)\n    return x * h");
+  EXPECT_EQ(kd::plan_compile_entry(two).expression, "(x * torch.sigmoid(x))");
+}
+
 TEST(KernelDevCompileEntry, NoEntryForRowReductionsOrUnusedArguments) {
   kd::KernelProfile row = profile("relu squared");
   row.tier = 2;

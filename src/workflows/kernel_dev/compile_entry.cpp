@@ -1,10 +1,16 @@
 #include "workflows/kernel_dev/compile_entry.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <regex>
 #include <set>
 #include <stdexcept>
+
+#include "liger/workflows.h"
+#include "workflows/kernel_dev/catalogue.h"
 
 namespace liger::kernel_dev {
 
@@ -31,6 +37,139 @@ const std::set<std::string>& unary_torch() {
   static const std::set<std::string> names = {"exp",  "log", "log1p", "expm1", "sqrt", "rsqrt", "tanh", "sigmoid",
                                               "erf",  "abs", "relu",  "sign",  "sin",  "cos",   "square"};
   return names;
+}
+
+// The PyTorch input's own return expression, when the op came from a one-statement function whose
+// parameters are exactly the entry's arguments: the backend finds the op in models written like the
+// source, and the translation may have expanded a call the source makes once (torch.asinh into a
+// where of logs, F.silu into x * sigmoid(x)), which the traced pattern would then look for instead.
+// "" when the source is not such a function (a module, a snippet, several statements, a name that
+// is neither an argument nor torch / F).
+std::string source_return_expression(const KernelProfile& p, const std::set<std::string>& arguments) {
+  if (p.source_kind != "pytorch" || p.source_entry.empty() || p.source_entry.find_first_of(".<") != std::string::npos)
+    return "";
+  const std::string& src = p.source_text;
+  const std::string head = "def " + p.source_entry + "(";
+  size_t at = src.find(head);
+  if (at == std::string::npos || (at > 0 && src[at - 1] != '\n' && src[at - 1] != ' ')) return "";
+  // Parameters up to the closing parenthesis: names only (annotations and defaults dropped).
+  size_t open = at + head.size(), close = open;
+  for (int depth = 1; close < src.size() && depth > 0; ++close) {
+    if (src[close] == '(' || src[close] == '[') ++depth;
+    if (src[close] == ')' || src[close] == ']') --depth;
+  }
+  if (close >= src.size()) return "";
+  std::set<std::string> params;
+  {
+    std::string list = src.substr(open, close - 1 - open), item;
+    int depth = 0;
+    auto take = [&](std::string x) {
+      x = x.substr(0, x.find_first_of(":="));
+      x.erase(0, x.find_first_not_of(" \t\n"));
+      x.erase(x.find_last_not_of(" \t\n") + 1);
+      if (!x.empty()) params.insert(x);
+    };
+    for (char c : list) {
+      if (c == '(' || c == '[') ++depth;
+      if (c == ')' || c == ']') --depth;
+      if (c == ',' && depth == 0) { take(item); item.clear(); } else item += c;
+    }
+    take(item);
+  }
+  if (params != arguments) return "";
+  // The body: one `return` line after the signature, blank lines, comments and a docstring.
+  const size_t colon = src.find(':', close);
+  if (colon == std::string::npos) return "";
+  std::string body = src.substr(colon + 1), ret;
+  size_t pos = 0;
+  bool in_doc = false;
+  while (pos <= body.size()) {
+    size_t end = body.find('\n', pos);
+    if (end == std::string::npos) end = body.size();
+    std::string line = body.substr(pos, end - pos);
+    pos = end + 1;
+    line.erase(0, line.find_first_not_of(" \t"));
+    line.erase(line.find_last_not_of(" \t\r") + 1);
+    if (line.rfind("\"\"\"", 0) == 0 || line.rfind("'''", 0) == 0) {
+      const bool closes_here = line.size() >= 6 && line.compare(line.size() - 3, 3, line.substr(0, 3)) == 0;
+      if (!closes_here) in_doc = !in_doc;
+      continue;
+    }
+    if (in_doc || line.empty() || line[0] == '#') continue;
+    if (!ret.empty()) return "";  // a second statement
+    if (line.rfind("return ", 0) != 0) return "";
+    ret = line.substr(7);
+  }
+  if (ret.empty()) return "";
+  // Every name is an argument, a keyword argument's name, or under torch / F / torch.nn.functional.
+  static const std::regex functional(R"(\b(?:torch\.nn\.functional|nn\.functional)\.)");
+  ret = std::regex_replace(ret, functional, "F.");
+  int depth = 0;
+  for (size_t i = 0; i < ret.size();) {
+    const char c = ret[i];
+    if (c == '"' || c == '\'') {
+      const size_t q = ret.find(c, i + 1);
+      if (q == std::string::npos) return "";
+      i = q + 1;
+      continue;
+    }
+    if (c == '(' || c == '[') ++depth;
+    if (c == ')' || c == ']') --depth;
+    if (c == '#' || c == ';' || c == ':' || depth < 0) return "";
+    if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
+      size_t j = i;
+      while (j < ret.size() && (std::isalnum(static_cast<unsigned char>(ret[j])) || ret[j] == '_')) ++j;
+      const std::string name = ret.substr(i, j - i);
+      const bool attribute = i > 0 && ret[i - 1] == '.';
+      const bool keyword = j < ret.size() && ret[j] == '=' && (j + 1 >= ret.size() || ret[j + 1] != '=');
+      const bool digit_suffix = i > 0 && std::isdigit(static_cast<unsigned char>(ret[i - 1]));  // 1e-6
+      if (!attribute && !keyword && !digit_suffix && !arguments.count(name) && name != "torch" && name != "F")
+        return "";
+      i = j;
+      continue;
+    }
+    ++i;
+  }
+  return depth == 0 ? ret : "";
+}
+
+// Whether the source's return expression still computes the profile's forward: the reviewer may
+// have edited the forward, and the pattern follows the profile, not the input. The source is read
+// in the expression language (torch. and F. dropped: torch.asinh(x) is asinh(x)) and both are
+// evaluated at points spread over each argument's range; one that does not read (keyword
+// arguments, methods) is not used.
+bool computes_the_forward(const std::string& source, const Expr& forward) {
+  static const std::regex module_prefix(R"(\b(?:torch|F)\.)");
+  // The activation catalogue reads the functions a source calls by name (F.silu, F.mish, F.gelu).
+  static const FunctionResolver resolver = []() -> FunctionResolver {
+    try {
+      static const Catalogue catalogue =
+          Catalogue::load_file(workflows::data_dir() / "skills/kernel_dev/activations.yaml");
+      return catalogue.resolver();
+    } catch (const std::exception&) {
+      return {};
+    }
+  }();
+  Expr own;
+  try {
+    own = parse_expression(std::regex_replace(source, module_prefix, ""), resolver);
+  } catch (const std::exception&) {
+    return false;
+  }
+  std::set<std::string> names = free_symbols(forward);
+  for (const auto& n : free_symbols(own)) names.insert(n);
+  static const double samples[] = {-2.3, -0.7, -0.05, 0.3, 0.9, 1.7, 3.1};
+  int finite = 0;
+  for (int k = 0; k < 7; ++k) {
+    Environment env;
+    int i = 0;
+    for (const auto& n : names) env[n] = samples[(k + 3 * i++) % 7];
+    const double a = eval_f64(forward, env), b = eval_f64(own, env);
+    if (std::isnan(a) && std::isnan(b)) continue;
+    if (!(std::fabs(a - b) <= 1e-9 * std::max(1.0, std::fabs(a)))) return false;
+    ++finite;
+  }
+  return finite >= 3;
 }
 
 }  // namespace
@@ -125,6 +264,12 @@ CompileEntryPlan plan_compile_entry(const KernelProfile& p) {
       plan.skipped = "the name '" + name + "' is a Python keyword or a module the entry uses (torch, F, LF)";
       return plan;
     }
+  std::set<std::string> arguments;
+  for (const auto& t : p.inputs) arguments.insert(t.name);
+  for (const auto& l : p.learnable_parameters) arguments.insert(l.name);
+  for (const auto& m : p.module_parameters) arguments.insert(m.name);
+  if (std::string own = source_return_expression(p, arguments); !own.empty() && computes_the_forward(own, forward))
+    plan.expression = own;
   return plan;
 }
 

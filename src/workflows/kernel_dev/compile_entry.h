@@ -7,7 +7,8 @@
 // its operations, not by its values: a model that computes the same thing with other operations
 // (x.clamp(0.0) for max(x, 0), torch.square for x ** 2) is not found. Verify traces the PyTorch
 // function the op came from and checks that the pattern matches it
-// (benchmarks/compile_pattern_check.py).
+// (benchmarks/compile_pattern_check.py). A PyTorch input whose one `return` still computes the
+// forward keeps its own spelling as the pattern (torch.asinh, F.silu: calls the translation expands).
 #pragma once
 
 #include <optional>

@@ -76,8 +76,48 @@ def _meta_value(node) -> Optional[torch.Tensor]:
     return v if isinstance(v, torch.Tensor) else None
 
 
-def _constant_subgraph(mask: fx.Node) -> Tuple[Optional[List[fx.Node]], str]:
-    """The mask's ancestors in graph order, or None with the reason when one is an input."""
+# Ops that return a view of their first argument: an in-place op through one of them writes the
+# tensor it came from.
+_VIEWS = ("view", "reshape", "getitem", "expand", "unsqueeze", "squeeze", "transpose", "permute", "t",
+          "slice", "select", "narrow", "as_strided", "flatten", "unflatten", "view_as", "expand_as", "detach",
+          "contiguous", "__getitem__")
+
+
+def _op_name(n: fx.Node) -> str:
+    return n.target if isinstance(n.target, str) else getattr(n.target, "__name__", str(n.target))
+
+
+def _mutates(n: fx.Node) -> bool:
+    """An in-place op (`masked_fill_`, `add_`, `copy_`, aten `.._`) or an item assignment."""
+    name = _op_name(n).split(".")[0]
+    return name == "setitem" or (name.endswith("_") and not name.startswith("_"))
+
+
+def _writes_a_constant(n: fx.Node) -> Optional[str]:
+    """The module attribute an in-place op n writes, through views, or None. Evaluating the mask
+    at compile time would run that write a second time on the real buffer (the compiled graph
+    runs it again), so such a mask is left alone."""
+    target = n.args[0] if n.args else None
+    while isinstance(target, fx.Node):
+        if target.op == "get_attr":
+            return str(target.target)
+        if target.op in ("call_function", "call_method") and _op_name(target).split(".")[0] in _VIEWS and target.args:
+            target = target.args[0]
+            continue
+        return None
+    return None
+
+
+def _written_attributes(graph: fx.Graph) -> Dict[str, str]:
+    """Module attributes some op of the graph writes in place -> that op's name."""
+    return {w: _op_name(n) for n in graph.nodes
+            if n.op in ("call_function", "call_method") and _mutates(n) and (w := _writes_a_constant(n)) is not None}
+
+
+def _constant_subgraph(mask: fx.Node, written: Dict[str, str]) -> Tuple[Optional[List[fx.Node]], str]:
+    """The mask's ancestors in graph order, or None with the reason when one is an input, or a
+    module attribute the graph writes in place (its value at compile time is not the one the mask
+    is built from at run time, and evaluating the write would repeat it on the real tensor)."""
     seen: Dict[fx.Node, None] = {}
     stack = [mask]
     while stack:
@@ -86,6 +126,8 @@ def _constant_subgraph(mask: fx.Node) -> Tuple[Optional[List[fx.Node]], str]:
             continue
         if n.op == "placeholder":
             return None, f"depends on the graph input {n.name}"
+        if n.op == "get_attr" and str(n.target) in written:
+            return None, f"reads the module attribute {n.target}, which the graph writes in place ({written[str(n.target)]})"
         if n.op in ("call_function", "call_method"):
             name = (n.target if isinstance(n.target, str) else getattr(n.target, "__name__", str(n.target))).lower()
             if any(k in name for k in _NONDETERMINISTIC):
@@ -134,6 +176,7 @@ def keep_causal_masks_implicit(gm: fx.GraphModule, log: bool = True) -> List[str
     """Rewrites gm in place; returns one line per SDPA call decided ("<node>: <decision>"), which it
     also logs unless the caller reports them itself."""
     decided: Dict[fx.Node, Tuple[bool, str]] = {}
+    written = _written_attributes(gm.graph)
     lines: List[str] = []
     changed = False
     for node in list(gm.graph.nodes):
@@ -151,7 +194,7 @@ def keep_causal_masks_implicit(gm: fx.GraphModule, log: bool = True) -> List[str
             lines.append(f"{node.name}: kept the mask (symbolic sequence lengths)")
             continue
         if mask not in decided:
-            nodes, why = _constant_subgraph(mask)
+            nodes, why = _constant_subgraph(mask, written)
             if nodes is None:
                 decided[mask] = (False, why)
             else:
