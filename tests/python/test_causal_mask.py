@@ -110,27 +110,24 @@ def test_a_mask_computed_from_an_input_is_kept():
     assert calls == [(True, False)], calls
 
 
-class _BufferMask(torch.nn.Module):
-    """A mask kept in a module buffer (get_attr in a traced graph) that the forward edits in place."""
-
-    def __init__(self, written_into_mask: bool):
-        super().__init__()
-        self.written_into_mask = written_into_mask
-        self.register_buffer("allowed", torch.ones(T, T, dtype=torch.bool, device=DEV))
-
-    def forward(self, q, k, v):
-        if self.written_into_mask:
-            mask = self.allowed.tril_()  # the in-place result is the mask
-        else:
-            self.allowed.tril_()  # written before SDPA reads it: compile-time value != run-time value
-            mask = self.allowed
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+def _graph_writing_a_buffer(written_into_mask: bool) -> torch.fx.GraphModule:
+    """A graph whose mask is a module buffer (get_attr) that the graph edits in place, built by hand:
+    symbolic_trace would run the in-place op at trace time and keep its result as a constant."""
+    root = torch.nn.Module()
+    root.register_buffer("allowed", torch.ones(T, T, dtype=torch.bool, device=DEV))
+    g = torch.fx.Graph()
+    q, k, v = (g.placeholder(name) for name in ("q", "k", "v"))
+    written = g.call_method("tril_", (g.get_attr("allowed"),))
+    # The in-place result is the mask, or the buffer is read again after the write: either way its
+    # compile-time value is not its run-time one.
+    mask = written if written_into_mask else g.get_attr("allowed")
+    g.output(g.call_function(F.scaled_dot_product_attention, (q, k, v), {"attn_mask": mask}))
+    return torch.fx.GraphModule(root, g)
 
 
 @pytest.mark.parametrize("written_into_mask", [True, False], ids=["in-place-result", "written-elsewhere"])
 def test_a_mask_from_a_buffer_the_graph_writes_in_place_is_kept_and_the_buffer_untouched(written_into_mask):
-    mod = _BufferMask(written_into_mask)
-    gm = torch.fx.symbolic_trace(mod)
+    gm = _graph_writing_a_buffer(written_into_mask)
     q, k, v = _qkv()
     for n, value in zip([n for n in gm.graph.nodes if n.op == "placeholder"], (q, k, v)):
         n.meta["val"] = value
@@ -140,6 +137,20 @@ def test_a_mask_from_a_buffer_the_graph_writes_in_place_is_kept_and_the_buffer_u
     assert bool(gm.allowed.all()), "the pass wrote the module's buffer"
     sdpa = [n for n in gm.graph.nodes if n.op == "call_function" and "scaled_dot_product_attention" in str(n.target)]
     assert sdpa and not sdpa[0].kwargs.get("is_causal", False)
+    # The same graph without the write is a constant (all-visible, not causal) mask, evaluated.
+    assert "not causal" in keep_causal_masks_implicit(_graph_without_write(), log=False)[0]
+
+
+def _graph_without_write() -> torch.fx.GraphModule:
+    root = torch.nn.Module()
+    root.register_buffer("allowed", torch.ones(T, T, dtype=torch.bool, device=DEV))
+    g = torch.fx.Graph()
+    q, k, v = (g.placeholder(name) for name in ("q", "k", "v"))
+    g.output(g.call_function(F.scaled_dot_product_attention, (q, k, v), {"attn_mask": g.get_attr("allowed")}))
+    gm = torch.fx.GraphModule(root, g)
+    for n, value in zip([n for n in gm.graph.nodes if n.op == "placeholder"], _qkv()):
+        n.meta["val"] = value
+    return gm
 
 
 def test_the_pass_reports_each_decision():
