@@ -677,7 +677,7 @@ namespace liger::kernel_dev {
 
 const std::vector<std::string>& identity_function_names() {
   static const std::vector<std::string> names = {"sinh", "cosh", "tan", "asinh", "acosh", "atanh", "exp2",
-                                                 "log2", "log10", "reciprocal", "logsigmoid", "logit"};
+                                                 "log2", "log10", "reciprocal", "logsigmoid", "logit", "sinc"};
   return names;
 }
 
@@ -701,6 +701,12 @@ std::optional<Expr> identity_function(const std::string& name, const std::vector
   if (name == "reciprocal") return div(num(1), x);
   if (name == "logsigmoid") return neg(call("softplus", {neg(x)}));
   if (name == "logit") return sub(call("log", {x}), call("log1p", {neg(x)}));
+  // torch.sinc, the normalised one: sin(pi x) / (pi x), 1 at 0 (where its derivative, 0, is the
+  // selected branch's).
+  if (name == "sinc") {
+    const Expr px = mul(num(M_PI), x);
+    return call("where", {compare("==", x, num(0)), num(1), div(call("sin", {px}), px)});
+  }
   return std::nullopt;
 }
 

@@ -403,6 +403,57 @@ std::vector<std::pair<std::string, Expr>> Translator::bind(const std::string& fn
   return out;
 }
 
+// The losses torch.nn.functional computes per element before it reduces: with reduction='none'
+// they are element-wise ops of (input, target). The default reduction ('mean') averages over every
+// element, which is no row reduction; it is refused with the rewrite. Weights are refused (they
+// broadcast against a class or batch axis the element-wise subset does not have).
+std::optional<Expr> Translator::pointwise_loss(const std::string& fn, const std::string& f, const std::vector<Arg>& all) {
+  static const std::map<std::string, std::vector<std::string>> options = {
+      {"mse_loss", {}}, {"l1_loss", {}}, {"smooth_l1_loss", {"beta"}}, {"huber_loss", {"delta"}},
+      {"binary_cross_entropy_with_logits", {}}, {"soft_margin_loss", {}}};
+  const auto known = options.find(f);
+  if (known == options.end()) return std::nullopt;
+  Expr input, target;
+  std::map<std::string, Expr> given;
+  std::string reduction = "mean";
+  std::size_t positional = 0;
+  for (const auto& a : all) {
+    if (a.keyword == "reduction") {
+      if (a.value.type != Value::String) throw Reject{fn + "(): reduction must be a string literal", 0};
+      reduction = a.value.text;
+    } else if (a.keyword.empty() || a.keyword == "input" || a.keyword == "target") {
+      const bool is_target = a.keyword == "target" || (a.keyword.empty() && positional == 1);
+      if (a.keyword.empty() && positional++ >= 2)
+        throw Reject{fn + "(): write the arguments after input and target by keyword (reduction='none', ...)", 0};
+      (is_target ? target : input) = as_tensor(a.value, std::string("the ") + (is_target ? "target" : "input"));
+    } else if (std::find(known->second.begin(), known->second.end(), a.keyword) != known->second.end()) {
+      given[a.keyword] = as_tensor(a.value, "a number");
+    } else {
+      throw Reject{fn + "(): argument '" + a.keyword + "' is not read (weights broadcast along a class or batch "
+                        "axis; apply them outside the op)", 0};
+    }
+  }
+  if (!input || !target) throw Reject{fn + "() needs an input and a target", 0};
+  if (reduction != "none")
+    throw Reject{fn + "(reduction='" + reduction + "') reduces over every element, not along rows; write "
+                      "reduction='none' (the element-wise loss, which the kernel computes) and reduce its output",
+                 2};
+  const Expr d = sub(input, target);
+  if (f == "mse_loss") return pow(d, num(2));
+  if (f == "l1_loss") return call("abs", {d});
+  if (f == "smooth_l1_loss" || f == "huber_loss") {
+    const bool huber = f == "huber_loss";
+    const Expr b = given.count(huber ? "delta" : "beta") ? given.at(huber ? "delta" : "beta") : num(1);
+    const Expr quadratic = huber ? mul(num(0.5), pow(d, num(2))) : div(mul(num(0.5), pow(d, num(2))), b);
+    const Expr linear = huber ? mul(b, sub(call("abs", {d}), mul(num(0.5), b))) : sub(call("abs", {d}), mul(num(0.5), b));
+    if (!huber && is_number(simplify(b), 0)) return call("abs", {d});  // beta = 0 is the L1 loss
+    return call("where", {compare("<", call("abs", {d}), b), quadratic, linear});
+  }
+  if (f == "binary_cross_entropy_with_logits")  // log(1 + exp(x)) - x t, with softplus's stable form
+    return sub(call("softplus", {input}), mul(input, target));
+  return call("softplus", {neg(mul(target, input))});  // soft_margin_loss: log(1 + exp(-y x))
+}
+
 Value Translator::elementwise(const std::string& fn, const std::vector<Arg>& args, Expr receiver) {
   std::vector<Arg> all = args;
   if (receiver) all.insert(all.begin(), Arg{"", tensor(receiver)});
@@ -508,6 +559,7 @@ Value Translator::elementwise(const std::string& fn, const std::vector<Arg>& arg
     notes_.push_back(approximate == "tanh" ? "F.gelu(approximate='tanh') -> gelu_tanh" : "F.gelu -> gelu (erf)");
     return tensor(catalogue_call(approximate == "tanh" ? "gelu_tanh" : "gelu", x, {}));
   }
+  if (auto loss = pointwise_loss(fn, f, all)) return tensor(*loss);
   auto cat = catalogue_functionals().find(f);
   if (cat != catalogue_functionals().end()) {
     std::vector<Arg> rest;

@@ -7,6 +7,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -52,6 +53,9 @@ class Translator {
   Value evaluate(const std::string& text);
 
   Expr as_tensor(const Value& v, const std::string& what);
+  // F.mse_loss, l1, smooth L1, Huber, BCE with logits, soft margin with reduction='none' as
+  // element-wise (input, target) ops; nullopt for other functions. Throws Reject.
+  std::optional<Expr> pointwise_loss(const std::string& fn, const std::string& f, const std::vector<Arg>& all);
 
  private:
   Value evaluate_tokens();
