@@ -193,3 +193,95 @@ TEST(AutopatchRules, LogitTransformsThatAreNotOneScalarDeclineTheFusedLossWithTh
     EXPECT_FALSE(p.decision("last_hidden_state").details["logits_scale"]) << c.edits.back().second;
   }
 }
+
+// MoE blocks without an `experts` list of MLP modules: a block that runs parallel-expert
+// projections and the activation itself (JetMoE), and experts whose 3-D parameters and activation
+// sit one module deeper (DBRX's DbrxExperts.mlp = DbrxExpertGLU, activation named through a local
+// of __init__). Decision 5 reads the activation there; the gated-MLP patch is declined as 3-D experts.
+TEST(AutopatchRules, ExpertsComputedByTheBlockOrOneModuleDeeperDecideTheActivation) {
+  const std::string parallel =
+      "class LlamaParallelExperts(nn.Module):\n"
+      "    def __init__(self, num_experts, input_size, output_size):\n"
+      "        super().__init__()\n"
+      "        self.weight = nn.Parameter(torch.empty(num_experts, output_size, input_size))\n"
+      "\n"
+      "    def forward(self, inputs, expert_size):\n"
+      "        return inputs\n"
+      "\n"
+      "\n"
+      "class LlamaMoE(nn.Module):\n"
+      "    def __init__(self, config):\n"
+      "        super().__init__()\n"
+      "        self.activation = ACT2FN[config.hidden_act]\n"
+      "        self.input_linear = LlamaParallelExperts(config.num_local_experts, config.hidden_size, config.intermediate_size * 2)\n"
+      "        self.output_linear = LlamaParallelExperts(config.num_local_experts, config.intermediate_size, config.hidden_size)\n"
+      "        self.router = nn.Linear(config.hidden_size, config.num_local_experts)\n"
+      "\n"
+      "    def forward(self, x):\n"
+      "        expert_size = self.router(x)\n"
+      "        h = self.input_linear(x, expert_size)\n"
+      "        chunked = h.chunk(2, dim=-1)\n"
+      "        h = self.activation(chunked[0]) * chunked[1]\n"
+      "        return self.output_linear(h, expert_size)\n"
+      "\n"
+      "\n"
+      "class LlamaDecoderLayer(nn.Module):";
+  const std::string deeper =
+      "class LlamaExpertGLU(nn.Module):\n"
+      "    def __init__(self, config):\n"
+      "        super().__init__()\n"
+      "        self.w1 = nn.Parameter(torch.empty(config.num_local_experts * config.intermediate_size, config.hidden_size))\n"
+      "        self.v1 = nn.Parameter(torch.empty(config.num_local_experts * config.intermediate_size, config.hidden_size))\n"
+      "        self.w2 = nn.Parameter(torch.empty(config.num_local_experts * config.intermediate_size, config.hidden_size))\n"
+      "        act_fn_name = config.ffn_act_fn.get(\"name\", \"silu\")\n"
+      "        self.activation_fn = ACT2FN[act_fn_name]\n"
+      "\n"
+      "    def forward(self, x, w1, v1, w2):\n"
+      "        gate = x.matmul(w1.T)\n"
+      "        up = x.matmul(v1.T)\n"
+      "        gate = self.activation_fn(gate)\n"
+      "        intermediate = gate * up\n"
+      "        return intermediate.matmul(w2)\n"
+      "\n"
+      "\n"
+      "class LlamaExperts(nn.Module):\n"
+      "    def __init__(self, config):\n"
+      "        super().__init__()\n"
+      "        self.mlp = LlamaExpertGLU(config)\n"
+      "\n"
+      "    def forward(self, x, index, weights):\n"
+      "        return self.mlp(x, self.mlp.w1, self.mlp.v1, self.mlp.w2)\n"
+      "\n"
+      "\n"
+      "class LlamaMoE(nn.Module):\n"
+      "    def __init__(self, config):\n"
+      "        super().__init__()\n"
+      "        self.router = nn.Linear(config.hidden_size, config.num_local_experts)\n"
+      "        self.experts = LlamaExperts(config)\n"
+      "\n"
+      "    def forward(self, x):\n"
+      "        return self.experts(x, self.router(x), None)\n"
+      "\n"
+      "\n"
+      "class LlamaDecoderLayer(nn.Module):";
+  struct Case {
+    const std::string* classes;
+    std::string kind, mlp_class, declined_target;
+  } cases[] = {{&parallel, "fused_swiglu", "LlamaMoE", "LlamaMoE"}, {&deeper, "swiglu", "LlamaExpertGLU", "LlamaExperts"}};
+  for (const auto& c : cases) {
+    Tree t;
+    t.copy("llama", "llama", "configuration");
+    ModelProfile p = analyse_model(t.copy("llama", "llama", "modeling",
+                                          {{"class LlamaDecoderLayer(nn.Module):", *c.classes},
+                                           {"self.mlp = LlamaMLP(config)", "self.mlp = LlamaMoE(config)"}})
+                                       .string());
+    EXPECT_EQ(p.decision("architecture").value_string(), "moe") << dump(p);
+    EXPECT_EQ(p.decision("mlp_activation").value_string(), c.kind) << dump(p);
+    EXPECT_EQ(p.decision("mlp_activation").details["mlp_class"].as<std::string>(""), c.mlp_class);
+    EXPECT_EQ(find_item(p.apply, "swiglu"), nullptr) << "3-D experts take no gated-MLP patch\n" << dump(p);
+    const PatchItem* d = find_item(p.declined, "swiglu");
+    ASSERT_NE(d, nullptr) << dump(p);
+    EXPECT_EQ(d->target, c.declined_target);
+    EXPECT_NE(d->reason.find("3-D"), std::string::npos) << d->reason;
+  }
+}

@@ -235,6 +235,7 @@ struct Analyzer {
     std::string kind;  // swiglu | geglu | fused_swiglu | other | "" (undecided)
     std::string why;
     std::string activation, config_attr, gate, up, down, gate_up;
+    std::string activation_note;  // how an activation read indirectly was found (a reviewer's caveat)
     // Set when the gated product is scaled beyond down(act(gate(x)) * up(x)) (FalconH1's
     // gate_multiplier / down_multiplier): the activation is still what it is, but the library
     // kernel would drop the scale, so the patch is declined with this reason.

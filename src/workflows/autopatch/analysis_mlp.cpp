@@ -112,6 +112,44 @@ Analyzer::MlpInfo Analyzer::analyse_mlp(const ClassDef& c) {
       else r.activation = a.call->callee == "nn.ReLU" ? "relu" : "tanh";
     }
   }
+  // ACT2FN[name] of a local of __init__ (DBRX: `act_fn_name = config.ffn_act_fn.get("name", "silu")`):
+  // the local's literal, config field, or the .get default of a dict field.
+  if (act_attr.empty())
+    if (const FunctionDef* init = c.method("__init__")) {
+      struct Local {
+        std::string activation, config_attr, note;
+        int line = 0;
+      };
+      std::map<std::string, Local> locals;
+      static const std::regex dict_get(R"(^(?:self\.)?config\.(\w+)\.get\(["']name["'],["'](\w+)["']\)$)");
+      static const std::regex str_lit(R"(^["'](\w+)["']$)");
+      static const std::regex cfg_field(R"(^(?:self\.)?config\.(\w+)$)");
+      static const std::regex by_local(R"(ACT2FN\[(\w+)\])");
+      for (const auto& st : init->body) {
+        auto a = as_assignment(st);
+        if (!a || a->targets.size() != 1) continue;
+        std::smatch mm;
+        const std::string& t = a->targets.front();
+        if (t.rfind("self.", 0) != 0) {
+          if (std::regex_match(a->value, mm, dict_get))
+            locals[t] = {mm[2], "", "the activation is the .get default of config." + mm[1].str() +
+                                        "['name']; a configuration naming another activation there changes it",
+                         st.line};
+          else if (std::regex_match(a->value, mm, str_lit))
+            locals[t] = {mm[1], "", "", st.line};
+          else if (std::regex_match(a->value, mm, cfg_field))
+            locals[t] = {config_default(mm[1]).value_or(""), mm[1], "", st.line};
+        } else if (std::regex_search(a->value, mm, by_local) && locals.count(mm[1])) {
+          const Local& l = locals[mm[1]];
+          act_attr = t.substr(5);
+          r.activation = l.activation;
+          r.config_attr = l.config_attr;
+          r.activation_note = l.note;
+          r.lines.push_back(l.line);
+          r.lines.push_back(st.line);
+        }
+      }
+    }
   const FunctionDef* fwd = c.method("forward");
   if (!fwd) { r.why = c.name + " has no forward"; return r; }
   // Activation call spellings in the forward.
@@ -463,14 +501,53 @@ void Analyzer::decide_mlp_and_arch() {
               params.push_back(a2.targets.front().substr(5));
               d6.evidence.push_back(ev(a2.line));
             }
+          // The 3-D parameters one module deeper (DBRX: DbrxExperts.mlp = DbrxExpertGLU holds w1, v1,
+          // w2 and the activation; DbrxExperts loops over the experts).
+          const ClassDef* holder = ec;
+          if (params.size() == 0)
+            for (const auto& a2 : ec->init_assignments()) {
+              for (const auto& local : local_classes_in(s, a2)) {
+                const ClassDef* inner = m.find_class(local);
+                if (!inner || inner == ec) continue;
+                for (const auto& a3 : inner->init_assignments())
+                  if (contains(a3.value, "nn.Parameter(")) {
+                    params.push_back(a2.targets.front().substr(5) + "." + a3.targets.front().substr(5));
+                    d6.evidence.push_back(ev(a3.line));
+                    holder = inner;
+                  }
+                if (holder != ec) break;
+              }
+              if (holder != ec) break;
+            }
           if (params.size() > 0) {
             ex["layout"] = "fused_3d";
             ex["parameters"] = params;
-            fused_experts = ec;
+            if (holder != ec) ex["parameters_class"] = holder->name;
+            fused_experts = holder;
           } else {
             ex["layout"] = "module";
           }
         }
+      }
+    }
+    // No `experts` submodule: the block computes its experts itself (JetMoE's `input_linear` /
+    // `output_linear` parallel-expert modules holding [experts, out, in] weights, the gated
+    // activation in the block's own forward). The block is the fused-experts class: its
+    // activation decides decision 5, and the gated-MLP patch is declined like any 3-D experts.
+    if (!ex["layout"] && moe->init_assignments_to("experts").empty()) {
+      bool own_parallel = false;
+      for (const auto& a : moe->init_assignments())
+        for (const auto& local : local_classes_in(s, a))
+          if (const ClassDef* k = m.find_class(local); k && k != moe && contains(local, "Expert")) {
+            own_parallel = true;
+            d6.evidence.push_back(ev(a.line));
+          }
+      if (own_parallel) {
+        ex["layout"] = "fused_3d";
+        ex["class"] = moe->name;
+        ex["note"] = moe->name + " has no experts submodule: it runs parallel-expert projections and the activation "
+                     "in its own forward";
+        fused_experts = moe;
       }
     }
     if (!ex["layout"]) ex["layout"] = YAML::Node();
@@ -623,6 +700,7 @@ void Analyzer::decide_mlp_and_arch() {
   else {
     decide(d5, mi.kind, mi.kind == "other" ? 0.85 : 0.9);
     if (!mi.why.empty()) d5.notes.push_back(mi.why);
+    if (!mi.activation_note.empty()) d5.notes.push_back(mi.activation_note);
   }
   if (fused_experts && mlp_cls != fused_experts) {
     MlpInfo ei = analyse_mlp(*fused_experts);

@@ -126,10 +126,12 @@ void Analyzer::plan_text_kernels() {
     it.params["projections"] = mlp.details["projections"];
     // The MLP decision fell back to fused 3-D experts (no dense or shared-expert MLP module): the
     // experts item below declines them; do not also apply the gated-MLP forward to that class.
+    // (Or the class one level down that holds the 3-D parameters: DBRX's DbrxExpertGLU.)
+    const YAML::Node experts = arch.details["experts"];
     const bool mlp_is_fused_experts =
-        arch.details["experts"] && arch.details["experts"]["layout"] && arch.details["experts"]["layout"].IsScalar() &&
-        arch.details["experts"]["layout"].as<std::string>() == "fused_3d" && arch.details["experts"]["class"] &&
-        arch.details["experts"]["class"].as<std::string>() == it.target;
+        experts && experts["layout"] && experts["layout"].IsScalar() && experts["layout"].as<std::string>() == "fused_3d" &&
+        ((experts["class"] && experts["class"].as<std::string>() == it.target) ||
+         (experts["parameters_class"] && experts["parameters_class"].as<std::string>() == it.target));
     if (mlp_is_fused_experts) {
       // declined below with the experts' reason
     } else if (mlp.details["scaled"] && (k == "swiglu" || k == "fused_swiglu" || k == "geglu")) {
