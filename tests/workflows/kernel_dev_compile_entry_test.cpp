@@ -154,6 +154,9 @@ TEST(KernelDevCompileEntry, PytorchInputsKeepTheirOwnSpelling) {
   EXPECT_NE(p.forward->expression.find("where"), std::string::npos) << "the kernel computes the expansion";
 
   EXPECT_EQ(kd::plan_compile_entry(profile("def f(x):\n    return F.silu(x) * x")).expression, "F.silu(x) * x");
+  EXPECT_EQ(kd::plan_compile_entry(profile("def f(x, y): return F.smooth_l1_loss(x, y, reduction='none', beta=0.5)"))
+                .expression,
+            "F.smooth_l1_loss(x, y, reduction='none', beta=0.5)");
   auto nn = profile("def f(x, y):\n    return torch.nn.functional.softplus(x) * y");
   EXPECT_EQ(kd::plan_compile_entry(nn).expression, "F.softplus(x) * y");
 

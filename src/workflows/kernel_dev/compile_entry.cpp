@@ -11,6 +11,7 @@
 
 #include "liger/workflows.h"
 #include "workflows/kernel_dev/catalogue.h"
+#include "workflows/kernel_dev/pytorch.h"
 
 namespace liger::kernel_dev {
 
@@ -133,29 +134,24 @@ std::string source_return_expression(const KernelProfile& p, const std::set<std:
   return depth == 0 ? ret : "";
 }
 
-// Whether the source's return expression still computes the profile's forward: the reviewer may
-// have edited the forward, and the pattern follows the profile, not the input. The source is read
-// in the expression language (torch. and F. dropped: torch.asinh(x) is asinh(x)) and both are
-// evaluated at points spread over each argument's range; one that does not read (keyword
-// arguments, methods) is not used.
+// Whether the source still computes the profile's forward: the reviewer may have edited the
+// forward, and the pattern follows the profile, not the input. The source is translated again
+// (the PyTorch translator, with the activation catalogue: keyword arguments, F.* losses and
+// activations read as in Understand) and both are evaluated at points spread over each
+// argument's range.
 bool computes_the_forward(const std::string& source, const Expr& forward) {
-  static const std::regex module_prefix(R"(\b(?:torch|F)\.)");
-  // The activation catalogue reads the functions a source calls by name (F.silu, F.mish, F.gelu).
-  static const FunctionResolver resolver = []() -> FunctionResolver {
+  static const Catalogue* catalogue = []() -> const Catalogue* {
     try {
-      static const Catalogue catalogue =
-          Catalogue::load_file(workflows::data_dir() / "skills/kernel_dev/activations.yaml");
-      return catalogue.resolver();
+      static const Catalogue c = Catalogue::load_file(workflows::data_dir() / "skills/kernel_dev/activations.yaml");
+      return &c;
     } catch (const std::exception&) {
-      return {};
+      return nullptr;
     }
   }();
-  Expr own;
-  try {
-    own = parse_expression(std::regex_replace(source, module_prefix, ""), resolver);
-  } catch (const std::exception&) {
-    return false;
-  }
+  if (!catalogue) return false;
+  const TorchTranslation t = translate_pytorch(source, *catalogue);
+  if (!t.elementwise || !t.program.expression) return false;
+  const Expr& own = t.program.expression;
   std::set<std::string> names = free_symbols(forward);
   for (const auto& n : free_symbols(own)) names.insert(n);
   static const double samples[] = {-2.3, -0.7, -0.05, 0.3, 0.9, 1.7, 3.1};
@@ -268,7 +264,7 @@ CompileEntryPlan plan_compile_entry(const KernelProfile& p) {
   for (const auto& t : p.inputs) arguments.insert(t.name);
   for (const auto& l : p.learnable_parameters) arguments.insert(l.name);
   for (const auto& m : p.module_parameters) arguments.insert(m.name);
-  if (std::string own = source_return_expression(p, arguments); !own.empty() && computes_the_forward(own, forward))
+  if (std::string own = source_return_expression(p, arguments); !own.empty() && computes_the_forward(p.source_text, forward))
     plan.expression = own;
   return plan;
 }

@@ -8,7 +8,8 @@
 // (x.clamp(0.0) for max(x, 0), torch.square for x ** 2) is not found. Verify traces the PyTorch
 // function the op came from and checks that the pattern matches it
 // (benchmarks/compile_pattern_check.py). A PyTorch input whose one `return` still computes the
-// forward keeps its own spelling as the pattern (torch.asinh, F.silu: calls the translation expands).
+// forward (translated again and compared at sample points) keeps its own spelling as the pattern
+// (torch.asinh, F.silu, F.smooth_l1_loss(..., reduction="none"): calls the translation expands).
 #pragma once
 
 #include <optional>
