@@ -285,3 +285,27 @@ TEST(AutopatchRules, ExpertsComputedByTheBlockOrOneModuleDeeperDecideTheActivati
     EXPECT_NE(d->reason.find("3-D"), std::string::npos) << d->reason;
   }
 }
+
+// Rotary code that only a vision tower uses (GLM-5-Next: Glm5NextVisionRotaryEmbedding,
+// apply_rotary_pos_emb_vision; its text attention gets no position embeddings) is no RoPE of the
+// text model: "none", with the vision names in the note. Text rotary code the attention does not
+// call stays undecided.
+TEST(AutopatchRules, RotaryCodeOfTheVisionTowerOnlyIsNoTextRope) {
+  const std::vector<std::pair<std::string, std::string>> no_text_call = {
+      {"        query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)\n", ""}};
+  auto with = [&](const std::vector<std::pair<std::string, std::string>>& renames) {
+    std::vector<std::pair<std::string, std::string>> edits = no_text_call;
+    edits.insert(edits.end(), renames.begin(), renames.end());
+    Tree t;
+    t.copy("llama", "llama", "configuration");
+    return analyse_model(t.copy("llama", "llama", "modeling", edits).string());
+  };
+  ModelProfile vision = with({{"class LlamaRotaryEmbedding(", "class LlamaVisionRotaryEmbedding("},
+                              {"LlamaRotaryEmbedding(config=config)", "LlamaVisionRotaryEmbedding(config=config)"},
+                              {"def apply_rotary_pos_emb(", "def apply_rotary_pos_emb_vision("}});
+  EXPECT_EQ(vision.decision("rope").value_string(), "none") << dump(vision);
+  ASSERT_FALSE(vision.decision("rope").notes.empty());
+  EXPECT_NE(vision.decision("rope").notes.front().find("LlamaVisionRotaryEmbedding"), std::string::npos);
+  ModelProfile text = with({});
+  EXPECT_FALSE(text.decision("rope").decided()) << dump(text);
+}

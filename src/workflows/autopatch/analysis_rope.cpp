@@ -113,12 +113,28 @@ void Analyzer::decide_rope() {
     if (!fns.empty()) break;
   }
   if (fns.empty()) {
+    // Rotary code of a vision tower (Glm5NextVisionRotaryEmbedding, apply_rotary_pos_emb_vision)
+    // says nothing about the text attention's positions.
+    auto vision = [](const std::string& n) {
+      return contains(n, "Vision") || contains(n, "vision") || contains(n, "Visual") || contains(n, "visual");
+    };
     bool any_rotary = false;
-    for (const auto& c : m.classes) any_rotary |= contains(c.name, "Rotary");
-    for (const auto& f : m.functions) any_rotary |= contains(f.name, "rotary") || contains(f.name, "rope");
+    std::vector<std::string> vision_rotary;
+    for (const auto& c : m.classes)
+      if (contains(c.name, "Rotary")) (vision(c.name) ? vision_rotary.push_back(c.name) : void(any_rotary = true));
+    for (const auto& f : m.functions)
+      if (contains(f.name, "rotary") || contains(f.name, "rope"))
+        (vision(f.name) ? vision_rotary.push_back(f.name) : void(any_rotary = true));
     if (!any_rotary) {
-      decide(dd, "none", 0.85);
-      dd.notes.push_back("no rotary embedding in the file (absolute or ALiBi positions)");
+      decide(dd, "none", vision_rotary.empty() ? 0.85 : 0.8);
+      if (vision_rotary.empty()) {
+        dd.notes.push_back("no rotary embedding in the file (absolute or ALiBi positions)");
+      } else {
+        std::string names;
+        for (const auto& n : vision_rotary) names += (names.empty() ? "" : ", ") + n;
+        dd.notes.push_back("the only rotary code is the vision tower's (" + names +
+                           "); the text attention applies no rotary embedding");
+      }
     } else {
       undecide(dd, "rotary code exists but the text attention forward calls no module-level "
                    "rotary function this analysis can follow");
