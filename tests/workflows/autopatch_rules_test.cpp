@@ -308,4 +308,53 @@ TEST(AutopatchRules, RotaryCodeOfTheVisionTowerOnlyIsNoTextRope) {
   EXPECT_NE(vision.decision("rope").notes.front().find("LlamaVisionRotaryEmbedding"), std::string::npos);
   ModelProfile text = with({});
   EXPECT_FALSE(text.decision("rope").decided()) << dump(text);
+  // A rotary function nothing calls, and no rotary module (Jamba, Nemotron-H: apply_rotary_pos_emb
+  // only named in a decorator): none, with the function named.
+  ModelProfile uncalled = with({{"class LlamaRotaryEmbedding(", "class LlamaPositions("},
+                                {"LlamaRotaryEmbedding(config=config)", "LlamaPositions(config=config)"}});
+  EXPECT_EQ(uncalled.decision("rope").value_string(), "none") << dump(uncalled);
+  ASSERT_FALSE(uncalled.decision("rope").notes.empty());
+  EXPECT_NE(uncalled.decision("rope").notes.front().find("apply_rotary_pos_emb are defined but never called"),
+            std::string::npos);
+}
+
+// The decoder picks its MLP class through a local (`ffn_layer_class = XSparseMoe if num_experts > 1
+// else XMLP`, then `self.mlp = ffn_layer_class(config)`: Jamba, Bamba), and the per-layer expert
+// count is a configuration property computed from a period (Jamba's layers_num_experts from
+// expert_layer_period = 2): both classes are found, and the decoder is a dense/MoE hybrid.
+TEST(AutopatchRules, MlpClassChosenThroughALocalAndAPeriodPropertyMakeAHybrid) {
+  Tree t;
+  t.copy("llama", "llama", "configuration",
+         {{"        hidden_act=\"silu\",\n", "        hidden_act=\"silu\",\n        num_experts=4,\n        expert_layer_period=2,\n"},
+          {"        self.hidden_act = hidden_act\n",
+           "        self.hidden_act = hidden_act\n        self.num_experts = num_experts\n"
+           "        self.expert_layer_period = expert_layer_period\n"},
+          {"        super().__init__(**kwargs)\n",
+           "        super().__init__(**kwargs)\n\n    @property\n    def layers_num_experts(self):\n"
+           "        return [self.num_experts if i % self.expert_layer_period == 1 else 1 for i in range(self.num_hidden_layers)]\n"}});
+  const std::string moe =
+      "class LlamaSparseMoe(nn.Module):\n"
+      "    def __init__(self, config):\n"
+      "        super().__init__()\n"
+      "        self.router = nn.Linear(config.hidden_size, config.num_experts, bias=False)\n"
+      "        self.experts = nn.ModuleList([LlamaMLP(config) for _ in range(config.num_experts)])\n"
+      "\n"
+      "    def forward(self, x):\n"
+      "        return self.experts[0](x) * self.router(x).sum()\n"
+      "\n"
+      "\n"
+      "class LlamaDecoderLayer(nn.Module):";
+  ModelProfile p = analyse_model(
+      t.copy("llama", "llama", "modeling",
+             {{"class LlamaDecoderLayer(nn.Module):", moe},
+              {"        self.mlp = LlamaMLP(config)\n",
+               "        num_experts = config.layers_num_experts[layer_idx]\n"
+               "        ffn_layer_class = LlamaSparseMoe if num_experts > 1 else LlamaMLP\n"
+               "        self.mlp = ffn_layer_class(config)\n"}})
+          .string());
+  EXPECT_EQ(p.decision("architecture").value_string(), "hybrid") << dump(p);
+  EXPECT_EQ(p.decision("mlp_activation").value_string(), "swiglu") << dump(p);
+  const PatchItem* mlp = find_item(p.apply, "swiglu");
+  ASSERT_NE(mlp, nullptr) << dump(p);
+  EXPECT_EQ(mlp->target, "LlamaMLP");
 }

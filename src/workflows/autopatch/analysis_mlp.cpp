@@ -588,6 +588,40 @@ void Analyzer::decide_mlp_and_arch() {
         if ((*it)[1] != s.mlp_attr) via.insert((*it)[1]);
       for (const auto& v : via)
         for (const auto& a : s.decoder->init_assignments_to(v)) cond += a.value + " ";
+      // Or through locals of __init__ (Jamba: `num_experts = config.layers_num_experts[layer_idx]`,
+      // `ffn_layer_class = JambaSparseMoeBlock if num_experts > 1 else JambaMLP`).
+      {
+        std::map<std::string, std::string> locals;
+        for (const auto& st : s.decoder->method("__init__")->body)
+          if (auto la = as_assignment(st); la && la->targets.size() == 1 && !starts_with(la->targets.front(), "self."))
+            locals[la->targets.front()] += la->value + " ";
+        std::set<std::string> added;
+        for (int pass = 0; pass < 3; ++pass) {
+          static const std::regex word(R"(\b([A-Za-z_]\w*)\b)");
+          std::string more;
+          for (auto it = std::sregex_iterator(cond.begin(), cond.end(), word); it != std::sregex_iterator(); ++it)
+            if (locals.count((*it)[1]) && added.insert((*it)[1]).second) more += locals[(*it)[1]];
+          if (more.empty()) break;
+          cond += more;
+        }
+      }
+      // A per-layer field the configuration computes in a property (Jamba's layers_num_experts from
+      // expert_layer_period / expert_layer_offset): its return expression, read as config fields.
+      if (cfg_module) {
+        static const std::regex cfg_name(R"(config\.(\w+))");
+        std::string more;
+        std::set<std::string> seen_props;
+        for (auto it = std::sregex_iterator(cond.begin(), cond.end(), cfg_name); it != std::sregex_iterator(); ++it) {
+          const std::string name = (*it)[1];
+          if (config_default(name) || !seen_props.insert(name).second) continue;
+          for (const auto& cc : cfg_module->classes)
+            if (const FunctionDef* prop = cc.method(name))
+              for (const auto& st : prop->body)
+                if (st.keyword() == "return")
+                  more += std::regex_replace(st.text.substr(6), self_attr, "config.$1") + " ";
+        }
+        cond += more;
+      }
       // A per-layer list whose default is None is filled by the configuration class from other
       // fields (`mlp_layer_types = ["dense" if i < self.first_k_dense_replace else "sparse" ...]`):
       // those fields decide, so they are read as well.
@@ -610,6 +644,12 @@ void Analyzer::decide_mlp_and_arch() {
                 filled_split = *n > 0;
                 d6.notes.push_back("config." + a->targets.front().substr(5) + " defaults to None and is filled as " +
                                    a->value + ": " + (*n > 0 ? "its first layers are of another kind" : "one kind for every layer"));
+              } else if (!filled_split && a->value.rfind("[]", 0) == 0 && ends_with(a->targets.front(), "layers")) {
+                // An index list filled with [] (Qwen3-MoE's mlp_only_layers): no layer of the other kind;
+                // a step or period beside it is read below.
+                filled_split = false;
+                d6.notes.push_back("config." + a->targets.front().substr(5) + " defaults to None and is filled as " +
+                                   a->value + ": no layer listed");
               }
             }
       static const std::regex cattr(R"(config\.(\w+))");
@@ -619,7 +659,8 @@ void Analyzer::decide_mlp_and_arch() {
         if (!def) continue;
         double v = std::atof(def->c_str());
         bool dense_first = contains(name, "dense") && v > 0;
-        bool interleave = (contains(name, "step") || contains(name, "freq") || contains(name, "interleave")) && v > 1;
+        bool interleave = (contains(name, "step") || contains(name, "freq") || contains(name, "interleave") ||
+                           contains(name, "period")) && v > 1;
         bool list = contains(name, "layers") && def->size() > 2 && def->front() == '[';
         if (dense_first || interleave || list) {
           hybrid = true;
@@ -653,7 +694,17 @@ void Analyzer::decide_mlp_and_arch() {
           note_split((*it)[1], "the layer index is taken modulo it, so layers alternate");
       if (filled_split) hybrid = *filled_split;
       if (hybrid) decide(d6, "hybrid", 0.85);
-      else {
+      else if (!filled.empty() && !filled_split) {
+        // The per-layer kinds come from configuration code this analysis does not evaluate
+        // (Step3p7: `moe_set = set(range(3, n))`): MoE layers exist, whether dense ones do by
+        // default is not known, so no claim about them.
+        decide(d6, "moe", 0.6);
+        std::string fields;
+        for (const auto& f : filled) fields += (fields.empty() ? "config." : ", config.") + f;
+        d6.notes.push_back(dense->name + " is used for layers a configuration marks as dense; " + fields +
+                           " defaults to None and is filled by the configuration class in code this analysis does not "
+                           "evaluate, so whether the default configuration has dense layers (hybrid) is not known");
+      } else {
         decide(d6, "moe", 0.8);
         d6.notes.push_back(dense->name + " is used for layers a configuration marks as dense; "
                            "with the default configuration every layer is sparse");

@@ -122,13 +122,39 @@ void Analyzer::decide_rope() {
     std::vector<std::string> vision_rotary;
     for (const auto& c : m.classes)
       if (contains(c.name, "Rotary")) (vision(c.name) ? vision_rotary.push_back(c.name) : void(any_rotary = true));
+    // A rotary function nothing calls (Jamba's apply_rotary_pos_emb, only named in a decorator of
+    // an attention whose forward never applies it) is no rotary embedding either.
+    auto called = [&](const std::string& name) {
+      auto in = [&](const std::vector<Statement>& body) {
+        for (const auto& st : body)
+          for (const auto& call : find_calls(st))
+            if (call.callee == name) return true;
+        return false;
+      };
+      for (const auto& c : m.classes)
+        for (const auto& f : c.methods)
+          if (in(f.body)) return true;
+      for (const auto& f : m.functions)
+        if (f.name != name && in(f.body)) return true;
+      return false;
+    };
+    std::vector<std::string> uncalled;
     for (const auto& f : m.functions)
-      if (contains(f.name, "rotary") || contains(f.name, "rope"))
-        (vision(f.name) ? vision_rotary.push_back(f.name) : void(any_rotary = true));
+      if (contains(f.name, "rotary") || contains(f.name, "rope")) {
+        if (vision(f.name)) vision_rotary.push_back(f.name);
+        else if (called(f.name)) any_rotary = true;
+        else uncalled.push_back(f.name);
+      }
     if (!any_rotary) {
       decide(dd, "none", vision_rotary.empty() ? 0.85 : 0.8);
+      if (!uncalled.empty()) {
+        std::string names;
+        for (const auto& n : uncalled) names += (names.empty() ? "" : ", ") + n;
+        dd.notes.push_back("the rotary function(s) " + names + " are defined but never called; the attention applies no "
+                           "rotary embedding");
+      }
       if (vision_rotary.empty()) {
-        dd.notes.push_back("no rotary embedding in the file (absolute or ALiBi positions)");
+        if (uncalled.empty()) dd.notes.push_back("no rotary embedding in the file (absolute or ALiBi positions)");
       } else {
         std::string names;
         for (const auto& n : vision_rotary) names += (names.empty() ? "" : ", ") + n;

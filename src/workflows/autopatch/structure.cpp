@@ -329,6 +329,22 @@ void find_structure(Structure& s) {
   }
   if (!s.decoder) return;
   s.decoder_norms = norm_attrs(s, *s.decoder);
+  // `ffn_layer_class = JambaSparseMoeBlock if num_experts > 1 else JambaMLP`, then
+  // `self.feed_forward = ffn_layer_class(config)` (Jamba, Bamba): the classes the local names.
+  auto classes_of_local = [&](const std::string& name) {
+    std::vector<std::string> out;
+    const FunctionDef* init = s.decoder->method("__init__");
+    if (!init) return out;
+    for (const auto& st : init->body) {
+      auto la = as_assignment(st);
+      if (!la || la->targets.size() != 1 || la->targets.front() != name) continue;
+      for (const auto& tok : la->value_tokens)
+        if (tok.kind == TokKind::Name && s.m.find_class(tok.text) &&
+            std::find(out.begin(), out.end(), tok.text) == out.end())
+          out.push_back(tok.text);
+    }
+    return out;
+  };
   // The attention class: among the decoder layer's *attn* / *attention* attributes (norms
   // excluded), the softmax attention (self_attn, a forward that applies RoPE or calls the attention
   // interface) over cross-attention; linear-attention / state-space mixers (GatedDeltaNet, Mamba)
@@ -338,6 +354,7 @@ void find_structure(Structure& s) {
   for (const auto& a : s.decoder->init_assignments()) {
     std::string attr = a.targets.front().substr(5);
     auto locals = local_classes_in(s, a);
+    if (locals.empty() && a.call && a.call->callee.find('.') == std::string::npos) locals = classes_of_local(a.call->callee);
     for (const auto& l : locals) {
       const ClassDef* c = s.m.find_class(l);
       if (!c || contains(attr, "norm") || (s.norms.count(l) && contains(l, "Norm"))) continue;
