@@ -166,6 +166,19 @@ TEST(AutopatchRules, ScalarLogitScalesFoldIntoTheFusedLoss) {
   const PatchItem* it = find_item(p.apply, "fused_linear_cross_entropy");
   ASSERT_NE(it, nullptr) << dump(p);
   EXPECT_EQ(it->params["logits_scale"].as<std::string>(""), "* logit_scale");
+  // A learned scalar parameter folds too (its gradient flows through the scaled hidden state).
+  for (const std::string init : {"nn.Parameter(torch.tensor(1.0))", "nn.Parameter(torch.ones(()))",
+                                 "nn.Parameter(torch.ones(1), requires_grad=True)"}) {
+    Tree t2;
+    t2.copy("llama", "llama", "configuration");
+    ModelProfile q = analyse_model(t2.copy("llama", "llama", "modeling",
+                                           {{kHeadInit, kHeadInit + "\n        self.logit_scale = " + init},
+                                            {kLogitsLine, kLogitsLine + "\n        logits = logits * self.logit_scale"}})
+                                       .string());
+    const PatchItem* folded = find_item(q.apply, "fused_linear_cross_entropy");
+    ASSERT_NE(folded, nullptr) << init << "\n" << dump(q);
+    EXPECT_EQ(folded->params["logits_scale"].as<std::string>(""), "* logit_scale") << init;
+  }
 }
 
 TEST(AutopatchRules, LogitTransformsThatAreNotOneScalarDeclineTheFusedLossWithTheReason) {

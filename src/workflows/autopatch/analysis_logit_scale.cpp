@@ -42,6 +42,12 @@ bool Analyzer::scalar_init_value(const std::string& value, std::string* field) c
     return true;
   }
   if (std::regex_match(v, number_literal())) return true;
+  // A learned scalar (`nn.Parameter(torch.tensor(1.0))`, `nn.Parameter(torch.ones(()))`,
+  // `torch.ones(1)`): one element, so it folds, and the fused forward keeps its gradient.
+  static const std::regex one_element(
+      R"(^(?:nn\.Parameter\()?torch\.(?:tensor\((?:[-+]?[0-9.eE+-]+|(?:self\.)?config\.\w+)(?:,[^()]*)?\)|)"
+      R"((?:ones|zeros|empty)\((?:\(\)|1|\(1,?\)|\[1\])(?:,[^()]*)?\))(?:,[^()]*)?\)?$)");
+  if (std::regex_match(v, one_element)) return true;
   *field = config_field(v);
   return !field->empty();
 }
