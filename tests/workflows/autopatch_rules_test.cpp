@@ -277,10 +277,15 @@ TEST(AutopatchRules, ExpertsComputedByTheBlockOrOneModuleDeeperDecideTheActivati
       "\n"
       "\n"
       "class LlamaDecoderLayer(nn.Module):";
+  // DBRX before transformers 5 took the activation dict as a constructor argument.
+  std::string deeper_argument = deeper;
+  deeper_argument.replace(deeper_argument.find("config.ffn_act_fn.get("), 22, "ffn_act_fn.get(");
   struct Case {
     const std::string* classes;
     std::string kind, mlp_class, declined_target;
-  } cases[] = {{&parallel, "fused_swiglu", "LlamaMoE", "LlamaMoE"}, {&deeper, "swiglu", "LlamaExpertGLU", "LlamaExperts"}};
+  } cases[] = {{&parallel, "fused_swiglu", "LlamaMoE", "LlamaMoE"},
+               {&deeper, "swiglu", "LlamaExpertGLU", "LlamaExperts"},
+               {&deeper_argument, "swiglu", "LlamaExpertGLU", "LlamaExperts"}};
   for (const auto& c : cases) {
     Tree t;
     t.copy("llama", "llama", "configuration");

@@ -121,7 +121,9 @@ Analyzer::MlpInfo Analyzer::analyse_mlp(const ClassDef& c) {
         int line = 0;
       };
       std::map<std::string, Local> locals;
-      static const std::regex dict_get(R"(^(?:self\.)?config\.(\w+)\.get\(["']name["'],["'](\w+)["']\)$)");
+      // `config.ffn_act_fn.get("name", "silu")`, or a constructor argument holding that dict
+      // (`ffn_act_fn.get(...)` in DBRX before transformers 5).
+      static const std::regex dict_get(R"(^(?:(?:self\.)?config\.)?(\w+)\.get\(["']name["'],["'](\w+)["']\)$)");
       static const std::regex str_lit(R"(^["'](\w+)["']$)");
       static const std::regex cfg_field(R"(^(?:self\.)?config\.(\w+)$)");
       static const std::regex by_local(R"(ACT2FN\[(\w+)\])");
@@ -132,7 +134,7 @@ Analyzer::MlpInfo Analyzer::analyse_mlp(const ClassDef& c) {
         const std::string& t = a->targets.front();
         if (t.rfind("self.", 0) != 0) {
           if (std::regex_match(a->value, mm, dict_get))
-            locals[t] = {mm[2], "", "the activation is the .get default of config." + mm[1].str() +
+            locals[t] = {mm[2], "", "the activation is the .get default of " + mm[1].str() +
                                         "['name']; a configuration naming another activation there changes it",
                          st.line};
           else if (std::regex_match(a->value, mm, str_lit))
