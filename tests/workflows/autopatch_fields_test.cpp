@@ -314,6 +314,9 @@ TEST(AutopatchProfileFields, TheLogitsScaleParamDrivesTheForwardAndBadTextIsRefu
   const std::string more = all_of(staged("tinycohere", edited("* logit_scale / config.extra_scale")));
   EXPECT_NE(more.find("\"logits_scale\": [(\"*\", \"logit_scale\"), (\"/\", \"config.extra_scale\")]"), std::string::npos)
       << more;
+  EXPECT_NE(all_of(staged("tinycohere", edited("* .5 / 2e-1"))).find("[(\"*\", \".5\"), (\"/\", \"2e-1\")]"),
+            std::string::npos)
+      << "every literal the analysis folds renders";
   EXPECT_EQ(all_of(staged("tinycohere", edited(""))).find("\"logits_scale\""), std::string::npos)
       << "an empty param renders no factor";
   for (const std::string bad : {"+ logit_scale", "* logit_scale /", "* __import__('os')", "logit_scale"}) {

@@ -53,7 +53,8 @@ Plan plan_of(const YAML::Node& doc) {
     if (it["kernel"].as<std::string>("") != "fused_linear_cross_entropy" || !it["params"] || !it["params"]["logits_scale"])
       continue;
     static const std::regex path(R"(^[A-Za-z_]\w{0,127}(\.[A-Za-z_]\w{0,127}){0,3}$)");
-    static const std::regex literal(R"(^[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?$)");
+    // The numbers the analysis reads as literal factors (analysis_logit_scale.cpp), `.5` included.
+    static const std::regex literal(R"(^[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?$|^\.[0-9]+([eE][-+]?[0-9]+)?$)");
     const std::string field = "patch_plan.apply[fused_linear_cross_entropy].params.logits_scale";
     const std::string text = it["params"]["logits_scale"].as<std::string>("");
     std::istringstream words(text);
