@@ -9,14 +9,18 @@
 
 #include "workflows/autopatch/analysis_internal.h"
 
+namespace liger::autopatch {
+
+bool is_logit_factor_literal(const std::string& text) {
+  static const std::regex r(R"(^[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?$|^\.[0-9]+([eE][-+]?[0-9]+)?$)");
+  return std::regex_match(text, r);
+}
+
+}  // namespace liger::autopatch
+
 namespace liger::autopatch::detail {
 
 namespace {
-
-const std::regex& number_literal() {
-  static const std::regex r(R"(^[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?$|^\.[0-9]+([eE][-+]?[0-9]+)?$)");
-  return r;
-}
 
 // `config.x`, `self.config.x`, `config.get_text_config().x` -> x; "" otherwise.
 std::string config_field(const std::string& expr) {
@@ -37,11 +41,11 @@ bool Analyzer::scalar_init_value(const std::string& value, std::string* field) c
   // `getattr(config, "x", 1.0)`: the field or its literal default.
   static const std::regex ga(R"(^getattr\((?:self\.)?config,["']([A-Za-z_]\w*)["'](?:,([^,()]+))?\)$)");
   if (std::regex_match(v, m, ga)) {
-    if (m[2].matched && !std::regex_match(m[2].str(), number_literal()) && m[2].str() != "None") return false;
+    if (m[2].matched && !is_logit_factor_literal(m[2].str()) && m[2].str() != "None") return false;
     *field = m[1].str();
     return true;
   }
-  if (std::regex_match(v, number_literal())) return true;
+  if (is_logit_factor_literal(v)) return true;
   // A learned scalar (`nn.Parameter(torch.tensor(1.0))`, `nn.Parameter(torch.ones(()))`,
   // `torch.ones(1)`): one element, so it folds, and the fused forward keeps its gradient.
   static const std::regex one_element(
@@ -90,7 +94,7 @@ std::string Analyzer::fold_logit_scale(HeadInfo& h, const std::string& transform
   LogitScale sc;
   sc.op = op;
   sc.line = line;
-  if (std::regex_match(factor, number_literal())) {
+  if (is_logit_factor_literal(factor)) {
     sc.factor = factor;
     h.scales.push_back(sc);
     return "";

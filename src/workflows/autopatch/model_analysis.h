@@ -95,6 +95,9 @@ struct Evidence {
 // mlp_activation, architecture, vision, rope, output_class, last_hidden_state, softcapping,
 // norm_names.
 const std::vector<std::string>& decision_keys();
+// A number the analysis reads as a literal logits factor ("0.5", ".5", "2e-1"); the profile's
+// params.logits_scale is checked against the same rule when Act renders it.
+bool is_logit_factor_literal(const std::string& text);
 
 struct Decision {
   int number = 0;

@@ -53,8 +53,6 @@ Plan plan_of(const YAML::Node& doc) {
     if (it["kernel"].as<std::string>("") != "fused_linear_cross_entropy" || !it["params"] || !it["params"]["logits_scale"])
       continue;
     static const std::regex path(R"(^[A-Za-z_]\w{0,127}(\.[A-Za-z_]\w{0,127}){0,3}$)");
-    // The numbers the analysis reads as literal factors (analysis_logit_scale.cpp), `.5` included.
-    static const std::regex literal(R"(^[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?$|^\.[0-9]+([eE][-+]?[0-9]+)?$)");
     const std::string field = "patch_plan.apply[fused_linear_cross_entropy].params.logits_scale";
     const std::string text = it["params"]["logits_scale"].as<std::string>("");
     std::istringstream words(text);
@@ -65,7 +63,7 @@ Plan plan_of(const YAML::Node& doc) {
                                           text.substr(0, 80) + "'",
                     "write the factors as '<op> <factor>' pairs, e.g. '/ config.logits_scaling' or '* logit_scale * 0.5', "
                     "then approve again");
-      if (!(words >> factor) || (!std::regex_match(factor, path) && !std::regex_match(factor, literal)))
+      if (!(words >> factor) || (!std::regex_match(factor, path) && !is_logit_factor_literal(factor)))
         throw Error(ErrorKind::Usage,
                     "profile field " + field + ": after '" + op + "' comes no attribute path from the head (config.x, "
                     "logit_scale, model.multiplier) or number in '" + text.substr(0, 80) + "'",

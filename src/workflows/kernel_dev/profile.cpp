@@ -69,6 +69,8 @@ void set_identity(KernelProfile& p, const std::string& op, const std::string& di
   p.python_function = "Liger" + camel_case(op) + "Function";
 }
 
+}  // namespace
+
 // Same function (same inputs in order, same values at random points, parameters at their
 // defaults)? Used to recognise "y = x * sigmoid(x)" as the catalogue's silu.
 bool same_function(const Program& a, const Program& b) {
@@ -105,6 +107,8 @@ bool same_function(const Program& a, const Program& b) {
   }
   return true;
 }
+
+namespace {
 
 const Activation* catalogue_match(const Program& program, const Catalogue& catalogue) {
   for (const auto& entry : catalogue.entries())

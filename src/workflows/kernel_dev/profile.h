@@ -248,6 +248,11 @@ InputKind detect_input_kind(const std::string& text, const Catalogue& catalogue)
 // and closest kernel where it can tell, every other field undecided with the reason.
 KernelProfile analyse(const AnalysisRequest& request, const KnowledgeBase& knowledge);
 
+// Same function: the same inputs in order and parameters, equal values at random points
+// (parameters at their defaults and perturbed). Recognises "y = x * sigmoid(x)" as the
+// catalogue's silu, and a PyTorch source that still computes an edited forward.
+bool same_function(const Program& a, const Program& b);
+
 // Fills every derived field of a Tier-1 profile from `program` (used by analyse() and by an
 // edited profile whose expression changed).
 void derive_tier1(KernelProfile& profile, const Program& program, const KnowledgeBase& knowledge);
