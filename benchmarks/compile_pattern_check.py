@@ -165,13 +165,19 @@ def source_callable(text, entry, torch, nn, F):
     return wrapper_scope["_source"], False
 
 
+# Input name -> a PyTorch expression of a standard-normal tensor z (--samples: the profile's
+# inputs[].sample), for ops defined on part of the line (log, a loss of probabilities).
+SAMPLES = {}
+
+
 def example_value(torch, name, entry):
     shape_init = entry.PARAMS.get(name)
     if shape_init is not None:
         size = (COLS,) if shape_init[0] == "channel" else (1,)
         # Positive and varied: a parameter inside log/sqrt stays finite; distinct per element.
         return torch.rand(size) + 0.5
-    return torch.randn(ROWS, COLS)
+    z = torch.randn(ROWS, COLS)
+    return eval(SAMPLES[name], {"torch": torch}, {"z": z}) if name in SAMPLES else z
 
 
 def check_signatures(op, package_dir, pattern):
@@ -205,7 +211,13 @@ def main():
     ap.add_argument("--package", default=os.path.join(os.path.dirname(HERE), "kernels", "python", "liger_kernels"),
                     help="the liger_kernels package directory (default: this checkout's)")
     ap.add_argument("--entry", default="", help="the entry file (default: <package>/compile/generated/<op>.py)")
+    ap.add_argument("--samples", default="",
+                    help="where inputs are drawn from: name=EXPR;... with EXPR a PyTorch expression of a standard-normal "
+                         "tensor z (the profile's inputs[].sample); unnamed inputs are z itself")
     a = ap.parse_args()
+    for spec in [x for x in a.samples.split(";") if x.strip()]:
+        name, _, expr = spec.partition("=")
+        SAMPLES[name.strip()] = expr
     text = a.source
     if a.source_file:
         with open(a.source_file) as f:

@@ -37,6 +37,16 @@ import kernel_dev_input
 DEFAULT_TOL = {"fp32": (1e-5, 1e-5, 1e-5), "fp16": (2e-3, 2e-3, 1e-3), "bf16": (1.6e-2, 1.6e-2, 8e-3)}
 
 
+def draw_input(torch, a, name, shape, device, dtype):
+    """A standard-normal draw mapped onto the input's domain (--samples), in the op's dtype."""
+    z = torch.randn(shape, device=device, dtype=torch.float32)
+    for spec in [s for s in a.samples.split(";") if s.strip()]:
+        n, _, expr = spec.partition("=")
+        if n.strip() == name:
+            z = eval(expr, {"torch": torch}, {"z": z})  # the profile's own map (input_sampling.cpp)
+    return z.to(dtype)
+
+
 def agreement(torch, a, names, params, eager, ours, cols, dtype):
     """Every output and gradient of the kernel against the PyTorch function evaluated in fp64 on the same
     (already quantised) inputs and the same upstream gradient. Returns {agree, tensors: [...], lines}.
@@ -53,7 +63,7 @@ def agreement(torch, a, names, params, eager, ours, cols, dtype):
             table[k] = tuple(float(x) for x in v)
     torch.manual_seed(1)
     rows = a.check_rows
-    inp = {n: torch.randn(rows, cols, device="cuda", dtype=dtype) for n in names}
+    inp = {n: draw_input(torch, a, n, (rows, cols), "cuda", dtype) for n in names}
     prm = {n: v.detach().clone() for n, v in params.items()}
     # The upstream gradient has the output's shape: [rows, cols] for a row-wise op, [rows] for a
     # per-row output (logsumexp, a row loss).
@@ -141,6 +151,10 @@ def main():
     ap.add_argument("--eager", required=True, help="PyTorch eager forward expression")
     ap.add_argument("--inputs", default="x", help="comma-separated input names")
     ap.add_argument("--params", default="", help="learnable parameters name:scalar|channel:init, comma-separated")
+    ap.add_argument("--samples", default="",
+                    help="where inputs are drawn from: name=EXPR;... with EXPR a PyTorch expression of a standard-normal "
+                         "tensor z (the profile's inputs[].sample, e.g. x=(0.1 + z.abs()) for an op defined on x > 0); "
+                         "unnamed inputs are z itself")
     ap.add_argument("--module-params", default="",
                     help="fixed module parameters name=value, comma-separated: the values the op runs with "
                          "(its defaults), bound in the expression (softplus's beta and threshold)")
@@ -183,7 +197,7 @@ def main():
     cols = a.cols or (14336 if len(names) > 1 else 4096)
     dev = "cuda"
     torch.manual_seed(0)
-    inputs = {n: torch.randn(a.rows, cols, device=dev, dtype=dtype) for n in names}
+    inputs = {n: draw_input(torch, a, n, (a.rows, cols), dev, dtype) for n in names}
     params = {}
     for spec in [p for p in a.params.split(",") if p]:
         n, shape, init = spec.split(":")
@@ -200,7 +214,10 @@ def main():
     env = {"torch": torch, "F": F, "math": math, "pi": math.pi, "e": math.e,
            "relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh, "exp": torch.exp, "log": torch.log,
            "log1p": torch.log1p, "expm1": torch.expm1, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt, "erf": torch.erf,
-           "abs": torch.abs, "sign": torch.sign, "sin": torch.sin, "cos": torch.cos, "softplus": F.softplus,
+           "abs": torch.abs, "sign": torch.sign, "sin": torch.sin, "cos": torch.cos, "atan": torch.atan,
+           "floor": torch.floor, "ceil": torch.ceil, "round": torch.round, "trunc": torch.trunc,
+           "detach": lambda v: v.detach(),
+           "softplus": F.softplus,
            "step": step, "where": torch.where, "max": torch.maximum, "min": torch.minimum, "clamp": torch.clamp,
            "pow": torch.pow, "square": torch.square}
     for spec in [m for m in a.module_params.split(",") if m]:

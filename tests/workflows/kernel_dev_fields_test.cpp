@@ -103,6 +103,7 @@ const std::vector<FieldCase> kCases = {
     {"inputs[].shape", "dyt", "inputs[0].shape", "[cols]"},
     {"inputs[].dtype", "dyt", "inputs[0].dtype", "fp32"},
     {"inputs[].description", "dyt", "inputs[0].description", "edited"},
+    {"inputs[].sample", "dyt", "inputs[0].sample", "positive"},
     {"outputs[].name", "dyt", "outputs[0].name", "out"},
     {"outputs[].shape", "dyt", "outputs[0].shape", "[cols]"},
     {"outputs[].dtype", "dyt", "outputs[0].dtype", "fp32"},

@@ -90,7 +90,11 @@ backward:
 const std::vector<std::string> kTier2 = {"softmax", "rms_scale"};
 
 // tanh: an op named like a libm function (namespace liger::kernels::tanh next to ::tanh).
-const std::vector<std::string> kOps = {"ReLU squared activation function", "SwiGLU", "DyT", "leaky relu", "tanh"};
+// The last two: inputs on part of the line (p in (0, 1): inputs[].sample unit) and atan's code;
+// rounding and detach() (a straight-through estimator).
+const std::vector<std::string> kOps = {"ReLU squared activation function", "SwiGLU", "DyT", "leaky relu", "tanh",
+                                       "def bce_atan(p, t): return F.binary_cross_entropy(p, t, reduction='none') + torch.atan(t)",
+                                       "def fake_quant(x): return x + (torch.round(x * 8) / 8 - x).detach() + torch.floor(x)"};
 
 }  // namespace
 
@@ -437,4 +441,77 @@ TEST(KernelDevRender, Tier2HostCodePythonAndCudaCompile) {
     for (const auto& s : skipped) what += (what.empty() ? "" : ", ") + s;
     GTEST_SKIP() << "not compiled, tool missing: " << what;
   }
+}
+
+// Input names are the user's (a function's parameters): every name a generated file also uses for
+// a local of its own (t for the tunables, s for the stream, out, rows, dtype, ...) must still give
+// code that compiles, in every language the op is rendered to.
+TEST(KernelDevRender, InputsNamedLikeTheTemplatesLocalsStillCompile) {
+  const std::vector<std::string> names = {"i",      "m",      "out",    "rows",  "cols",   "dtype",
+                                          "shape",  "device", "size",   "ctx",    "stream", "status", "mode",  "count",
+                                          "bytes",  "ref",    "seed",   "key",    "offset", "stride", "row",   "col",
+                                          "vec",    "total",  "result", "saved",  "tunables", "workspace", "M", "VEC",
+                                          "new",    "auto",   "char",
+                                          // Names that need no rename: they must stay the user's.
+                                          "x", "y", "t", "a", "b", "c", "s", "n", "e", "k", "r", "h", "l", "v", "g", "w", "z", "p", "u", "q", "f", "d", "logits",
+                                          "target", "gate", "up", "input", "mask", "hidden", "other",
+                                          // Its gradient would be `do`.
+                                          "o"};
+  const std::set<std::string> kept = {"x", "y", "t", "a", "c", "s", "n", "e", "k", "r", "h", "l", "v", "b", "g", "w", "z", "p", "u", "q", "f", "d", "logits",
+                                      "target", "gate", "up", "input", "mask", "hidden", "other"};
+  ASSERT_LE(names.size(), 64u) << "a generated element-wise kernel reads at most 64 inputs";
+  auto request_of = [](const std::vector<std::string>& inputs) {
+    std::string parameters, body;
+    for (const auto& n : inputs) {
+      parameters += (parameters.empty() ? "" : ", ") + n;
+      body += n + " * 1.5 + ";
+    }
+    return "def clash(" + parameters + "): return " + body + "torch.tanh(" + inputs.front() + ")";
+  };
+  const std::string request = request_of(names);
+  const kd::KernelProfile p = kd::analyse({request, kd::InputKind::Auto, ""}, kb());
+  ASSERT_TRUE(p.complete()) << request;
+  ASSERT_EQ(p.inputs.size(), names.size());
+  // One more input than the kernel's read masks hold is refused at Understand, with the reason.
+  std::vector<std::string> too_many;
+  for (int i = 0; i < 65; ++i) too_many.push_back("x" + std::to_string(i));
+  const kd::KernelProfile wide = kd::analyse({request_of(too_many), kd::InputKind::Auto, ""}, kb());
+  EXPECT_FALSE(wide.complete());
+  ASSERT_TRUE(wide.undecided.count("forward"));
+  EXPECT_NE(wide.undecided.at("forward").find("reads at most 64"), std::string::npos) << wide.undecided.at("forward");
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (kept.count(names[i])) {
+      EXPECT_EQ(p.inputs[i].name, names[i]) << "renamed without need";
+    } else {
+      EXPECT_EQ(p.inputs[i].name, names[i] + "_in");
+      EXPECT_TRUE(std::any_of(p.notes.begin(), p.notes.end(), [&](const std::string& n) {
+        return n.find("input '" + names[i] + "' is '" + names[i] + "_in'") != std::string::npos;
+      })) << names[i];
+    }
+  }
+  const auto files = kd::render(p, kSource / "templates/kernel_dev");
+  std::string gxx = find_tool({"g++", "c++"});
+  if (gxx.empty()) GTEST_SKIP() << "no C++ compiler (g++) on PATH: the rendered code was not compiled";
+  fs::path root = write_tree(files, p.op_name + "_clash");
+  std::string error = build_reference(gxx, root, p.op_name);
+  EXPECT_TRUE(error.empty()) << error;
+  if (error.empty()) {
+    error = run((root / "ref_test").string(), root / "run.log");
+    EXPECT_TRUE(error.empty()) << error;
+  }
+  if (const std::string cuda_include = cuda_include_dir(); !cuda_include.empty()) {
+    error = check_host_code(gxx, cuda_include, root, p.op_name);
+    EXPECT_TRUE(error.empty()) << error;
+  }
+  if (const std::string python = find_tool({"python3"}); !python.empty())
+    for (const std::string& module : {"ops/" + p.op_name + ".py", "compile/generated/" + p.op_name + ".py"}) {
+      if (!fs::exists(root / "kernels/python/liger_kernels" / module)) continue;
+      error = py_compile(python, root, module);
+      EXPECT_TRUE(error.empty()) << module << ": " << error;
+    }
+  if (const std::string nvcc = find_tool({"nvcc", "/usr/local/cuda/bin/nvcc"}); !nvcc.empty()) {
+    error = compile_kernel(nvcc, root, p.op_name);
+    EXPECT_TRUE(error.empty()) << error;
+  }
+  fs::remove_all(root);
 }

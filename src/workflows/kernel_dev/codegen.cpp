@@ -129,13 +129,17 @@ class Emitter {
     }
     if (fn == "step") return "(" + x + " > " + zero() + " ? " + one() + " : " + zero() + ")";
     if (fn == "rsqrt") return d_ == Dialect::CudaF32 ? "rsqrtf(" + x + ")" : "(1.0 / std::sqrt(" + x + "))";
+    if (fn == "detach") return x;  // the value itself; the derivative already dropped it
     static const std::map<std::string, std::pair<const char*, const char*>> calls = {
         // M:: is the kernel's math policy (templates/kernel_dev/kernel.cu.mustache): accurate libm
         // forms for fp32 storage, SFU approximations far below the rounding of 16-bit storage.
         {"exp", {"M::exp", "std::exp"}},       {"log", {"M::log", "std::log"}},     {"log1p", {"M::log1p", "std::log1p"}},
         {"expm1", {"M::expm1", "std::expm1"}}, {"sqrt", {"sqrtf", "std::sqrt"}},    {"tanh", {"M::tanh", "std::tanh"}},
         {"erf", {"M::erf", "std::erf"}},       {"abs", {"fabsf", "std::fabs"}},     {"sin", {"sinf", "std::sin"}},
-        {"cos", {"cosf", "std::cos"}},         {"sigmoid", {"M::sigmoid", "sigmoid_f64"}},
+        {"cos", {"cosf", "std::cos"}},         {"atan", {"atanf", "std::atan"}},
+        {"floor", {"floorf", "std::floor"}},   {"ceil", {"ceilf", "std::ceil"}},    {"trunc", {"truncf", "std::trunc"}},
+        // rintf rounds halves to even in the default mode, as torch.round (roundf would not).
+        {"round", {"rintf", "std::nearbyint"}},    {"sigmoid", {"M::sigmoid", "sigmoid_f64"}},
         {"softplus", {"M::softplus", "softplus_f64"}}, {"sign", {"sign_f32", "sign_f64"}}};
     auto it = calls.find(fn);
     if (it == calls.end()) return "/* unsupported " + fn + " */";

@@ -36,7 +36,8 @@ std::string python_number(double value) {
 // supports; their graph kind (graph.py) is the name itself.
 const std::set<std::string>& unary_torch() {
   static const std::set<std::string> names = {"exp",  "log", "log1p", "expm1", "sqrt", "rsqrt", "tanh", "sigmoid",
-                                              "erf",  "abs", "relu",  "sign",  "sin",  "cos",   "square"};
+                                              "erf",  "abs", "relu",  "sign",  "sin",  "cos",   "square", "atan",
+                                              "floor", "ceil",  "round", "trunc", "detach"};
   return names;
 }
 

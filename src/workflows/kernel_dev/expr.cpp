@@ -262,6 +262,12 @@ const std::vector<PrimitiveFunction>& primitive_functions() {
       {"sign", {"x"}, "-1, 0 or 1"},
       {"sin", {"x"}, "sine"},
       {"cos", {"x"}, "cosine"},
+      {"atan", {"x"}, "arc tangent (fp32 atanf); asin, acos and atan2 are written with it"},
+      {"floor", {"x"}, "largest integer <= x; derivative 0, as PyTorch"},
+      {"ceil", {"x"}, "smallest integer >= x; derivative 0, as PyTorch"},
+      {"round", {"x"}, "nearest integer, halves to even (torch.round); derivative 0, as PyTorch"},
+      {"trunc", {"x"}, "integer part, towards 0; derivative 0, as PyTorch"},
+      {"detach", {"x"}, "x itself, with no gradient through it (Tensor.detach: straight-through estimators)"},
       {"max", {"a", "b"}, "element-wise maximum; a tie splits the gradient as torch.maximum"},
       {"min", {"a", "b"}, "element-wise minimum; a tie splits the gradient as torch.minimum"},
       {"clamp", {"x", "min", "max"}, "min(max(x, min), max); gradient 1 on [min, max] as torch.clamp"},
@@ -346,6 +352,12 @@ T evaluate(const Expr& e, const Environment& env) {
   if (f == "sign") return x > T(0) ? T(1) : x < T(0) ? T(-1) : T(0);
   if (f == "sin") return std::sin(x);
   if (f == "cos") return std::cos(x);
+  if (f == "atan") return std::atan(x);
+  if (f == "floor") return std::floor(x);
+  if (f == "ceil") return std::ceil(x);
+  if (f == "round") return std::nearbyint(x);  // the default rounding mode: halves to even
+  if (f == "trunc") return std::trunc(x);
+  if (f == "detach") return x;
   if (f == "max") return std::max(x, evaluate<T>(e->args[1], env));
   if (f == "min") return std::min(x, evaluate<T>(e->args[1], env));
   if (f == "clamp") return std::min(std::max(x, evaluate<T>(e->args[1], env)), evaluate<T>(e->args[2], env));
@@ -437,6 +449,8 @@ Expr Differentiator::d_node(const Expr& e) {
     return call("where", {compare("<", a[0], a[1]), differentiate(a[1], v),
                           call("where", {compare(">", a[0], a[2]), differentiate(a[2], v), dx})});
   }
+  // Piecewise constant, or cut out of the graph: PyTorch's gradient through them is 0.
+  if (f == "floor" || f == "ceil" || f == "round" || f == "trunc" || f == "detach") return num(0);
   Expr u = a[0];
   Expr du = differentiate(u, v);
   Expr outer;
@@ -454,6 +468,7 @@ Expr Differentiator::d_node(const Expr& e) {
   else if (f == "softplus") outer = call("sigmoid", {u});
   else if (f == "sin") outer = call("cos", {u});
   else if (f == "cos") outer = neg(call("sin", {u}));
+  else if (f == "atan") outer = div(num(1), add(num(1), pow(u, num(2))));
   else throw std::invalid_argument("cannot differentiate function '" + f + "'");
   return mul(outer, du);
 }
@@ -676,13 +691,66 @@ Expr derivative(const Expr& e, const std::string& variable) { return simplify(di
 namespace liger::kernel_dev {
 
 const std::vector<std::string>& identity_function_names() {
-  static const std::vector<std::string> names = {"sinh", "cosh", "tan", "asinh", "acosh", "atanh", "exp2",
-                                                 "log2", "log10", "reciprocal", "logsigmoid", "logit", "sinc"};
+  static const std::vector<std::string> names = {
+      "sinh",   "cosh",      "tan",   "asinh",  "acosh",      "atanh", "asin", "acos", "exp2", "log2",
+      "log10",  "reciprocal", "logsigmoid", "logit", "sinc", "erfc", "ndtr", "entr",
+      "logaddexp(a, b)", "logaddexp2(a, b)", "hypot(a, b)", "atan2(y, x)", "xlogy(a, b)", "xlog1py(a, b)",
+      "copysign(a, b)", "lerp(a, b, w)"};
   return names;
 }
 
+namespace {
+
+// Functions of two or three tensors (PyTorch's binary element-wise functions), written with the
+// primitives. Each form is the one that stays finite where the naive one overflows or cancels.
+std::optional<Expr> identity_of_several(const std::string& name, const std::vector<Expr>& args) {
+  if (args.size() == 2) {
+    const Expr& a = args[0];
+    const Expr& b = args[1];
+    // log(e^a + e^b) = max(a, b) + log1p(e^-|a - b|): no exp of a large argument. At a tie the
+    // max's split gradient (1/2 each) plus the log1p term's (0: abs'(0) = 0) is sigmoid(0) = 1/2,
+    // as torch.logaddexp's.
+    if (name == "logaddexp")
+      return add(call("max", {a, b}), call("log1p", {call("exp", {neg(call("abs", {sub(a, b)}))})}));
+    if (name == "logaddexp2")  // log2(2^a + 2^b) = max + log2(1 + 2^-|a - b|)
+      return add(call("max", {a, b}),
+                 div(call("log1p", {call("exp", {mul(num(-M_LN2), call("abs", {sub(a, b)}))})}), num(M_LN2)));
+    if (name == "hypot") return call("sqrt", {add(pow(a, num(2)), pow(b, num(2)))});
+    // xlogy(a, b) = a log b, 0 where a = 0 (also when b = 0); xlog1py likewise with log1p. At
+    // a = 0 the a-gradient stays PyTorch's log b (0 only where b <= 0, log's domain edge): the
+    // a = 0 branch multiplies a by the log of b moved into the domain, not by nothing.
+    if (name == "xlogy")
+      return call("where", {compare("==", a, num(0)),
+                            mul(a, call("log", {call("where", {compare(">", b, num(0)), b, num(1)})})),
+                            mul(a, call("log", {b}))});
+    if (name == "xlog1py")
+      return call("where", {compare("==", a, num(0)),
+                            mul(a, call("log1p", {call("where", {compare(">", b, num(-1)), b, num(0)})})),
+                            mul(a, call("log1p", {b}))});
+    if (name == "copysign")  // |a| with b's sign (b = -0 counts as positive here)
+      return call("where", {compare("<", b, num(0)), neg(call("abs", {a})), call("abs", {a})});
+    // atan2(y, x): the quadrant from the signs; on x = 0 the limit +-pi/2. The derivatives of
+    // atan(y / x) are PyTorch's (x / r^2, -y / r^2) wherever x != 0.
+    if (name == "atan2") {
+      const Expr& y = a;
+      const Expr& x = b;
+      const Expr base = call("atan", {div(y, x)});
+      return call("where",
+                  {compare(">", x, num(0)), base,
+                   call("where", {compare("<", x, num(0)),
+                                  call("where", {compare(">=", y, num(0)), add(base, num(M_PI)), sub(base, num(M_PI))}),
+                                  mul(call("sign", {y}), num(M_PI / 2))})});
+    }
+  }
+  if (args.size() == 3 && name == "lerp")  // a + w (b - a)
+    return add(args[0], mul(args[2], sub(args[1], args[0])));
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<Expr> identity_function(const std::string& name, const std::vector<Expr>& args) {
-  if (args.size() != 1) return std::nullopt;
+  if (args.size() != 1) return identity_of_several(name, args);
   const Expr& x = args[0];
   if (name == "sinh") return div(sub(call("exp", {x}), call("exp", {neg(x)})), num(2));
   if (name == "cosh") return div(add(call("exp", {x}), call("exp", {neg(x)})), num(2));
@@ -699,6 +767,15 @@ std::optional<Expr> identity_function(const std::string& name, const std::vector
   if (name == "log2") return div(call("log", {x}), num(M_LN2));
   if (name == "log10") return div(call("log", {x}), num(M_LN10));
   if (name == "reciprocal") return div(num(1), x);
+  // asin(x) = atan(x / sqrt(1 - x^2)); its derivative simplifies to 1 / sqrt(1 - x^2), asin's.
+  if (name == "asin") return call("atan", {div(x, call("sqrt", {sub(num(1), pow(x, num(2)))}))});
+  if (name == "acos")
+    return sub(num(M_PI / 2), call("atan", {div(x, call("sqrt", {sub(num(1), pow(x, num(2)))}))}));
+  if (name == "erfc") return sub(num(1), call("erf", {x}));
+  // The standard normal CDF (torch.special.ndtr).
+  if (name == "ndtr") return mul(num(0.5), add(num(1), call("erf", {mul(x, num(M_SQRT1_2))})));
+  // torch.special.entr: -x log x, 0 at x = 0 (negative x is -inf there; the op's domain is x >= 0).
+  if (name == "entr") return call("where", {compare("==", x, num(0)), num(0), neg(mul(x, call("log", {x})))});
   if (name == "logsigmoid") return neg(call("softplus", {neg(x)}));
   if (name == "logit") return sub(call("log", {x}), call("log1p", {neg(x)}));
   // torch.sinc, the normalised one: sin(pi x) / (pi x). Near 0 its series (z = (pi x)^2; the next

@@ -64,12 +64,13 @@ std::string to_string(const Expr& e);
 std::set<std::string> free_symbols(const Expr& e);
 Expr substitute(const Expr& e, const std::map<std::string, Expr>& bindings);
 // Functions the expression language has no primitive for, written with those it has (same values,
-// derivatives from the identities): sinh, cosh, tan, asinh, acosh, atanh, exp2, log2, log10,
-// reciprocal, logsigmoid, logit. Shared by the expression parser and the PyTorch translator, so
-// `y = log(cosh(x))` and `torch.log(torch.cosh(x))` mean the same. nullopt for any other name or
-// argument count.
+// derivatives from the identities): sinh, cosh, tan, asinh, acosh, atanh, asin, acos, exp2, log2,
+// log10, reciprocal, logsigmoid, logit, sinc, erfc, ndtr, entr of one argument; logaddexp,
+// logaddexp2, hypot, atan2, xlogy, xlog1py, copysign of two; lerp of three. Shared by the
+// expression parser and the PyTorch translator, so `y = log(cosh(x))` and
+// `torch.log(torch.cosh(x))` mean the same. nullopt for any other name or argument count.
 std::optional<Expr> identity_function(const std::string& name, const std::vector<Expr>& args);
-// The names identity_function knows (for error messages).
+// The names identity_function knows, with the arguments of those of several (for error messages).
 const std::vector<std::string>& identity_function_names();
 bool contains_function(const Expr& e, const std::string& function);
 // Number of nodes (used to report how much simplification removed).
@@ -158,6 +159,10 @@ struct Program {
   Expr expression;                 // the output with every intermediate assignment substituted
   std::vector<std::string> inputs; // tensor inputs, in order of first appearance
   std::vector<ParamDecl> params;   // learnable parameters and fixed (module) parameters
+  // Inputs a PyTorch function documents a range for (F.binary_cross_entropy's probabilities and
+  // targets in [0, 1]), by sample kind (input_sampling.h): the tests draw them from there even
+  // where the formula would be finite outside it (PyTorch's CUDA kernel asserts the range).
+  std::map<std::string, std::string> sample_hints;
 };
 
 // Parses `text`. Names that are neither assigned, declared params, constants, nor recognised

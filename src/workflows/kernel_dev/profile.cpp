@@ -9,6 +9,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "workflows/kernel_dev/generated_names.h"
+#include "workflows/kernel_dev/input_sampling.h"
 #include "workflows/kernel_dev/pytorch.h"
 #include "workflows/kernel_dev/segment.h"
 #include "workflows/kernel_dev/tier3.h"
@@ -73,8 +75,52 @@ void set_identity(KernelProfile& p, const std::string& op, const std::string& di
 
 // Same function (same inputs in order, same values at random points, parameters at their
 // defaults)? Used to recognise "y = x * sigmoid(x)" as the catalogue's silu.
+namespace {
+
+// `e` with every detach(v) replaced by v: the same values (memoised: the IR shares subtrees).
+Expr substitute_detach(const Expr& e, std::map<const Node*, Expr>& done) {
+  if (e->args.empty()) return e;
+  if (auto it = done.find(e.get()); it != done.end()) return it->second;
+  std::vector<Expr> args;
+  for (const auto& a : e->args) args.push_back(substitute_detach(a, done));
+  Expr out;
+  switch (e->kind) {
+    case Kind::Add: out = add(args[0], args[1]); break;
+    case Kind::Sub: out = sub(args[0], args[1]); break;
+    case Kind::Mul: out = mul(args[0], args[1]); break;
+    case Kind::Div: out = div(args[0], args[1]); break;
+    case Kind::Pow: out = pow(args[0], args[1]); break;
+    case Kind::Neg: out = neg(args[0]); break;
+    case Kind::Compare: out = compare(e->name, args[0], args[1]); break;
+    case Kind::Call: out = e->name == "detach" ? args[0] : call(e->name, args); break;
+    default: out = e;
+  }
+  done.emplace(e.get(), out);
+  return out;
+}
+Expr substitute_detach(const Expr& e) {
+  std::map<const Node*, Expr> done;
+  return substitute_detach(e, done);
+}
+
+}  // namespace
+
 bool same_function(const Program& a, const Program& b) {
   if (a.inputs.size() != b.inputs.size() || a.params.size() != b.params.size()) return false;
+  // detach() keeps values and changes gradients: equal values then say nothing about the
+  // backward, so the derivatives must agree too (x * sigmoid(x).detach() is not silu).
+  if (contains_function(a.expression, "detach") || contains_function(b.expression, "detach")) {
+    for (std::size_t k = 0; k < a.inputs.size(); ++k) {
+      Program da = a, db = b;
+      da.expression = derivative(a.expression, a.inputs[k]);
+      db.expression = derivative(b.expression, b.inputs[k]);
+      // A derivative may hold detach() in turn (of a product's other factor): as values it is the
+      // same, and comparing values is what is left to do (no further recursion).
+      da.expression = substitute_detach(da.expression);
+      db.expression = substitute_detach(db.expression);
+      if (!same_function(da, db)) return false;
+    }
+  }
   for (const auto& p : a.params) {
     auto it = std::find_if(b.params.begin(), b.params.end(), [&](const ParamDecl& q) { return q.name == p.name; });
     if (it == b.params.end() || it->learnable != p.learnable || it->shape != p.shape) return false;
@@ -465,7 +511,8 @@ void derive_tier1(KernelProfile& p, const Program& program, const KnowledgeBase&
       {"sqrt", "sqrtf in fp32"},
       {"pow", "powf in fp32 for non-integer exponents (integer powers are products)"},
       {"sin", "sinf in fp32"},
-      {"cos", "cosf in fp32"}};
+      {"cos", "cosf in fp32"},
+      {"atan", "atanf in fp32"}};
   std::set<std::string> all_functions = functions;
   for (const auto& [name, e] : code.backward) {
     std::vector<std::string> ignored;
@@ -500,17 +547,35 @@ void derive_tier1(KernelProfile& p, const Program& program, const KnowledgeBase&
 
   // Gradients.
   std::vector<GradientSpec> gradients;
-  for (const auto& in : program.inputs)
-    gradients.push_back({in, "input", to_string(derivative(forward, in)), false, ""});
+  std::vector<Expr> derivatives;
+  for (const auto& in : program.inputs) {
+    derivatives.push_back(derivative(forward, in));
+    gradients.push_back({in, "input", to_string(derivatives.back()), false, ""});
+  }
   for (const auto& param : program.params) {
     if (!param.learnable) continue;
-    GradientSpec g{param.name, "learnable", to_string(derivative(forward, param.name)), true, ""};
+    derivatives.push_back(derivative(forward, param.name));
+    GradientSpec g{param.name, "learnable", to_string(derivatives.back()), true, ""};
     g.reduction_note = param.shape == ParamShape::Scalar
                            ? "d" + param.name + " = sum over all elements of d" + program.output + " * (expression)"
                            : "d" + param.name + "[c] = sum over rows of d" + program.output + "[r, c] * (expression)";
     gradients.push_back(g);
   }
   p.gradients = gradients;
+
+  // Where the tests draw each input from: the op may be defined on part of the line only.
+  Environment at_defaults;
+  for (const auto& param : program.params) at_defaults[param.name] = param.init;
+  const SampleChoice samples = choose_input_samples(forward, derivatives, program.inputs, at_defaults, 256,
+                                                    program.sample_hints);
+  for (auto& in : p.inputs) {
+    in.sample = samples.kind.at(in.name);
+    if (in.sample != "normal")
+      p.notes.push_back("tests draw " + sample_description(in.sample, in.name) +
+                        (program.sample_hints.count(in.name) ? " (the range PyTorch documents for it; inputs[].sample)"
+                                                             : " (the op is not finite on the whole line; inputs[].sample)"));
+  }
+  if (!samples.problem.empty()) p.notes.push_back("input sampling: " + samples.problem);
 
   TilingSpec t;
   t.threads_per_block = 256;
@@ -576,6 +641,12 @@ void derive_tier1(KernelProfile& p, const Program& program, const KnowledgeBase&
   for (const char* field : {"forward", "precision", "saved_for_backward", "gradients", "backward", "tiling",
                             "benchmark", "tolerances", "inputs", "outputs", "learnable_parameters", "tier"})
     p.undecided.erase(field);
+  // Nowhere finite (y = x / 0, log(-|x| - 1)): no kernel of it could pass a test; the request is
+  // almost certainly not what was meant.
+  if (samples.points > 0 && samples.failing == samples.points)
+    p.undecided["forward"] = "the forward '" + to_string(forward) + "' or its gradient is not finite at any of " +
+                             std::to_string(samples.points) + " random points under any input distribution tried (" +
+                             "the whole line, positive, (-1, 1), (0, 1), above 1): check the formula";
   if (!p.closest_kernel.empty()) p.undecided.erase("closest_kernel");
 }
 
@@ -589,7 +660,19 @@ KernelProfile analyse(const AnalysisRequest& request, const KnowledgeBase& knowl
   auto finish_tier1 = [&](const Program& program, std::string op, const std::string& display) {
     if (!request.name.empty()) op = snake_case(request.name);
     set_identity(p, op, display);
-    derive_tier1(p, program, knowledge);
+    // The generated kernel keeps one bit per input in its read masks (kernel.cu.mustache).
+    constexpr std::size_t kMaxTier1Inputs = 64;
+    if (program.inputs.size() > kMaxTier1Inputs) {
+      p.tier = 1;
+      p.tier_reason = "Tier 1 (element-wise)";
+      mark_undecided_formulas(p, "the op has " + std::to_string(program.inputs.size()) +
+                                     " input tensors; a generated element-wise kernel reads at most " +
+                                     std::to_string(kMaxTier1Inputs) +
+                                     " (split the op, or stack inputs that play the same part into one tensor)");
+      p.undecided["inputs"] = p.undecided["forward"];
+      return p;
+    }
+    derive_tier1(p, with_generated_code_names(program, p.notes), knowledge);
     for (const auto& k : knowledge.tiers.kernels)
       if (k == p.op_name)
         p.notes.push_back("the library already has a kernel named '" + p.op_name +

@@ -27,6 +27,8 @@ struct TensorSpec {
   std::string shape;  // "[rows, cols]", "[cols]", "[1]"
   std::string dtype;  // "same as x" / "fp32"
   std::string description;
+  // Inputs only: the distribution the tests draw this input from (input_sampling.h); "" is normal.
+  std::string sample = "normal";
 };
 
 struct ParameterSpec {

@@ -20,7 +20,8 @@ YAML::Node undecided_node(const std::string& reason) {
   return n;
 }
 
-YAML::Node tensors_node(const std::vector<TensorSpec>& tensors) {
+// `with_samples`: the inputs of an op whose tests draw them (Tier 1) carry inputs[].sample.
+YAML::Node tensors_node(const std::vector<TensorSpec>& tensors, bool with_samples = false) {
   YAML::Node list(YAML::NodeType::Sequence);
   for (const auto& t : tensors) {
     YAML::Node n;
@@ -28,6 +29,7 @@ YAML::Node tensors_node(const std::vector<TensorSpec>& tensors) {
     n["shape"] = t.shape;
     n["dtype"] = t.dtype;
     n["description"] = t.description;
+    if (with_samples) n["sample"] = t.sample.empty() ? "normal" : t.sample;
     list.push_back(n);
   }
   return list;
@@ -71,7 +73,8 @@ bool undecided_in(const YAML::Node& n, const char* key, KernelProfile& p) {
 std::vector<TensorSpec> tensors_from(const YAML::Node& n) {
   std::vector<TensorSpec> out;
   if (!n || !n.IsSequence()) return out;
-  for (const auto& t : n) out.push_back({str(t, "name"), str(t, "shape"), str(t, "dtype"), str(t, "description")});
+  for (const auto& t : n)
+    out.push_back({str(t, "name"), str(t, "shape"), str(t, "dtype"), str(t, "description"), str(t, "sample")});
   return out;
 }
 
@@ -133,7 +136,7 @@ YAML::Node profile_to_yaml(const KernelProfile& p) {
     closest["reason"] = p.closest_reason;
     root["closest_kernel"] = closest;
   }
-  root["inputs"] = p.undecided.count("inputs") ? undecided_node(p.undecided.at("inputs")) : tensors_node(p.inputs);
+  root["inputs"] = p.undecided.count("inputs") ? undecided_node(p.undecided.at("inputs")) : tensors_node(p.inputs, p.tier == 1);
   root["outputs"] = p.undecided.count("outputs") ? undecided_node(p.undecided.at("outputs")) : tensors_node(p.outputs);
   root["learnable_parameters"] = p.undecided.count("learnable_parameters")
                                      ? undecided_node(p.undecided.at("learnable_parameters"))
@@ -294,6 +297,11 @@ KernelProfile profile_from_yaml(const YAML::Node& root) {
       p.closest_reason = str(root["closest_kernel"], "reason");
     }
     if (!undecided_in(root, "inputs", p)) p.inputs = tensors_from(root["inputs"]);
+    for (const auto& in : p.inputs)
+      if (!in.sample.empty() && in.sample != "normal" && p.tier != 1)
+        throw std::runtime_error("inputs[].sample '" + in.sample + "' of input '" + in.name +
+                                 "': only Tier-1 tests draw their inputs from a chosen distribution; the row, segment "
+                                 "and fused-loss tests draw normal inputs (remove the field or set it to normal)");
     if (!undecided_in(root, "outputs", p)) p.outputs = tensors_from(root["outputs"]);
     if (!undecided_in(root, "learnable_parameters", p)) p.learnable_parameters = params_from(root["learnable_parameters"], true);
     p.module_parameters = params_from(root["module_parameters"], false);

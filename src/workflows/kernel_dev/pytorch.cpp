@@ -606,6 +606,8 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
       if (p != "self" && used.count(p) && translator.inputs.count(p)) result.program.inputs.push_back(p);
     for (const auto& p : params)
       if (used.count(p.name)) result.program.params.push_back(p);
+    for (const auto& [name, kind] : translator.sample_hints)
+      if (used.count(name)) result.program.sample_hints[name] = kind;
     const bool rows = has_row_reduction(expression);
     result.row_reduction = rows;
     for (const auto& name : used) {

@@ -409,8 +409,15 @@ std::vector<std::pair<std::string, Expr>> Translator::bind(const std::string& fn
 // broadcast against a class or batch axis the element-wise subset does not have).
 std::optional<Expr> Translator::pointwise_loss(const std::string& fn, const std::string& f, const std::vector<Arg>& all) {
   static const std::map<std::string, std::vector<std::string>> options = {
-      {"mse_loss", {}}, {"l1_loss", {}}, {"smooth_l1_loss", {"beta"}}, {"huber_loss", {"delta"}},
-      {"binary_cross_entropy_with_logits", {}}, {"soft_margin_loss", {}}};
+      {"mse_loss", {}},
+      {"l1_loss", {}},
+      {"smooth_l1_loss", {"beta"}},
+      {"huber_loss", {"delta"}},
+      {"binary_cross_entropy_with_logits", {}},
+      {"binary_cross_entropy", {}},
+      {"soft_margin_loss", {}},
+      {"kl_div", {"log_target"}},
+      {"poisson_nll_loss", {"log_input", "full", "eps"}}};
   const auto known = options.find(f);
   if (known == options.end()) return std::nullopt;
   Expr input, target;
@@ -451,6 +458,32 @@ std::optional<Expr> Translator::pointwise_loss(const std::string& fn, const std:
   }
   if (f == "binary_cross_entropy_with_logits")  // log(1 + exp(x)) - x t, with softplus's stable form
     return sub(call("softplus", {input}), mul(input, target));
+  // A flag (log_target=True, log_input=False, full=True) is a literal: it picks the formula.
+  auto flag = [&](const char* name, bool otherwise) {
+    if (!given.count(name)) return otherwise;
+    const Expr v = simplify(given.at(name));
+    if (!is_number(v)) throw Reject{fn + "(): " + name + " must be True or False", 0};
+    return v->value != 0;
+  };
+  if (f == "binary_cross_entropy") {  // -(t log p + (1 - t) log(1 - p)), each log clamped at -100 as PyTorch
+    // PyTorch documents both in [0, 1] (its CUDA kernel asserts it): the tests draw them there.
+    for (const Expr& e : {input, target})
+      if (e->kind == Kind::Symbol) sample_hints[e->name] = "unit";
+    const Expr log_p = call("max", {call("log", {input}), num(-100)});
+    const Expr log_q = call("max", {call("log1p", {neg(input)}), num(-100)});
+    return neg(add(mul(target, log_p), mul(sub(num(1), target), log_q)));
+  }
+  if (f == "kl_div") {  // the pointwise KL term of log-probabilities `input` against `target`
+    if (flag("log_target", false)) return mul(call("exp", {target}), sub(target, input));
+    return sub(*identity_function("xlogy", {target, target}), mul(target, input));
+  }
+  if (f == "poisson_nll_loss") {
+    if (flag("full", false))
+      throw Reject{fn + "(full=True) adds Stirling's term where target > 1; leave full=False and add it outside the op", 0};
+    if (flag("log_input", true)) return sub(call("exp", {input}), mul(target, input));
+    const Expr eps = given.count("eps") ? given.at("eps") : num(1e-8);
+    return sub(input, mul(target, call("log", {add(input, eps)})));
+  }
   return call("softplus", {neg(mul(target, input))});  // soft_margin_loss: log(1 + exp(-y x))
 }
 
@@ -472,7 +505,7 @@ Value Translator::elementwise(const std::string& fn, const std::vector<Arg>& arg
     return std::any_of(all.begin(), all.end(), [&](const Arg& a) { return a.keyword == k; });
   };
   static const std::set<std::string> unary = {"relu", "sigmoid", "tanh", "exp", "log", "log1p", "expm1", "sqrt",
-                                              "rsqrt", "abs", "erf", "sin", "cos", "sign"};
+                                              "rsqrt", "abs", "erf", "sin", "cos", "sign", "floor", "ceil", "trunc"};
   std::string f = fn;
   if (receiver && (f == "dim" || f == "ndimension") && args.empty()) return tensor(sym(kRankSymbol));
   if (f.size() > 1 && f.back() == '_' && f != "relu_") f.pop_back();  // in-place variants
@@ -484,6 +517,19 @@ Value Translator::elementwise(const std::string& fn, const std::vector<Arg>& arg
   if (!x && f != "tensor") throw Reject{fn + "() needs a tensor argument", 0};
   if (unary.count(f)) return tensor(call(f, {x}));
   if (f == "square") return tensor(pow(x, num(2)));
+  if (f == "fix") return tensor(call("trunc", {x}));
+  if (f == "frac") return tensor(sub(x, call("trunc", {x})));
+  if (f == "round") {  // torch.round(x, decimals=d): round(x * 10^d) / 10^d
+    Expr decimals = arg_tensor(1, "decimals");
+    if (!decimals) return tensor(call("round", {x}));
+    const Expr d = simplify(decimals);
+    if (!is_number(d) || d->value != std::floor(d->value)) throw Reject{"round(): decimals must be an integer literal", 0};
+    const Expr scale = num(std::pow(10.0, d->value));
+    return tensor(div(call("round", {mul(x, scale)}), scale));
+  }
+  // .detach() keeps the value and cuts the gradient (straight-through estimators:
+  // x + (q(x) - x).detach()); dropping it would give the op a gradient PyTorch does not have.
+  if (f == "detach") return tensor(call("detach", {x}));
   // Functions the expression language lacks, written with those it has (same values; the
   // derivatives follow from the identities).
   if (f == "logit") {  // logit(x, eps) clamps x to [eps, 1 - eps] first
@@ -491,11 +537,48 @@ Value Translator::elementwise(const std::string& fn, const std::vector<Arg>& arg
     Expr p = eps ? call("clamp", {x, eps, sub(num(1), eps)}) : x;
     return tensor(*identity_function("logit", {p}));
   }
-  if (f == "arcsinh") f = "asinh";
-  if (f == "arccosh") f = "acosh";
-  if (f == "arctanh") f = "atanh";
+  static const std::map<std::string, std::string> aliases = {
+      {"arcsinh", "asinh"}, {"arccosh", "acosh"}, {"arctanh", "atanh"}, {"arcsin", "asin"},
+      {"arccos", "acos"},   {"arctan", "atan"},   {"arctan2", "atan2"}};
+  if (auto alias = aliases.find(f); alias != aliases.end()) f = alias->second;
+  if (f == "atan" && all.size() == 1) return tensor(call("atan", {x}));
   if (all.size() == 1)
     if (auto expanded = identity_function(f, {x})) return tensor(*expanded);
+  // PyTorch's binary (and lerp's ternary) element-wise functions, in their signature's order.
+  static const std::map<std::string, std::vector<const char*>> several = {
+      {"logaddexp", {"input", "other"}}, {"logaddexp2", {"input", "other"}}, {"hypot", {"input", "other"}},
+      {"atan2", {"input", "other"}},     {"xlogy", {"input", "other"}},      {"xlog1py", {"input", "other"}},
+      {"copysign", {"input", "other"}},  {"lerp", {"input", "end", "weight"}}};
+  if (auto names = several.find(f); names != several.end()) {
+    std::vector<Expr> operands;
+    for (std::size_t i = 0; i < names->second.size(); ++i) {
+      Expr operand = arg_tensor(i, names->second[i]);
+      if (!operand) throw Reject{fn + "() needs " + std::to_string(names->second.size()) + " arguments", 0};
+      operands.push_back(operand);
+    }
+    return tensor(*identity_function(f, operands));
+  }
+  // addcmul / addcdiv: input + value * t1 (* or /) t2.
+  if (f == "addcmul" || f == "addcdiv") {
+    Expr t1 = arg_tensor(1, "tensor1"), t2 = arg_tensor(2, "tensor2");
+    if (!t1 || !t2) throw Reject{fn + "() needs input, tensor1 and tensor2", 0};
+    Expr value = arg_tensor(99, "value");
+    Expr product = f == "addcmul" ? mul(t1, t2) : div(t1, t2);
+    return tensor(add(x, value ? mul(value, product) : product));
+  }
+  // The shrinkage functions and F.threshold, by their definitions (lambd defaults to 0.5).
+  if (f == "hardshrink" || f == "softshrink") {
+    Expr lambd = arg_tensor(1, "lambd");
+    if (!lambd) lambd = num(0.5);
+    const Expr outside = compare(">", call("abs", {x}), lambd);
+    if (f == "hardshrink") return tensor(call("where", {outside, x, num(0)}));
+    return tensor(call("where", {outside, sub(x, mul(call("sign", {x}), lambd)), num(0)}));
+  }
+  if (f == "threshold") {  // F.threshold(input, threshold, value): x where x > threshold, else value
+    Expr threshold = arg_tensor(1, "threshold"), value = arg_tensor(2, "value");
+    if (!threshold || !value) throw Reject{fn + "() needs a threshold and a value", 0};
+    return tensor(call("where", {compare(">", x, threshold), x, value}));
+  }
   if (f == "pow" || f == "float_power") {
     Expr e = arg_tensor(1, "exponent");
     if (!e) throw Reject{"pow() needs an exponent", 0};
@@ -575,7 +658,7 @@ Value Translator::elementwise(const std::string& fn, const std::vector<Arg>& arg
     return tensor(catalogue_call(f, x, bind(fn, rest, 0, cat->second)));
   }
   if (f == "float" || f == "half" || f == "bfloat16" || f == "to" || f == "type_as" || f == "contiguous" ||
-      f == "type" || f == "clone" || f == "detach") {
+      f == "type" || f == "clone") {
     notes_.push_back("." + f + "() dropped: the kernel loads its storage type and computes in fp32");
     return tensor(x);
   }

@@ -36,6 +36,7 @@ class Translator {
   std::map<std::string, Helper> helpers;  // top-level defs usable as functions
   std::set<std::string> methods;          // the module's own methods, called as self.<name>(...)
   std::vector<std::string> row_callees;   // row functions called, first call first
+  std::map<std::string, std::string> sample_hints;  // input -> sample kind (Program::sample_hints)
   std::function<Value(const std::string&, const std::vector<Arg>&)> call_helper;
   // An instance of one of the source's own module classes (self.norm = MyNorm(d), a Value::Module
   // with `instance` set): its forward inlined when called, its attributes read as self.norm.<attr>.

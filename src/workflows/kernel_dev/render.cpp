@@ -12,6 +12,7 @@
 #include "workflows/kernel_dev/codegen.h"
 #include "workflows/kernel_dev/render_family.h"
 #include "workflows/kernel_dev/compile_entry.h"
+#include "workflows/kernel_dev/input_sampling.h"
 #include "workflows/kernel_dev/row_program.h"
 #include "workflows/kernel_dev/segment.h"
 #include "workflows/kernel_dev/tier3.h"
@@ -216,10 +217,28 @@ mu::data context(const KernelProfile& p) {
   d.set("python_module", p.python_module);
   d.set("source_kind", p.source_kind);
   d.set("first_input", p.inputs.front().name);
+  // detach() makes the backward differ from the forward's derivative on purpose (a straight-through
+  // estimator): finite differences of the forward cannot check it.
+  bool has_detach = false;
+  try {
+    has_detach = contains_function(parse_expression(p.forward->expression), "detach");
+  } catch (const std::exception&) {
+  }
+  d.set("has_detach", has_detach);
 
   mu::list inputs;
   for (std::size_t i = 0; i < p.inputs.size(); ++i) {
-    mu::object o{{"name", p.inputs[i].name}, {"index", std::to_string(i)}};
+    const std::string& sample = p.inputs[i].sample.empty() ? std::string("normal") : p.inputs[i].sample;
+    if (!is_sample_kind(sample)) {
+      std::string kinds;
+      for (const auto& kind : sample_kinds()) kinds += (kinds.empty() ? "" : ", ") + kind;
+      throw std::invalid_argument("render: inputs[" + std::to_string(i) + "].sample '" + sample + "' is not one of " + kinds);
+    }
+    mu::object o{{"name", p.inputs[i].name},
+                 {"index", std::to_string(i)},
+                 {"sample", sample},
+                 {"sample_cpp", sample_cpp(sample, "z")},
+                 {"sample_extremes", sample_extremes_cpp(sample)}};
     inputs.push_back(o);
   }
   d.set("inputs", inputs);

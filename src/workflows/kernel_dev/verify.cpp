@@ -12,6 +12,7 @@
 
 #include "liger/util.h"
 #include "workflows/kernel_dev/compile_entry.h"
+#include "workflows/kernel_dev/input_sampling.h"
 #include "workflows/kernel_dev/workflow.h"
 #include "workflows/kernel_dev/workflow_internal.h"
 
@@ -54,6 +55,16 @@ namespace {
 std::string module_params_arg(const KernelProfile& p) {
   std::string out;
   for (const auto& m : p.module_parameters) out += fmt::format("{}{}={}", out.empty() ? "" : ",", m.name, m.value);
+  return out;
+}
+
+// Where the inputs are drawn from, as kernel_dev_compare.py's --samples ("" when all are normal):
+// an op defined on part of the line is compared where it is defined, as its tests are.
+std::string samples_arg(const KernelProfile& p) {
+  std::string out;
+  for (const auto& in : p.inputs)
+    if (!in.sample.empty() && in.sample != "normal")
+      out += (out.empty() ? "" : ";") + in.name + "=" + sample_python(in.sample, "z");
   return out;
 }
 
@@ -307,6 +318,7 @@ StageResult verify(StageContext& ctx) {
                                        "--json", json_path.string()};
       if (!params.empty()) argv.insert(argv.end(), {"--params", params});
       if (!module_params.empty()) argv.insert(argv.end(), {"--module-params", module_params});
+      if (const auto samples = samples_arg(p); !samples.empty()) argv.insert(argv.end(), {"--samples", samples});
       if (!tol.empty()) argv.insert(argv.end(), {"--tolerances", tol.dump()});
       const auto code = input_code_args(p, log_dir);
       argv.insert(argv.end(), code.begin(), code.end());
@@ -375,10 +387,10 @@ StageResult verify(StageContext& ctx) {
       const bool from_pytorch = p.source_kind == "pytorch" && !p.source_text.empty();
       const fs::path source = log_dir / "compile_pattern_source.txt";
       util::write_file_atomic(source, from_pytorch ? p.source_text : (p.forward ? p.forward->expression : std::string{}));
-      auto r = run_logged("compile_pattern",
-                          {"python3", (tree / "benchmarks/compile_pattern_check.py").string(), "--op", p.op_name,
-                           "--source-file", source.string()},
-                          600);
+      std::vector<std::string> argv = {"python3", (tree / "benchmarks/compile_pattern_check.py").string(), "--op",
+                                       p.op_name, "--source-file", source.string()};
+      if (const auto samples = samples_arg(p); !samples.empty()) argv.insert(argv.end(), {"--samples", samples});
+      auto r = run_logged("compile_pattern", argv, 600);
       const std::string against = from_pytorch ? "the PyTorch source" : "the forward expression";
       const std::string first = util::trim(r.output.substr(0, r.output.find('\n')));
       if (r.exit_code == 0) {
@@ -470,6 +482,7 @@ StageResult verify(StageContext& ctx) {
       if (!params.empty()) argv.insert(argv.end(), {"--params", params});
       if (const auto module_params = module_params_arg(p); !module_params.empty())
         argv.insert(argv.end(), {"--module-params", module_params});
+      if (const auto samples = samples_arg(p); !samples.empty()) argv.insert(argv.end(), {"--samples", samples});
       const auto code = input_code_args(p, log_dir);
       argv.insert(argv.end(), code.begin(), code.end());
       std::string lib = (build / "kernels/libliger_kernels.so").string();

@@ -1,0 +1,79 @@
+// Input names in the generated code (generated_names.h).
+#include "workflows/kernel_dev/generated_names.h"
+
+#include <set>
+
+namespace liger::kernel_dev {
+
+namespace {
+
+const std::set<std::string>& reserved() {
+  static const std::set<std::string> names = {
+      // C++ and CUDA C++ keywords and alternative tokens. Python reserves some of them for itself,
+      // but d<name> may still spell one: the gradient of an input `o` would be `do`.
+      "and", "or", "not", "if", "else", "for", "while", "do", "return", "true", "false", "try", "class", "continue",
+      "alignas", "alignof", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case", "catch", "char",
+      "char8_t", "char16_t", "char32_t", "compl", "concept", "const", "consteval", "constexpr", "constinit",
+      "const_cast", "co_await", "co_return", "co_yield", "decltype", "default", "delete", "double", "dynamic_cast",
+      "enum", "explicit", "export", "extern", "float", "friend", "goto", "inline", "int", "long", "mutable",
+      "namespace", "new", "noexcept", "not_eq", "nullptr", "operator", "or_eq", "private", "protected", "public",
+      "register", "reinterpret_cast", "requires", "short", "signed", "sizeof", "static", "static_assert",
+      "static_cast", "struct", "switch", "template", "this", "thread_local", "throw", "typedef", "typeid", "typename",
+      "union", "unsigned", "using", "virtual", "void", "volatile", "wchar_t", "xor", "xor_eq", "main",
+      "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize", "NULL", "assert", "std", "liger", "torch",
+      // What the Tier-1 templates declare beside the inputs (kernel.cu, reference and GPU tests,
+      // benchmark, Python binding, compile entry): launch geometry, loop indices, buffers. Of the
+      // single letters only these clash (KernelDevRender.InputsNamedLikeTheTemplatesLocalsStillCompile
+      // compiles x, y, t, a, b, c, s, n, e, k, r, h, l, v, ... as they are): `i` the reference
+      // test's index, `m` the benchmark's mode.
+      "i", "m", "M", "T", "VEC", "F", "P", "DT", "I64", "F32", "OP",
+      "out", "rows", "cols", "dtype", "shape", "device", "size", "ctx", "stream", "status", "mode", "count", "bytes",
+      "ref", "seed", "key", "offset", "stride", "row", "col", "vec", "total", "tile", "lane", "warp", "result",
+      "saved", "grads", "tensors", "layout", "buffer", "values", "expected", "tunables", "workspace", "threads",
+      "blocks", "tun", "nbytes", "dims", "init", "hyper", "self", "cls", "Tensor", "math", "ctypes", "lib",
+      "elem", "active", "groups", "partial", "scalar", "launch", "run", "tag", "sum", "image", "storage", "what",
+      "numeric", "checked", "probe", "left", "right", "plus", "minus", "loss", "value", "fa", "fb", "f0", "dout",
+      "forward", "backward", "reference", "options", "weight_dtype", "sm_arch", "in_stride", "out_stride",
+      "launch_tunables", "launch_stream"};
+  return names;
+}
+
+}  // namespace
+
+bool reserved_in_generated_code(const std::string& name) {
+  return reserved().count(name) > 0 || name.rfind("__", 0) == 0;
+}
+
+Program with_generated_code_names(const Program& program, std::vector<std::string>& notes) {
+  std::set<std::string> taken(program.inputs.begin(), program.inputs.end());
+  for (const auto& p : program.params) taken.insert(p.name);
+  const std::set<std::string> original(program.inputs.begin(), program.inputs.end());
+  auto clashes = [&](const std::string& name) {
+    // d<name> of one input equal to another input's name would give two tensors one name.
+    return reserved_in_generated_code(name) || reserved_in_generated_code("d" + name) ||
+           (original.count("d" + name) > 0);
+  };
+  Program out = program;
+  std::map<std::string, Expr> renames;
+  for (auto& in : out.inputs) {
+    if (!clashes(in)) continue;
+    std::string fresh = in + "_in";
+    for (int k = 2; taken.count(fresh) || taken.count("d" + fresh) || reserved_in_generated_code(fresh); ++k)
+      fresh = in + "_in" + std::to_string(k);
+    taken.insert(fresh);
+    notes.push_back("input '" + in + "' is '" + fresh + "' in the generated code ('" + in + "' or 'd" + in +
+                    "' names something the generated kernel, tests or binding already use)");
+    renames[in] = sym(fresh);
+    if (auto hint = out.sample_hints.find(in); hint != out.sample_hints.end()) {
+      out.sample_hints[fresh] = hint->second;
+      out.sample_hints.erase(hint);
+    }
+    in = fresh;
+  }
+  if (renames.empty()) return out;
+  out.expression = substitute(program.expression, renames);
+  out.output = unclashing_output_name(program.output, out.inputs, out.params);
+  return out;
+}
+
+}  // namespace liger::kernel_dev
