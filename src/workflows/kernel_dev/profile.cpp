@@ -566,7 +566,12 @@ void derive_tier1(KernelProfile& p, const Program& program, const KnowledgeBase&
   // Where the tests draw each input from: the op may be defined on part of the line only.
   Environment at_defaults;
   for (const auto& param : program.params) at_defaults[param.name] = param.init;
-  const SampleChoice samples = choose_input_samples(forward, derivatives, program.inputs, at_defaults, 256,
+  // 256 points for ops of ordinary size; fewer for very large expressions (a 5 000-term sum), so
+  // Understand stays fast: each point evaluates the forward and every gradient.
+  std::uint64_t nodes = tree_shape(forward).nodes;
+  for (const auto& d : derivatives) nodes += tree_shape(d).nodes;
+  const int points = static_cast<int>(std::clamp<std::uint64_t>(400000 / std::max<std::uint64_t>(nodes, 1), 32, 256));
+  const SampleChoice samples = choose_input_samples(forward, derivatives, program.inputs, at_defaults, points,
                                                     program.sample_hints);
   for (auto& in : p.inputs) {
     in.sample = samples.kind.at(in.name);

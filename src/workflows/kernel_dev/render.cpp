@@ -489,6 +489,13 @@ mu::data tier2_context(const KernelProfile& p, const std::filesystem::path& temp
   d.set("saves_output", mu::data(code.saves_output));
   // A per-row output (logsumexp, z-loss): one value per row forward, one upstream value per row.
   d.set("per_row", mu::data(code.per_row));
+  // As Tier 1: a detached row statistic (x - x.max().detach()) is a gradient by design, not the
+  // derivative of the values; finite differences cannot check it.
+  bool has_detach = p.row_program && p.row_program->output.find("detach(") != std::string::npos;
+  if (p.row_program)
+    for (const auto& r : p.row_program->forward_reductions)
+      has_detach = has_detach || r.expression.find("detach(") != std::string::npos;
+  d.set("has_detach", has_detach);
   d.set("per_column", mu::data(!code.per_row));
   d.set("keepdim", mu::data(code.per_row && p.outputs[0].shape.find('1') != std::string::npos));
   d.set("has_pytorch_reference", mu::data(!p.row_program->pytorch_reference.empty()));
