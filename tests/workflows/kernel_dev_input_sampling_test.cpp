@@ -236,6 +236,16 @@ TEST(KernelDevInputSampling, RoundingAndDetachKeepPyTorchsGradients) {
   EXPECT_EQ(kd::eval_f64(dx, {{"x", 0.0}, {"y", 0.0}}), 0.0);
   const kd::Expr value = kd::parse_program("y = " + xl.forward->expression, kb().catalogue.resolver()).expression;
   EXPECT_EQ(kd::eval_f64(value, {{"x", 0.0}, {"y", 0.0}}), 0.0);
+  // atan2 at an exact x = 0 (randn draws a few): value sign(y) pi/2, PyTorch's gradients (-1/y, 0).
+  const auto at2 = kd::analyse({"def f(y, x): return torch.atan2(y, x)", kd::InputKind::Auto, ""}, kb());
+  ASSERT_TRUE(at2.gradients.has_value() && at2.gradients->size() == 2u);
+  const auto at2_expr = [&](const std::string& text) {
+    return kd::parse_program("y = " + text, kb().catalogue.resolver()).expression;
+  };
+  EXPECT_NEAR(kd::eval_f64(at2_expr(at2.forward->expression), {{"y", 0.5}, {"x", 0.0}}), M_PI / 2, 1e-12);
+  EXPECT_NEAR(kd::eval_f64(at2_expr(at2.gradients->at(0).expression), {{"y", 0.5}, {"x", 0.0}}), 0.0, 1e-12);
+  EXPECT_NEAR(kd::eval_f64(at2_expr(at2.gradients->at(1).expression), {{"y", 0.5}, {"x", 0.0}}), -2.0, 1e-12);
+  EXPECT_NEAR(kd::eval_f64(at2_expr(at2.gradients->at(1).expression), {{"y", -0.25}, {"x", 0.0}}), 4.0, 1e-12);
   // Half-way cases round to even, as torch.round.
   const auto p = kd::analyse({"def f(x): return torch.round(x)", kd::InputKind::Auto, ""}, kb());
   const kd::Expr forward = kd::parse_program("y = " + p.forward->expression, kb().catalogue.resolver()).expression;

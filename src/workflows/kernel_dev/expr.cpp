@@ -729,8 +729,9 @@ std::optional<Expr> identity_of_several(const std::string& name, const std::vect
                             mul(a, call("log1p", {b}))});
     if (name == "copysign")  // |a| with b's sign (b = -0 counts as positive here)
       return call("where", {compare("<", b, num(0)), neg(call("abs", {a})), call("abs", {a})});
-    // atan2(y, x): the quadrant from the signs; on x = 0 the limit +-pi/2. The derivatives of
-    // atan(y / x) are PyTorch's (x / r^2, -y / r^2) wherever x != 0.
+    // atan2(y, x): the quadrant from the signs. The derivatives of atan(y / x) are PyTorch's
+    // (x / r^2, -y / r^2) wherever x != 0; on x = 0 (an exact zero: randn gives a few in 10^7)
+    // sign(y) pi/2 - atan(x / y) has the same value and PyTorch's derivatives (-1 / y, 0).
     if (name == "atan2") {
       const Expr& y = a;
       const Expr& x = b;
@@ -739,7 +740,7 @@ std::optional<Expr> identity_of_several(const std::string& name, const std::vect
                   {compare(">", x, num(0)), base,
                    call("where", {compare("<", x, num(0)),
                                   call("where", {compare(">=", y, num(0)), add(base, num(M_PI)), sub(base, num(M_PI))}),
-                                  mul(call("sign", {y}), num(M_PI / 2))})});
+                                  sub(mul(call("sign", {y}), num(M_PI / 2)), call("atan", {div(x, y)}))})});
     }
   }
   if (args.size() == 3 && name == "lerp")  // a + w (b - a)
