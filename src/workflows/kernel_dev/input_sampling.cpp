@@ -17,10 +17,57 @@ constexpr double kDrawStddev = 2.0;
 
 }  // namespace
 
-const std::vector<std::string>& sample_kinds() {
-  // The order is the preference: the widest range that works wins a tie.
-  static const std::vector<std::string> kinds = {"normal", "positive", "symmetric_unit", "unit", "above_one"};
+namespace {
+
+// One row per distribution: the map of a standard-normal z in fp64 and as C++ / PyTorch source
+// text ($z stands for the draw), the ends the reference test checks, a description.
+struct SampleKind {
+  const char* name;
+  double (*value)(double z);
+  const char* cpp;
+  const char* python;
+  const char* extremes;
+  const char* description;
+};
+
+// The order is the preference: the widest range that works wins a tie.
+const std::vector<SampleKind>& table() {
+  static const std::vector<SampleKind> kinds = {
+      {"normal", [](double z) { return z; }, "$z", "$z", "-80.0, -1e-30, 0.0, 80.0", " ~ N(0, s): the whole line"},
+      {"positive", [](double z) { return 0.1 + std::fabs(z); }, "(0.1 + std::fabs($z))", "(0.1 + $z.abs())",
+       "1e-6, 0.1, 1.0, 80.0", " = 0.1 + |z|: positive"},
+      {"symmetric_unit", [](double z) { return 0.95 * std::tanh(z); }, "(0.95 * std::tanh($z))",
+       "(0.95 * torch.tanh($z))", "-0.999, -1e-30, 0.0, 0.999", " = 0.95 tanh(z): inside (-1, 1)"},
+      {"unit", [](double z) { return 0.05 + 0.9 / (1.0 + std::exp(-z)); }, "(0.05 + 0.9 / (1.0 + std::exp(-($z))))",
+       "(0.05 + 0.9 * torch.sigmoid($z))", "1e-6, 0.05, 0.95, 1.0 - 1e-6", " = 0.05 + 0.9 sigmoid(z): inside (0, 1)"},
+      {"above_one", [](double z) { return 1.1 + std::fabs(z); }, "(1.1 + std::fabs($z))", "(1.1 + $z.abs())",
+       "1.000001, 1.1, 2.0, 80.0", " = 1.1 + |z|: above 1"},
+  };
   return kinds;
+}
+
+// "" is normal (a profile written before the field existed).
+const SampleKind& find_kind(const std::string& kind) {
+  for (const auto& k : table())
+    if (k.name == kind || (kind.empty() && std::string(k.name) == "normal")) return k;
+  throw std::invalid_argument("unknown input sample '" + kind + "'");
+}
+
+std::string with_draw(const char* pattern, const std::string& z) {
+  std::string out = pattern;
+  for (std::size_t at = out.find("$z"); at != std::string::npos; at = out.find("$z", at + z.size())) out.replace(at, 2, z);
+  return out;
+}
+
+}  // namespace
+
+const std::vector<std::string>& sample_kinds() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const auto& k : table()) out.push_back(k.name);
+    return out;
+  }();
+  return names;
 }
 
 bool is_sample_kind(const std::string& kind) {
@@ -28,49 +75,12 @@ bool is_sample_kind(const std::string& kind) {
   return std::find(kinds.begin(), kinds.end(), kind) != kinds.end();
 }
 
-double sample_value(const std::string& kind, double z) {
-  if (kind == "normal" || kind.empty()) return z;
-  if (kind == "positive") return 0.1 + std::fabs(z);
-  if (kind == "symmetric_unit") return 0.95 * std::tanh(z);
-  if (kind == "unit") return 0.05 + 0.9 / (1.0 + std::exp(-z));
-  if (kind == "above_one") return 1.1 + std::fabs(z);
-  throw std::invalid_argument("unknown input sample '" + kind + "'");
-}
-
-std::string sample_cpp(const std::string& kind, const std::string& z) {
-  if (kind == "normal" || kind.empty()) return z;
-  if (kind == "positive") return "(0.1 + std::fabs(" + z + "))";
-  if (kind == "symmetric_unit") return "(0.95 * std::tanh(" + z + "))";
-  if (kind == "unit") return "(0.05 + 0.9 / (1.0 + std::exp(-(" + z + "))))";
-  if (kind == "above_one") return "(1.1 + std::fabs(" + z + "))";
-  throw std::invalid_argument("unknown input sample '" + kind + "'");
-}
-
-std::string sample_python(const std::string& kind, const std::string& z) {
-  if (kind == "normal" || kind.empty()) return z;
-  if (kind == "positive") return "(0.1 + " + z + ".abs())";
-  if (kind == "symmetric_unit") return "(0.95 * torch.tanh(" + z + "))";
-  if (kind == "unit") return "(0.05 + 0.9 * torch.sigmoid(" + z + "))";
-  if (kind == "above_one") return "(1.1 + " + z + ".abs())";
-  throw std::invalid_argument("unknown input sample '" + kind + "'");
-}
-
-std::string sample_extremes_cpp(const std::string& kind) {
-  if (kind == "normal" || kind.empty()) return "-80.0, -1e-30, 0.0, 80.0";
-  if (kind == "positive") return "1e-6, 0.1, 1.0, 80.0";
-  if (kind == "symmetric_unit") return "-0.999, -1e-30, 0.0, 0.999";
-  if (kind == "unit") return "1e-6, 0.05, 0.95, 1.0 - 1e-6";
-  if (kind == "above_one") return "1.000001, 1.1, 2.0, 80.0";
-  throw std::invalid_argument("unknown input sample '" + kind + "'");
-}
-
+double sample_value(const std::string& kind, double z) { return find_kind(kind).value(z); }
+std::string sample_cpp(const std::string& kind, const std::string& z) { return with_draw(find_kind(kind).cpp, z); }
+std::string sample_python(const std::string& kind, const std::string& z) { return with_draw(find_kind(kind).python, z); }
+std::string sample_extremes_cpp(const std::string& kind) { return find_kind(kind).extremes; }
 std::string sample_description(const std::string& kind, const std::string& input) {
-  if (kind == "normal" || kind.empty()) return input + " ~ N(0, s): the whole line";
-  if (kind == "positive") return input + " = 0.1 + |z|: positive";
-  if (kind == "symmetric_unit") return input + " = 0.95 tanh(z): inside (-1, 1)";
-  if (kind == "unit") return input + " = 0.05 + 0.9 sigmoid(z): inside (0, 1)";
-  if (kind == "above_one") return input + " = 1.1 + |z|: above 1";
-  throw std::invalid_argument("unknown input sample '" + kind + "'");
+  return input + find_kind(kind).description;
 }
 
 SampleChoice choose_input_samples(const Expr& forward, const std::vector<Expr>& gradients,
