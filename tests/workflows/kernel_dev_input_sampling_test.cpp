@@ -246,6 +246,26 @@ TEST(KernelDevInputSampling, RoundingAndDetachKeepPyTorchsGradients) {
   EXPECT_NEAR(kd::eval_f64(at2_expr(at2.gradients->at(0).expression), {{"y", 0.5}, {"x", 0.0}}), 0.0, 1e-12);
   EXPECT_NEAR(kd::eval_f64(at2_expr(at2.gradients->at(1).expression), {{"y", 0.5}, {"x", 0.0}}), -2.0, 1e-12);
   EXPECT_NEAR(kd::eval_f64(at2_expr(at2.gradients->at(1).expression), {{"y", -0.25}, {"x", 0.0}}), 4.0, 1e-12);
+  // The origin: 0 as torch.atan2(0, 0), and finite gradients (the reference test's extremes
+  // evaluate every input at 0 together; found on the H100).
+  EXPECT_EQ(kd::eval_f64(at2_expr(at2.forward->expression), {{"y", 0.0}, {"x", 0.0}}), 0.0);
+  for (const auto& g : *at2.gradients)
+    EXPECT_TRUE(std::isfinite(kd::eval_f64(at2_expr(g.expression), {{"y", 0.0}, {"x", 0.0}}))) << g.expression;
+  // Every function of several tensors stays finite at the extremes the rendered reference test
+  // uses (all inputs at -80, -1e-30, 0 and 80 together).
+  for (const char* request : {"def f(y, x): return torch.atan2(y, x)", "def f(x, y): return torch.logaddexp(x, y)",
+                              "def f(x, y): return torch.hypot(x, y) + torch.copysign(x, y)",
+                              "def f(a, b, w): return torch.lerp(a, b, w)"}) {
+    const auto op = kd::analyse({request, kd::InputKind::Auto, ""}, kb());
+    ASSERT_TRUE(op.complete()) << request;
+    for (double v : {-80.0, -1e-30, 0.0, 80.0}) {
+      kd::Environment env;
+      for (const auto& t : op.inputs) env[t.name] = v;
+      EXPECT_TRUE(std::isfinite(kd::eval_f64(at2_expr(op.forward->expression), env))) << request << " at " << v;
+      for (const auto& g : *op.gradients)
+        EXPECT_TRUE(std::isfinite(kd::eval_f64(at2_expr(g.expression), env))) << request << " d/d" << g.wrt << " at " << v;
+    }
+  }
   // Half-way cases round to even, as torch.round.
   const auto p = kd::analyse({"def f(x): return torch.round(x)", kd::InputKind::Auto, ""}, kb());
   const kd::Expr forward = kd::parse_program("y = " + p.forward->expression, kb().catalogue.resolver()).expression;

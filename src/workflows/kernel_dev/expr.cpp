@@ -715,7 +715,10 @@ std::optional<Expr> identity_of_several(const std::string& name, const std::vect
     if (name == "logaddexp2")  // log2(2^a + 2^b) = max + log2(1 + 2^-|a - b|)
       return add(call("max", {a, b}),
                  div(call("log1p", {call("exp", {mul(num(-M_LN2), call("abs", {sub(a, b)}))})}), num(M_LN2)));
-    if (name == "hypot") return call("sqrt", {add(pow(a, num(2)), pow(b, num(2)))});
+    // sqrt(a^2 + b^2); on a = 0 it is |b|, whose derivatives (0, sign b) are PyTorch's there and
+    // stay finite at the origin, where a / r and b / r are 0/0.
+    if (name == "hypot")
+      return call("where", {compare("==", a, num(0)), call("abs", {b}), call("sqrt", {add(pow(a, num(2)), pow(b, num(2)))})});
     // xlogy(a, b) = a log b, 0 where a = 0 (also when b = 0); xlog1py likewise with log1p. At
     // a = 0 the a-gradient stays PyTorch's log b (0 only where b <= 0, log's domain edge): the
     // a = 0 branch multiplies a by the log of b moved into the domain, not by nothing.
@@ -731,7 +734,8 @@ std::optional<Expr> identity_of_several(const std::string& name, const std::vect
       return call("where", {compare("<", b, num(0)), neg(call("abs", {a})), call("abs", {a})});
     // atan2(y, x): the quadrant from the signs. The derivatives of atan(y / x) are PyTorch's
     // (x / r^2, -y / r^2) wherever x != 0; on x = 0 (an exact zero: randn gives a few in 10^7)
-    // sign(y) pi/2 - atan(x / y) has the same value and PyTorch's derivatives (-1 / y, 0).
+    // sign(y) pi/2 - atan(x / y) has the same value and PyTorch's derivatives (-1 / y, 0); at the
+    // origin 0, as torch.atan2(0, 0), with finite (zero) gradients where PyTorch's are 0/0.
     if (name == "atan2") {
       const Expr& y = a;
       const Expr& x = b;
@@ -740,7 +744,8 @@ std::optional<Expr> identity_of_several(const std::string& name, const std::vect
                   {compare(">", x, num(0)), base,
                    call("where", {compare("<", x, num(0)),
                                   call("where", {compare(">=", y, num(0)), add(base, num(M_PI)), sub(base, num(M_PI))}),
-                                  sub(mul(call("sign", {y}), num(M_PI / 2)), call("atan", {div(x, y)}))})});
+                                  call("where", {compare("==", y, num(0)), num(0),
+                                                 sub(mul(call("sign", {y}), num(M_PI / 2)), call("atan", {div(x, y)}))})})});
     }
   }
   if (args.size() == 3 && name == "lerp")  // a + w (b - a)
