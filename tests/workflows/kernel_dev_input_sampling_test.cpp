@@ -16,14 +16,13 @@
 #include "workflows/kernel_dev/profile.h"
 #include "workflows/kernel_dev/render.h"
 
+#include "kernel_dev_family.h"
+
 namespace kd = liger::kernel_dev;
 
 namespace {
 
-const kd::KnowledgeBase& kb() {
-  static const kd::KnowledgeBase k = kd::KnowledgeBase::load(LIGER_SOURCE_DIR);
-  return k;
-}
+using liger::testing::family::kb;
 
 struct Case {
   const char* input;
