@@ -58,6 +58,8 @@ YAML::Node base(const std::string& name) {
                                             "        return self.weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)",
                                             kd::InputKind::Auto, ""},
                                            kb()));
+  if (name == "two_inputs")  // Tier 2 of two input tensors: row_program.backward.input_gradients
+    return kd::profile_to_yaml(kd::analyse({"def f(x, t): return ((x - t) ** 2).mean(-1, keepdim=True)", kd::InputKind::Auto, ""}, kb()));
   const std::string request = name == "dyt" ? "dynamic tanh" : "leaky ReLU with negative slope 0.2";
   return kd::profile_to_yaml(kd::analyse({request, kd::InputKind::Auto, ""}, kb()));
 }
@@ -75,7 +77,7 @@ YAML::Node at(YAML::Node root, const std::string& path) { return liger::testing:
 
 struct FieldCase {
   std::string field;  // schema path, list items as "[]": "inputs[].name"
-  std::string base;   // dyt | leaky | softmax | segment | weights
+  std::string base;   // dyt | leaky | softmax | segment | weights | two_inputs
   std::string path;   // the profile path edited
   std::string value;  // the new value, as YAML
 };
@@ -163,6 +165,8 @@ const std::vector<FieldCase> kCases = {
     {"row_program.backward.grad_input", "softmax", "row_program.backward.grad_input", "y * (dy - 2 * g)"},
     {"row_program.backward.param_gradients[].name", "weights", "row_program.backward.param_gradients[0].name", "scale"},
     {"row_program.backward.param_gradients[].expression", "weights", "row_program.backward.param_gradients[0].expression", "dy * x"},
+    {"row_program.backward.input_gradients[].name", "two_inputs", "row_program.backward.input_gradients[0].name", "u"},
+    {"row_program.backward.input_gradients[].expression", "two_inputs", "row_program.backward.input_gradients[0].expression", "-dy * (x - t)"},
     {"row_program.pytorch_reference", "softmax", "row_program.pytorch_reference", "torch.nn.functional.softmax(x, -1)"},
     {"segment.reduce", "segment", "segment.reduce", "min"},
     {"segment.index", "segment", "segment.index", "lengths"},

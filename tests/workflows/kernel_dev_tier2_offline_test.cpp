@@ -344,18 +344,15 @@ TEST(KernelDevTier2Offline, DeclinesWhatTheRowTemplateCannotGenerate) {
     std::string source, says;
   };
   const std::vector<Case> cases = {
-      // A second tensor input not named like a weight (a learnable nn.Parameter, or an argument
-      // named w / weight / gamma / bias ..., is generated: kernel_dev_tier2_weights_test.cpp), a
-      // learnable scalar.
-      {"def f(x, t): return F.rms_norm(x, (x.shape[-1],), weight=t)", "input tensors"},
+      // A learnable scalar (several input tensors are generated: kernel_dev_tier2_inputs_test.cpp).
       {"class ScaledSoftmax(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.scale = nn.Parameter(torch.tensor(1.0))\n"
        "    def forward(self, x):\n        return torch.softmax(self.scale * x, dim=-1)",
        "learnable scalar"},
       // A norm module built inside forward: fresh parameters on every call (one built in __init__
       // is generated: kernel_dev_tier2_modules_test.cpp).
       {"def f(x):\n    return nn.LayerNorm(x.shape[-1])(x)", "build it once in __init__"},
-      // Two inputs.
-      {"def f(x, y): return torch.softmax(x + y, dim=-1)", "input tensors"},
+      // A per-row value of one input broadcast against the columns of another.
+      {"def f(x, t): return torch.softmax(x, dim=-1) - t.sum(-1)", "keepdim=True"},
       // keepdim=False broadcast against the columns, and against a keepdim=True row value.
       {"def f(x): return x - x.mean(-1)", "keepdim=True"},
       {"def f(x): return torch.logsumexp(x, -1, keepdim=True) - x.mean(-1)", "[rows, rows]"},

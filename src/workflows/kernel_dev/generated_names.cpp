@@ -34,7 +34,7 @@ const std::set<std::string>& reserved() {
       "elem", "active", "groups", "partial", "scalar", "launch", "run", "tag", "sum", "image", "storage", "what",
       "numeric", "checked", "probe", "left", "right", "plus", "minus", "loss", "value", "fa", "fb", "f0", "dout",
       "forward", "backward", "reference", "options", "weight_dtype", "sm_arch", "in_stride", "out_stride",
-      "launch_tunables", "launch_stream"};
+      "launch_tunables", "launch_stream", "like", "others"};
   return names;
 }
 
@@ -44,21 +44,24 @@ bool reserved_in_generated_code(const std::string& name) {
   return reserved().count(name) > 0 || name.rfind("__", 0) == 0;
 }
 
-Program with_generated_code_names(const Program& program, std::vector<std::string>& notes) {
+Program with_generated_code_names(const Program& program, std::vector<std::string>& notes,
+                                  const std::function<bool(const std::string&)>& also_reserved) {
+  auto reserved = [&](const std::string& name) {
+    return reserved_in_generated_code(name) || (also_reserved && also_reserved(name));
+  };
   std::set<std::string> taken(program.inputs.begin(), program.inputs.end());
   for (const auto& p : program.params) taken.insert(p.name);
   const std::set<std::string> original(program.inputs.begin(), program.inputs.end());
   auto clashes = [&](const std::string& name) {
     // d<name> of one input equal to another input's name would give two tensors one name.
-    return reserved_in_generated_code(name) || reserved_in_generated_code("d" + name) ||
-           (original.count("d" + name) > 0);
+    return reserved(name) || reserved("d" + name) || (original.count("d" + name) > 0);
   };
   Program out = program;
   std::map<std::string, Expr> renames;
   for (auto& in : out.inputs) {
     if (!clashes(in)) continue;
     std::string fresh = in + "_in";
-    for (int k = 2; taken.count(fresh) || taken.count("d" + fresh) || reserved_in_generated_code(fresh); ++k)
+    for (int k = 2; taken.count(fresh) || taken.count("d" + fresh) || reserved(fresh); ++k)
       fresh = in + "_in" + std::to_string(k);
     taken.insert(fresh);
     notes.push_back("input '" + in + "' is '" + fresh + "' in the generated code ('" + in + "' or 'd" + in +

@@ -6,6 +6,8 @@
 // (<name>_in); the profile's notes say which.
 #pragma once
 
+#include <functional>
+
 #include <string>
 #include <vector>
 
@@ -19,6 +21,8 @@ bool reserved_in_generated_code(const std::string& name);
 // `program` with every input whose name (or gradient's name) is reserved, or whose gradient's
 // name is another input's, renamed in the inputs and the expression; the output renamed to stay
 // clear of them. One note per rename.
-Program with_generated_code_names(const Program& program, std::vector<std::string>& notes);
+// `also_reserved`: more names the caller's templates reserve (the Tier-2 row program's n, p, ...).
+Program with_generated_code_names(const Program& program, std::vector<std::string>& notes,
+                                  const std::function<bool(const std::string&)>& also_reserved = nullptr);
 
 }  // namespace liger::kernel_dev

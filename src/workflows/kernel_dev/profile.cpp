@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "workflows/kernel_dev/generated_names.h"
+#include "workflows/kernel_dev/row_program.h"
 #include "workflows/kernel_dev/input_sampling.h"
 #include "workflows/kernel_dev/pytorch.h"
 #include "workflows/kernel_dev/segment.h"
@@ -696,7 +697,8 @@ KernelProfile analyse(const AnalysisRequest& request, const KnowledgeBase& knowl
   };
 
   auto finish_tier2 = [&](const Program& given, const std::string& source_name, const std::string& callees = "") {
-    const Program program = named_weights_as_parameters(given, p.notes);
+    const Program program =
+        with_generated_code_names(named_weights_as_parameters(given, p.notes), p.notes, reserved_in_row_program);
     set_identity(p,
                  request.name.empty() ? tier2_op_name(program, source_name, knowledge, p.notes, callees)
                                       : snake_case(request.name),

@@ -124,6 +124,9 @@ struct RowProgramSpec {
   std::vector<RowReduction> backward_reductions;  // may use dy, the saved tensors, forward and earlier reductions
   std::string grad_input;                         // dx per column
   std::vector<RowParamGradient> param_gradients;  // one per learnable per-column parameter
+  // One per input tensor after the first (the profile's inputs[1..], each [rows, cols] like x and
+  // read per column with it): its gradient at column j of the row, in grad_input's scope.
+  std::vector<RowParamGradient> input_gradients;
   std::string pytorch_reference;                  // optional eager baseline ("torch.softmax(x, dim=-1)")
 };
 

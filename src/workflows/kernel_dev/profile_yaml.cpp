@@ -256,6 +256,16 @@ YAML::Node profile_to_yaml(const KernelProfile& p) {
       }
       backward["param_gradients"] = grads;
     }
+    if (!r.input_gradients.empty()) {
+      YAML::Node grads(YAML::NodeType::Sequence);
+      for (const auto& g : r.input_gradients) {
+        YAML::Node item;
+        item["name"] = g.name;
+        item["expression"] = g.expression;
+        grads.push_back(item);
+      }
+      backward["input_gradients"] = grads;
+    }
     n["forward"] = forward;
     n["backward"] = backward;
     if (!r.pytorch_reference.empty()) n["pytorch_reference"] = r.pytorch_reference;
@@ -374,6 +384,9 @@ KernelProfile profile_from_yaml(const YAML::Node& root) {
       if (r["backward"]["param_gradients"] && r["backward"]["param_gradients"].IsSequence())
         for (const auto& g : r["backward"]["param_gradients"])
           spec.param_gradients.push_back({str(g, "name"), str(g, "expression")});
+      if (r["backward"]["input_gradients"] && r["backward"]["input_gradients"].IsSequence())
+        for (const auto& g : r["backward"]["input_gradients"])
+          spec.input_gradients.push_back({str(g, "name"), str(g, "expression")});
       spec.pytorch_reference = str(r, "pytorch_reference");
       p.row_program = spec;
     }

@@ -33,6 +33,8 @@ const std::map<std::string, Signature>& signatures() {
       {"log_softmax", {{"dim", "_stacklevel", "dtype"}}},
       {"softmin", {{"dim", "_stacklevel", "dtype"}}},
       {"normalize", {{"p", "dim", "eps", "out"}}},
+      // The second operand is a tensor of the first's shape: a row program of two inputs.
+      {"cosine_similarity", {{"x2", "dim", "eps"}}},
       // elementwise_affine: the nn.LayerNorm / nn.RMSNorm module's constructor argument.
       {"rms_norm", {{"normalized_shape", "weight", "eps", "elementwise_affine"}}},
       {"layer_norm", {{"normalized_shape", "weight", "bias", "eps", "elementwise_affine"}}},
@@ -75,7 +77,7 @@ std::optional<Value> row_function(const std::string& f, const std::string& fn, c
   std::map<std::string, Value> bound;
   std::size_t positional = 0;
   for (const auto& a : all) {
-    if (a.keyword == "input" || (a.keyword.empty() && !input && positional == 0)) {
+    if (a.keyword == "input" || a.keyword == "x1" || (a.keyword.empty() && !input && positional == 0)) {
       if (a.value.type != Value::Tensor) throw Reject{fn + "() needs a tensor argument", 0};
       input = a.value.expr;
       if (a.keyword.empty()) positional = 1;
@@ -140,7 +142,7 @@ std::optional<Value> row_function(const std::string& f, const std::string& fn, c
   const bool norm_layer = f == "rms_norm" || f == "layer_norm";
   if (!norm_layer) {
     auto d = bound.find("dim");
-    const std::string default_dim = f == "normalize" ? "1" : "";
+    const std::string default_dim = f == "normalize" || f == "cosine_similarity" ? "1" : "";
     if (d == bound.end() || d->second.type == Value::None) {
       if (default_dim.empty())
         throw Reject{fn + "() without dim reduces the whole tensor (or uses an implicit dim); pass dim=-1 for a "
@@ -183,6 +185,15 @@ std::optional<Value> row_function(const std::string& f, const std::string& fn, c
   if (f == "softmin") return tensor(row_softmax(neg(input)));
   if (f == "log_softmax") return tensor(row_log_softmax(input));
   if (f == "normalize") return tensor(row_normalize(input, number("p", 2), tensor_or("eps", num(1e-12))));
+  if (f == "cosine_similarity") {
+    // PyTorch divides each operand by its norm clamped to eps (the clamp outside autograd, which
+    // only matters for a row of norm below eps), then sums the product; the result drops the dim.
+    const Expr other = tensor_or("x2", nullptr);
+    if (!other) throw Reject{fn + "() needs the second tensor x2", 0};
+    const Expr eps = tensor_or("eps", num(1e-8));
+    auto unit = [&](const Expr& v) { return div(v, call("max", {row_norm(v, 2), eps})); };
+    return tensor(row_dropped(row_reduce("sum", mul(unit(input), unit(other)))));
+  }
   // F.rms_norm / F.layer_norm: normalized_shape is the last dimension (a one-element shape).
   auto shape = bound.find("normalized_shape");
   if (shape == bound.end()) throw Reject{fn + "() needs normalized_shape (the last dimension)", 0};

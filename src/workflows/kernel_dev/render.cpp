@@ -369,7 +369,27 @@ mu::data tier2_context(const KernelProfile& p, const std::filesystem::path& temp
   d.set("upstream", "d" + code.output);
   d.set("dinput", "d" + code.input);
   d.set("first_input", code.input);
-  d.set("inputs", mu::list{mu::object{{"name", code.input}, {"index", "0"}}});
+  // Every input tensor (x first): the reference's Inputs and Grads hold one [rows, cols] each.
+  mu::list all_inputs{mu::object{{"name", code.input}, {"index", "0"}}};
+  // The inputs after the first: read per column from their own rows, each with its gradient.
+  mu::list others;
+  for (std::size_t i = 0; i < code.others.size(); ++i) {
+    const std::string& o = code.others[i];
+    const RowPassCode& g = code.input_grads[i];
+    all_inputs.push_back(mu::object{{"name", o}, {"index", std::to_string(i + 1)}});
+    others.push_back(mu::object{{"name", o},
+                                {"oindex", std::to_string(i)},
+                                {"grad_expression", free_text(g.expression)},
+                                {"grad_cuda_inner", indented(g.cuda, 2)},
+                                {"grad_row_cuda", g.row_cuda.empty() ? "" : indented(g.row_cuda, 4)},
+                                {"grad_reference", indented(g.reference, 0)},
+                                {"grad_python", g.python},
+                                {"last", mu::data(i + 1 == code.others.size())}});
+  }
+  d.set("inputs", all_inputs);
+  d.set("others", others);
+  d.set("has_others", mu::data(!code.others.empty()));
+  d.set("n_others", std::to_string(code.others.size()));
   d.set("scalar_params", mu::list{});
   // Learnable per-column weights: read per column by every pass, each with its gradient's
   // per-row contribution (summed over rows by the kernel's second reduction).
@@ -398,6 +418,8 @@ mu::data tier2_context(const KernelProfile& p, const std::filesystem::path& temp
   d.set("has_weights", mu::data(!code.weights.empty()));
   d.set("no_weights", mu::data(code.weights.empty()));
   d.set("n_weights", std::to_string(code.weights.size()));
+  // The backward returns a list (dx, the other inputs' gradients, the weights') when it has more than dx.
+  d.set("multi_grad", mu::data(!code.weights.empty() || !code.others.empty()));
 
   auto passes = [](const std::vector<RowPassCode>& list) {
     mu::list out;
@@ -475,6 +497,8 @@ mu::data tier2_context(const KernelProfile& p, const std::filesystem::path& temp
   for (const auto& r : code.backward_reductions) backward += r.name + " = " + r.op + "(" + r.expression + "); ";
   // The reference header lists the gradients one per line; a Tier-2 op has one, through its rows.
   mu::list gradient_lines{mu::object{{"row_text", free_text("per row: " + backward + "d" + code.input + " = " + code.grad_input.expression)}}};
+  for (const auto& g : code.input_grads)
+    gradient_lines.push_back(mu::object{{"row_text", free_text("per row: " + g.name + " = " + g.expression)}});
   for (const auto& g : code.param_grads)
     gradient_lines.push_back(mu::object{{"row_text", free_text(g.name + " = sum over rows of (" + g.expression + ")")}});
   d.set("gradients", gradient_lines);

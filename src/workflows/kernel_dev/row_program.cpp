@@ -48,6 +48,8 @@ struct Checked {
   Expr output, grad;
   std::vector<std::pair<std::string, Expr>> param_grads;  // (weight, its per-row contribution)
   std::vector<std::string> weights;                      // learnable per-column parameters
+  std::vector<std::string> others;                       // the input tensors after the first
+  std::vector<std::pair<std::string, Expr>> input_grads;  // (input, its gradient per column)
   std::size_t recompute = 0;  // forward reductions the backward needs (a prefix of them)
   bool saves_input = false, saves_output = false;
   bool per_row = false;
@@ -60,12 +62,28 @@ Checked check(const KernelProfile& p) {
   const RowProgramSpec& r = *p.row_program;
   if (p.tier != 2)
     problem("only a Tier-2 (row reduction) profile has a row program; this profile is Tier " + std::to_string(p.tier));
-  if (p.inputs.size() != 1 || p.outputs.size() != 1) {
-    problem("a Tier-2 row program has exactly one input and one output tensor ([rows, cols] each); the profile has " +
-            std::to_string(p.inputs.size()) + " input(s) and " + std::to_string(p.outputs.size()) + " output(s)");
+  if (p.inputs.empty() || p.outputs.size() != 1) {
+    problem("a Tier-2 row program has one or more input tensors and one output tensor ([rows, cols] each); the "
+            "profile has " + std::to_string(p.inputs.size()) + " input(s) and " + std::to_string(p.outputs.size()) +
+            " output(s)");
+    return c;
+  }
+  if (p.inputs.size() > kMaxRowInputs) {
+    problem("a Tier-2 row program reads at most " + std::to_string(kMaxRowInputs) + " input tensors; the profile has " +
+            std::to_string(p.inputs.size()));
     return c;
   }
   const std::string x = p.inputs[0].name, y = p.outputs[0].name, dy = "d" + y, dx = "d" + x;
+  // The inputs after the first: [rows, cols] like x, read per column with it, each with a gradient.
+  std::set<std::string> others;
+  for (std::size_t i = 1; i < p.inputs.size(); ++i) {
+    const std::string& o = p.inputs[i].name;
+    if (!identifier(o) || reserved_name(o) || o == x || o == y || o == dy || o == dx || others.count(o) ||
+        others.count("d" + o) || o == "d" + x || "d" + o == x || "d" + o == y)
+      problem("input '" + o + "' clashes with a reserved, tensor or gradient name");
+    others.insert(o);
+    c.others.push_back(o);
+  }
   // Learnable per-column weights are read per column by every pass (row_program.h); a learnable
   // scalar's gradient would be a sum over every element, which the template does not make.
   std::set<std::string> params, weights;
@@ -78,7 +96,8 @@ Checked check(const KernelProfile& p) {
       continue;
     }
     if (!identifier(l.name) || reserved_name(l.name) || l.name == x || l.name == y || l.name == dy || l.name == dx ||
-        params.count(l.name) || weights.count(l.name) || l.name == "d" + x)
+        params.count(l.name) || weights.count(l.name) || l.name == "d" + x || others.count(l.name) ||
+        others.count("d" + l.name))
       problem("learnable parameter '" + l.name + "' clashes with a reserved, tensor or parameter name");
     weights.insert(l.name);
     params.insert(l.name);
@@ -88,8 +107,13 @@ Checked check(const KernelProfile& p) {
     if (!identifier(tensor) || reserved_name(tensor))
       problem("the tensor name '" + tensor + "' cannot be used in the generated code; use x and y");
   for (const auto& name : params)
-    if (!identifier(name) || reserved_name(name) || name == x || name == y || name == dy || name == dx)
+    if (!identifier(name) || reserved_name(name) || name == x || name == y || name == dy || name == dx ||
+        (others.count(name) && !weights.count(name)))
       problem("module parameter '" + name + "' clashes with a reserved or tensor name");
+
+  // d<input> names an input's gradient in the generated code: no parameter may take it.
+  for (const auto& o : others)
+    if (params.count("d" + o)) problem("parameter 'd" + o + "' clashes with the gradient of the input '" + o + "'");
 
   std::set<std::string> seen;
   auto declare = [&](const RowReduction& red, const std::string& where) {
@@ -98,7 +122,8 @@ Checked check(const KernelProfile& p) {
       return;
     }
     if (reserved_name(red.name) || red.name == x || red.name == y || red.name == dy || red.name == dx ||
-        params.count(red.name))
+        params.count(red.name) || others.count(red.name) ||
+        std::any_of(others.begin(), others.end(), [&](const std::string& o) { return red.name == "d" + o; }))
       problem(where + ": name '" + red.name + "' is reserved or already a tensor/parameter name");
     else if (seen.count(red.name))
       problem(where + ": name '" + red.name + "' is used twice");
@@ -134,6 +159,7 @@ Checked check(const KernelProfile& p) {
     problem("forward.reductions is empty: a Tier-2 op reduces over the row at least once (else it is Tier 1)");
   std::set<std::string> scope = params;
   scope.insert({x, "n"});
+  scope.insert(others.begin(), others.end());
   for (std::size_t i = 0; i < r.forward_reductions.size(); ++i) {
     const auto& red = r.forward_reductions[i];
     const std::string where = "forward.reductions[" + std::to_string(i) + "] (" + red.name + ")";
@@ -143,8 +169,10 @@ Checked check(const KernelProfile& p) {
   }
   c.output = parse(r.output, "forward.output", scope, "");
   c.per_row = per_row_output(p);
-  if (c.per_row && c.output && free_symbols(c.output).count(x))
-    problem("forward.output '" + r.output + "' uses " + x + " per column, but the output's shape " + p.outputs[0].shape +
+  const std::set<std::string> output_reads = c.output ? free_symbols(c.output) : std::set<std::string>{};
+  if (c.per_row && std::any_of(output_reads.begin(), output_reads.end(),
+                               [&](const std::string& s) { return s == x || others.count(s) > 0; }))
+    problem("forward.output '" + r.output + "' uses an input tensor per column, but the output's shape " + p.outputs[0].shape +
             " is one value per row: write it over the row scalars only, or make the output [rows, cols]");
 
   // The backward sees the upstream gradient, what the forward saved, and the forward reductions
@@ -162,6 +190,8 @@ Checked check(const KernelProfile& p) {
             "; the backward of a per-row output reads " + x);
   std::set<std::string> bscope = params;
   bscope.insert({dy, "n"});
+  // Every input tensor reaches the backward (the autograd function saves them all).
+  bscope.insert(others.begin(), others.end());
   if (c.saves_input) bscope.insert(x);
   if (c.saves_output) bscope.insert(y);
   if (c.saves_input) bscope.insert(forward_names.begin(), forward_names.end());
@@ -202,6 +232,27 @@ Checked check(const KernelProfile& p) {
     if (!graded.count(w))
       problem("backward.param_gradients: no gradient for the learnable parameter '" + w +
               "' (its contribution per column of one row; dw is its sum over the rows)");
+  std::set<std::string> input_graded;
+  for (std::size_t i = 0; i < r.input_gradients.size(); ++i) {
+    const auto& g = r.input_gradients[i];
+    const std::string where = "backward.input_gradients[" + std::to_string(i) + "] (" + g.name + ")";
+    if (!others.count(g.name)) {
+      problem(where + ": '" + g.name + "' is not one of the inputs after the first" +
+              (others.empty() ? std::string(" (the profile has one input; its gradient is grad_input)")
+                              : " (" + join(others) + ")"));
+      continue;
+    }
+    if (!input_graded.insert(g.name).second) problem(where + ": a second gradient for '" + g.name + "'");
+    Expr e = parse(g.expression, where, bscope, hint);
+    note_forward_uses(e);
+    if (e) c.input_grads.push_back({g.name, e});
+  }
+  for (const auto& o : c.others)
+    if (!input_graded.count(o))
+      problem("backward.input_gradients: no gradient for the input '" + o + "' (d" + o + " per column of one row)");
+  if (!c.others.empty() && !c.saves_input)
+    problem("backward.uses: an op with several input tensors reads " + x + " in the backward (the generated backward "
+            "takes every input), so list " + x);
   if (!weights.empty() && c.saves_output && !c.saves_input)
     problem("backward.uses: an op with learnable weights reads " + x + " in the backward (the weights' gradients "
             "need the normalised input), so list " + x);
@@ -459,6 +510,8 @@ std::vector<std::vector<RowPassCode>> passes_of(const std::vector<RowPassCode>& 
 
 }  // namespace
 
+bool reserved_in_row_program(const std::string& name) { return reserved_name(name); }
+
 bool per_row_output(const KernelProfile& profile) {
   if (profile.outputs.size() != 1) return false;
   std::string shape;
@@ -488,7 +541,9 @@ Tier2Code generate_tier2(const KernelProfile& p) {
   std::set<std::string> columns = {code.input};
   if (!code.per_row) columns.insert({code.output, "d" + code.output});
   columns.insert(c.weights.begin(), c.weights.end());
+  columns.insert(c.others.begin(), c.others.end());
   code.weights = c.weights;
+  code.others = c.others;
   for (std::size_t i = 0; i < c.forward.size(); ++i)
     code.forward_reductions.push_back(
         pass(c.forward[i].first, r.forward_reductions[i].op, c.forward[i].second, "v_", columns));
@@ -501,6 +556,9 @@ Tier2Code generate_tier2(const KernelProfile& p) {
   for (const auto& w : c.weights)
     for (const auto& [name, e] : c.param_grads)
       if (name == w) code.param_grads.push_back(pass("d" + w, "", e, "d" + w, columns));
+  for (const auto& o : c.others)
+    for (const auto& [name, e] : c.input_grads)
+      if (name == o) code.input_grads.push_back(pass("d" + o, "", e, "d" + o, columns));
   code.forward_groups = passes_of(code.forward_reductions);
   // The backward's recomputed statistics and its own reductions form one sequence of passes, so a
   // gradient sum whose loop needs only the mean shares the variance's pass (LayerNorm), and one

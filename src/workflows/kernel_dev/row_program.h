@@ -46,6 +46,10 @@ struct RowPassCode {
 // block combine of up to this many values (the kernel's shared memory holds 32 warps x this).
 inline constexpr std::size_t kMaxPassGroup = 8;
 
+// The most input tensors a generated row kernel takes (x and the others): each is one pointer and
+// one row stride in the kernel's parameters, and each pass loads a chunk of every one it reads.
+inline constexpr std::size_t kMaxRowInputs = 8;
+
 struct Tier2Code {
   std::string input, output;  // tensor names (x, y); the upstream gradient is d<output>
   std::vector<RowPassCode> forward_reductions;
@@ -57,6 +61,10 @@ struct Tier2Code {
   // one's gradient (named d<weight>; summed over the rows by the kernel's second reduction).
   std::vector<std::string> weights;
   std::vector<RowPassCode> param_grads;
+  // The input tensors after the first ([rows, cols], read per column like x from their own rows)
+  // and their gradients (named d<input>, one value per element, stored like dx).
+  std::vector<std::string> others;
+  std::vector<RowPassCode> input_grads;
   bool saves_input = false, saves_output = false;
   bool per_row = false;  // per_row_output: y and dy are one value per row
   // The same reductions cut into passes (kMaxPassGroup): PolyNorm's three means are one pass.
@@ -68,6 +76,10 @@ struct Tier2Code {
 // z-loss) rather than a [rows, cols] tensor: the forward writes one value per row, and the
 // upstream gradient is one value per row.
 bool per_row_output(const KernelProfile& profile);
+
+// Whether `name` may not name a tensor or parameter of a row program (the generated row kernel's
+// and reference's own names: n, p, M, ...; the expression language's functions).
+bool reserved_in_row_program(const std::string& name);
 
 // Throws std::invalid_argument listing every problem (row_program_problems) when the profile's
 // row program cannot be generated.

@@ -166,12 +166,8 @@ std::string reduction_text(const std::string& op, const std::string& expression)
 
 RowDerivation derive_row_program(const Program& program) {
   RowDerivation d;
-  if (program.inputs.size() != 1) {
-    std::string names;
-    for (const auto& in : program.inputs) names += (names.empty() ? "" : ", ") + in;
-    d.declined = "the op has " + std::to_string(program.inputs.size()) + " input tensors (" + names +
-                 "); the Tier-2 row-program template reduces one input tensor [rows, cols] (write the others as "
-                 "module parameters, or combine the inputs in a Tier-1 op before it)";
+  if (program.inputs.empty()) {
+    d.declined = "the op has no input tensor";
     return d;
   }
   // Module parameters are row scalars; a learnable per-column weight is one value per column,
@@ -191,9 +187,14 @@ RowDerivation derive_row_program(const Program& program) {
     else parameters.insert(p.name);
   }
   const std::string x = program.inputs[0], y = program.output, dy = "d" + y, dx = "d" + x;
+  // The inputs after the first are [rows, cols] like x (a target, the other operand of a cosine
+  // similarity): per-column symbols of the row program, as the weights are, but one row each, and
+  // each with its own gradient per element -- the weights' chain rule without the sum over rows.
+  const std::vector<std::string> others(program.inputs.begin() + 1, program.inputs.end());
   std::set<std::string> taken = parameters;
   taken.insert({x, y, dy, dx});
   for (const auto& w : channel) taken.insert({w, "d" + w});
+  for (const auto& o : others) taken.insert({o, "d" + o});
   Hoister hoister(taken);
   hoister.parameters_ = parameters;
   const Hoisted h = hoister.run(program.expression);
@@ -216,8 +217,10 @@ RowDerivation derive_row_program(const Program& program) {
   // per row, the upstream gradient is one value per row, and the chain rule below takes the
   // output's derivatives as row scalars (nothing to sum over the columns).
   const std::set<std::string> output_symbols = free_symbols(output);
-  const bool per_row = !output_symbols.count(x) &&
-                       std::none_of(channel.begin(), channel.end(), [&](const std::string& w) { return output_symbols.count(w) > 0; });
+  auto reads = [&](const std::vector<std::string>& names) {
+    return std::any_of(names.begin(), names.end(), [&](const std::string& w) { return output_symbols.count(w) > 0; });
+  };
+  const bool per_row = !output_symbols.count(x) && !reads(channel) && !reads(others);
   d.per_row_output = per_row;
   d.keepdim = !h.output_dropped;
 
@@ -306,6 +309,15 @@ RowDerivation derive_row_program(const Program& program) {
     }
     param_grads.push_back({w, simplify(g)});
   }
+  std::vector<std::pair<std::string, Expr>> input_grads;
+  for (const auto& o : others) {
+    Expr g = per_row ? num(0) : mul(sym(dy), differentiate(output, o));
+    for (std::size_t l = 0; l < k; ++l) {
+      if (!adjoint[l]) continue;
+      g = add(g, mul(mul(adjoint[l], reduction_weight(h.reductions[l])), differentiate(h.reductions[l].argument, o)));
+    }
+    input_grads.push_back({o, simplify(g)});
+  }
 
   // The backward reads x and recomputes the forward reductions it names (a prefix, row_program.h),
   // unless it can be written from the saved output alone (tier2_saved_output.cpp): then it reads
@@ -316,13 +328,16 @@ RowDerivation derive_row_program(const Program& program) {
   for (const auto& s : free_symbols(structure.grad)) used.insert(s);
   for (const auto& [w, g] : param_grads)
     for (const auto& s : free_symbols(g)) used.insert(s);
+  for (const auto& [o, g] : input_grads)
+    for (const auto& s : free_symbols(g)) used.insert(s);
   std::size_t prefix = 0;
   for (std::size_t i = 0; i < k; ++i)
     if (used.count(h.reductions[i].name)) prefix = i + 1;
   // The saved-output rewrite reads y per column; a per-row y determines no column of x.
   // A weight's gradient needs the normalised input (x and the statistics), not y: with learnable
-  // weights the backward stays on x.
-  if (prefix > 0 && !per_row && channel.empty()) {
+  // weights the backward stays on x, and so it does with other input tensors (their gradients are
+  // functions of every input, and the backward reads them anyway).
+  if (prefix > 0 && !per_row && channel.empty() && others.empty()) {
     std::optional<RowStructure> from_y;
     try {
       from_y = backward_from_output(structure);
@@ -360,6 +375,11 @@ RowDerivation derive_row_program(const Program& program) {
     d.backward_text.push_back("d" + w + " = sum over rows(" + to_string(g) + ")");
     collect_functions(g, functions);
   }
+  for (const auto& [o, g] : input_grads) {
+    spec.input_gradients.push_back({o, to_string(g)});
+    d.backward_text.push_back("d" + o + " = " + to_string(g));
+    collect_functions(g, functions);
+  }
   for (std::size_t i = 0; i < prefix; ++i) d.recomputed.push_back(h.reductions[i].name);
   functions.erase("where");
   d.functions.assign(functions.begin(), functions.end());
@@ -394,8 +414,8 @@ struct RowEvaluator {
   std::string x, y;
 
   RowEvaluator(const KernelProfile& profile, const Environment& parameters) : p(profile) {
-    if (!p.row_program || p.inputs.size() != 1 || p.outputs.size() != 1)
-      throw std::invalid_argument("profile '" + p.op_name + "' has no row program with one input and one output");
+    if (!p.row_program || p.inputs.empty() || p.outputs.size() != 1)
+      throw std::invalid_argument("profile '" + p.op_name + "' has no row program with an input and one output");
     x = p.inputs[0].name;
     y = p.outputs[0].name;
     for (const auto& m : p.module_parameters) base[m.name] = m.value;
@@ -437,11 +457,20 @@ struct RowEvaluator {
 
 namespace {
 
-// The per-column tensors of one row: x and the learnable weights (given, else their init value
-// in every column).
+// The per-column tensors of one row: x, the other input tensors' rows (given; required) and the
+// learnable weights (given, else their init value in every column).
 std::map<std::string, std::vector<double>> row_columns(const KernelProfile& profile, const RowEvaluator& ev,
                                                        const std::vector<double>& x, const ColumnValues& weights) {
   std::map<std::string, std::vector<double>> columns = {{ev.x, x}};
+  for (std::size_t i = 1; i < profile.inputs.size(); ++i) {
+    const std::string& name = profile.inputs[i].name;
+    auto given = weights.find(name);
+    if (given == weights.end() || given->second.size() != x.size())
+      throw std::invalid_argument("row evaluation: the input '" + name + "' needs " + std::to_string(x.size()) +
+                                  " values (its row), " +
+                                  (given == weights.end() ? std::string("none given") : std::to_string(given->second.size()) + " given"));
+    columns[name] = given->second;
+  }
   for (const auto& l : profile.learnable_parameters) {
     auto given = weights.find(l.name);
     if (given == weights.end()) {
@@ -504,6 +533,19 @@ ColumnValues row_param_gradients_f64(const KernelProfile& profile, const std::ve
   backward_scope(profile, ev, x, dy, env, columns);
   ColumnValues out;
   for (const auto& g : profile.row_program->param_gradients)
+    out[g.name] = ev.elementwise(g.expression, env, columns, x.size());
+  return out;
+}
+
+ColumnValues row_input_gradients_f64(const KernelProfile& profile, const std::vector<double>& x,
+                                     const std::vector<double>& dy, const Environment& parameters,
+                                     const ColumnValues& columns_given) {
+  RowEvaluator ev(profile, parameters);
+  Environment env = ev.base;
+  std::map<std::string, std::vector<double>> columns = row_columns(profile, ev, x, columns_given);
+  backward_scope(profile, ev, x, dy, env, columns);
+  ColumnValues out;
+  for (const auto& g : profile.row_program->input_gradients)
     out[g.name] = ev.elementwise(g.expression, env, columns, x.size());
   return out;
 }

@@ -135,7 +135,8 @@ Program named_weights_as_parameters(const Program& given, std::vector<std::strin
 
 // fp64 evaluation of a profile's row program over one row (the same passes the generated
 // reference makes); module parameters at their defaults unless given in `parameters`, learnable
-// per-column weights at their init value in every column unless given in `weights` ([cols] each).
+// per-column weights at their init value in every column unless given in `weights` ([cols] each);
+// the input tensors after the first must be given there too (their row, [cols] each).
 using ColumnValues = std::map<std::string, std::vector<double>>;
 std::vector<double> row_forward_f64(const KernelProfile& profile, const std::vector<double>& x,
                                     const Environment& parameters = {}, const ColumnValues& weights = {});
@@ -146,5 +147,9 @@ std::vector<double> row_backward_f64(const KernelProfile& profile, const std::ve
 ColumnValues row_param_gradients_f64(const KernelProfile& profile, const std::vector<double>& x,
                                      const std::vector<double>& dy, const Environment& parameters = {},
                                      const ColumnValues& weights = {});
+// Each input tensor after the first: its gradient over this row, per column.
+ColumnValues row_input_gradients_f64(const KernelProfile& profile, const std::vector<double>& x,
+                                     const std::vector<double>& dy, const Environment& parameters,
+                                     const ColumnValues& columns);
 
 }  // namespace liger::kernel_dev

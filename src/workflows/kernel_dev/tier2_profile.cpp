@@ -27,11 +27,11 @@ void decline(KernelProfile& p, const std::string& reason) {
 
 }  // namespace
 
-// The row template reduces one tensor. A function that also takes `w`, `weight`, `gamma`, `scale`,
-// `bias`, `beta` or `shift` (def rms(x, w): ...) means, as those names do in the expression language,
-// a per-column weight or shift: the same on every row. They become learnable per-column parameters
-// when that leaves one input tensor, and a note says so at the checkpoint (rename the argument to
-// keep it a tensor input of the row's shape).
+// A function that also takes `w`, `weight`, `gamma`, `scale`, `bias`, `beta` or `shift` (def rms(x, w):
+// ...) means, as those names do in the expression language, a per-column weight or shift: the same
+// on every row. They become learnable per-column parameters (the first argument stays the reduced
+// tensor), and a note says so at the checkpoint (rename the argument to keep it a tensor input of
+// the row's shape).
 Program named_weights_as_parameters(const Program& given, std::vector<std::string>& notes) {
   if (given.inputs.size() < 2) return given;
   Program program = given;
@@ -46,11 +46,11 @@ Program named_weights_as_parameters(const Program& given, std::vector<std::strin
       program.inputs.push_back(in);
     }
   }
-  if (taken.empty() || program.inputs.size() != 1) return given;
+  if (taken.empty() || program.inputs.empty()) return given;
   notes.push_back("the argument(s) " + joined(taken, ", ") + " of the code are taken as learnable per-column " +
                   "parameters [cols] (their names, as in the expression language), the reduced tensor being " +
-                  program.inputs.front() + "; if one is a tensor of the row's shape, rename it and the op is declined " +
-                  "as a two-tensor reduction");
+                  program.inputs.front() + "; if one is a tensor of the row's shape [rows, cols], rename it and it " +
+                  "becomes an input tensor of the row program with its own gradient");
   return program;
 }
 
@@ -149,6 +149,13 @@ void derive_tier2(KernelProfile& p, const Program& program, const KnowledgeBase&
   g.kind = "input";
   g.expression = "reverse-mode through the row reductions: " + joined(d.backward_text, "; ");
   std::vector<GradientSpec> gradients{g};
+  for (const auto& ig : r.input_gradients) {
+    GradientSpec other;
+    other.wrt = ig.name;
+    other.kind = "input";
+    other.expression = "reverse-mode through the row reductions: d" + ig.name + " = " + ig.expression;
+    gradients.push_back(other);
+  }
   for (const auto& pg : r.param_gradients) {
     GradientSpec w;
     w.wrt = pg.name;

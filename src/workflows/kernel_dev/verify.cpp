@@ -26,8 +26,10 @@ std::string eager_expression(const KernelProfile& p) {
     // A Tier-2 forward is not one expression: the profile's PyTorch function, else the binding's
     // `reference` (the same row program in PyTorch operations).
     if (!p.row_program->pytorch_reference.empty()) return p.row_program->pytorch_reference;
-    // Learnable weights follow the input, as kernel_dev_compare.py passes them (--params).
-    std::string args = p.inputs.empty() ? std::string("x") : p.inputs.front().name;
+    // Learnable weights follow the inputs, as kernel_dev_compare.py passes them (--params).
+    std::string args;
+    for (const auto& in : p.inputs) args += (args.empty() ? "" : ", ") + in.name;
+    if (args.empty()) args = "x";
     for (const auto& l : p.learnable_parameters) args += ", " + l.name;
     return "__import__('liger_kernels.ops." + p.op_name + "', fromlist=['reference']).reference(" + args + ")";
   }
