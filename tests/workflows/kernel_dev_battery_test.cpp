@@ -202,8 +202,7 @@ const std::vector<Case>& cases() {
       {"unclosed call", "def f(x): return torch.tanh(x", 0, {}, "", "expected ')', found the end of the line"},
       {"RMSNorm with a weight argument", "def f(x, w):\n    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w", 2,
        {"x"}, "", ""},
-      {"softmax of a sum of two tensors", "def f(x, y): return torch.softmax(x + y, dim=-1)", 0, {}, "",
-       "2 input tensors (x, y)"},
+      {"softmax of a sum of two tensors", "def f(x, y): return torch.softmax(x + y, dim=-1)", 2, {"x", "y"}, "", ""},
       // Expressions.
       {"squareplus expression", "y = 0.5 * (x + sqrt(x^2 + 4))", 1, {"x"}, "0.5 * (x + sqrt(x^2 + 4))", ""},
       {"three inputs", "z = a * sigmoid(b) + c", 1, {"a", "b", "c"}, "a / (1 + exp(-b)) + c", ""},

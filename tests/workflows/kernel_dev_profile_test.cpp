@@ -456,8 +456,17 @@ TEST(KernelDevProfile, Tier2RowProgramProblemsNameTheFieldAndTheFix) {
   EXPECT_NE(problems.find("learnable parameter 'w' is a scalar"), std::string::npos) << problems;
   problems = problems_of(softmax_profile([](YAML::Node& n) { n["tier"]["value"] = 1; }));
   EXPECT_NE(problems.find("only a Tier-2 (row reduction) profile has a row program"), std::string::npos) << problems;
+  // A second input needs its gradient, and may not repeat the first's name.
   problems = problems_of(softmax_profile([](YAML::Node& n) { n["inputs"].push_back(n["inputs"][0]); }));
-  EXPECT_NE(problems.find("exactly one input and one output"), std::string::npos) << problems;
+  EXPECT_NE(problems.find("clashes"), std::string::npos) << problems;
+  problems = problems_of(softmax_profile([](YAML::Node& n) {
+    YAML::Node t = YAML::Clone(n["inputs"][0]);
+    t["name"] = "t";
+    n["inputs"].push_back(t);
+  }));
+  EXPECT_NE(problems.find("no gradient for the input 't'"), std::string::npos) << problems;
+  problems = problems_of(softmax_profile([](YAML::Node& n) { n["outputs"].push_back(n["outputs"][0]); }));
+  EXPECT_NE(problems.find("one output tensor"), std::string::npos) << problems;
   // Module parameters are constants the expressions may use.
   EXPECT_EQ(problems_of(softmax_profile([](YAML::Node& n) {
               YAML::Node t;

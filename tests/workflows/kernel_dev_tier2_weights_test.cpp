@@ -207,10 +207,15 @@ TEST(KernelDevTier2Weights, WeightNamedArgumentsAreColumnParametersWithANote) {
   bool noted = false;
   for (const auto& n : p.notes) noted = noted || n.find("taken as learnable per-column parameters") != std::string::npos;
   EXPECT_TRUE(noted);
-  // An argument not named like a weight stays a tensor, and the two-tensor row op is declined.
+  // An argument not named like a weight stays a [rows, cols] tensor with its own gradient
+  // (kernel_dev_tier2_inputs_test.cpp).
   const auto two = analyse("def f(x, mask): return torch.softmax(x, dim=-1) * mask");
-  EXPECT_FALSE(two.complete());
-  EXPECT_NE(undecided(two).find("2 input tensors (x, mask)"), std::string::npos) << undecided(two);
+  ASSERT_TRUE(two.complete()) << undecided(two);
+  ASSERT_EQ(two.inputs.size(), 2u);
+  EXPECT_EQ(two.inputs[1].name, "mask");
+  EXPECT_TRUE(two.learnable_parameters.empty());
+  ASSERT_EQ(two.row_program->input_gradients.size(), 1u);
+  EXPECT_EQ(two.row_program->input_gradients[0].name, "mask");
 }
 
 TEST(KernelDevTier2Weights, GemmaOffsetIsNotAPlainWeight) {
