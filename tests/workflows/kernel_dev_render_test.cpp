@@ -89,10 +89,12 @@ backward:
 
 const std::vector<std::string> kTier2 = {"softmax", "rms_scale"};
 
-// tanh: an op named like a libm function (namespace liger::kernels::tanh next to ::tanh).
-// The last two: inputs on part of the line (p in (0, 1): inputs[].sample unit) and atan's code;
-// rounding and detach() (a straight-through estimator).
+// tanh and erfc: ops named like libm functions (namespace liger::kernels::tanh next to ::tanh;
+// CUDA's host headers call erfc unqualified at global scope, so the entry points may not bring the
+// op's namespace there). Then inputs on part of the line (p in (0, 1): inputs[].sample unit) and
+// atan's code; rounding and detach() (a straight-through estimator).
 const std::vector<std::string> kOps = {"ReLU squared activation function", "SwiGLU", "DyT", "leaky relu", "tanh",
+                                       "def erfc(x): return torch.special.erfc(x)",
                                        "def bce_atan(p, t): return F.binary_cross_entropy(p, t, reduction='none') + torch.atan(t)",
                                        "def fake_quant(x): return x + (torch.round(x * 8) / 8 - x).detach() + torch.floor(x)"};
 
