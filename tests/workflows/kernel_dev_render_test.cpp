@@ -11,6 +11,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <unistd.h>
+
 #include <yaml-cpp/yaml.h>
 
 #include "workflows/kernel_dev/codegen.h"
@@ -516,4 +518,28 @@ TEST(KernelDevRender, InputsNamedLikeTheTemplatesLocalsStillCompile) {
     EXPECT_TRUE(error.empty()) << error;
   }
   fs::remove_all(root);
+}
+
+// A backward that is the upstream gradient itself (a straight-through estimator) runs no kernel in
+// the binding: autograd gets dy back; any other backward launches the generated kernel.
+TEST(KernelDevRender, IdentityBackwardReturnsTheUpstreamWithoutALaunch) {
+  auto python_of = [](const std::string& request) {
+    const auto p = kd::analyse({request, kd::InputKind::Auto, ""}, kb());
+    for (const auto& f : kd::render(p, kSource / "templates/kernel_dev"))
+      if (f.path == "kernels/python/liger_kernels/ops/" + p.op_name + ".py") return f.content;
+    return std::string();
+  };
+  const std::string ste = python_of("def fake_quant(x): return x + (torch.round(x * 8) / 8 - x).detach()");
+  ASSERT_FALSE(ste.empty());
+  EXPECT_NE(ste.find("return (*[dy.to(dtype) for dtype in ctx.dtypes], *([None] * len(ctx.hyper)))"), std::string::npos) << ste;
+  EXPECT_EQ(ste.find("ctx.save_for_backward("), std::string::npos) << ste;
+  const std::string relu2 = python_of("ReLU squared activation function");
+  EXPECT_EQ(relu2.find("ctx.dtypes"), std::string::npos) << relu2;
+  EXPECT_NE(relu2.find("ctx.save_for_backward(x, )"), std::string::npos) << relu2;
+  if (std::system("command -v python3 >/dev/null 2>&1") == 0) {
+    const fs::path file = fs::temp_directory_path() / ("liger_identity_backward_" + std::to_string(::getpid()) + ".py");
+    std::ofstream(file) << ste;
+    EXPECT_EQ(std::system(("python3 -c \"import ast,sys; ast.parse(open(sys.argv[1]).read())\" " + file.string()).c_str()), 0);
+    fs::remove(file);
+  }
 }

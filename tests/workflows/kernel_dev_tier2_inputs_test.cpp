@@ -17,6 +17,7 @@
 #include <random>
 #include <sstream>
 
+#include "workflows/kernel_dev/input_sampling.h"
 #include "workflows/kernel_dev/profile.h"
 #include "workflows/kernel_dev/render.h"
 #include "workflows/kernel_dev/row_program.h"
@@ -79,6 +80,14 @@ const std::vector<Form>& forms() {
        [](const std::vector<Row>& in) {
          const Row l = log_softmax(in[0]);
          return Row{-dot(in[1], l)};
+       }},
+      // A target of probabilities (kl_div's xlogy(t, t) term): t is drawn positive (inputs[].sample).
+      {"kl_probability_target", "def f(x, t): return F.kl_div(F.log_softmax(x, -1), t, reduction='none').sum(-1)",
+       [](const std::vector<Row>& in) {
+         const Row l = log_softmax(in[0]);
+         double s = 0;
+         for (std::size_t i = 0; i < l.size(); ++i) s += in[1][i] * (std::log(in[1][i]) - l[i]);
+         return Row{s};
        }},
       {"mse_rows", "def f(x, t): return ((x - t) ** 2).mean(-1, keepdim=True)",
        [](const std::vector<Row>& in) {
@@ -190,7 +199,10 @@ TEST(KernelDevTier2Inputs, DerivedForwardAndEveryGradientMatchReferenceAndFinite
     for (std::size_t cols : {3u, 17u, 64u}) {
       for (int trial = 0; trial < 2; ++trial) {
         std::vector<Row> in;
-        for (std::size_t i = 0; i < p.inputs.size(); ++i) in.push_back(random_row(rng, cols, 1.5));
+        for (std::size_t i = 0; i < p.inputs.size(); ++i) {
+          in.push_back(random_row(rng, cols, 1.5));
+          for (auto& v : in.back()) v = kd::sample_value(p.inputs[i].sample, v);
+        }
         const Row dy = random_row(rng, per_row ? 1 : cols, 1.0);
         auto forward = [&](const std::vector<Row>& at) { return kd::row_forward_f64(p, at[0], {}, others_of(p, at)); };
         const Row y = forward(in), expected = form.reference(in);
@@ -343,4 +355,35 @@ TEST(KernelDevTier2Inputs, RenderedGpuTestAndBenchmarkCompile) {
     EXPECT_EQ(rt::check_host_code(gxx, cuda, root, p.op_name), "");
     fs::remove_all(root);
   }
+}
+
+// Each input's test distribution is chosen from the row program's per-column terms: a target under
+// a log is drawn positive, the rest stay normal, and normalisations whose terms collapse to 0 / 0
+// in that view keep normal inputs.
+TEST(KernelDevTier2Inputs, InputSamplesFollowThePerColumnTerms) {
+  const auto kl = analyse("def f(x, t): return F.kl_div(F.log_softmax(x, -1), t, reduction='none').sum(-1)");
+  ASSERT_TRUE(kl.complete()) << undecided(kl);
+  EXPECT_EQ(kl.inputs[0].sample, "normal");
+  EXPECT_EQ(kl.inputs[1].sample, "positive");
+  const auto back = kd::profile_from_yaml(kd::profile_to_yaml(kl));
+  EXPECT_EQ(back.inputs[1].sample, "positive");
+  for (const std::string source : {"def f(x): return (x - x.mean(-1, keepdim=True)) / x.std(-1, keepdim=True)",
+                                   "def f(x): return torch.softmax(x, dim=-1)",
+                                   "def f(a, b): return F.cosine_similarity(a, b, dim=-1)"}) {
+    SCOPED_TRACE(source);
+    const auto p = analyse(source);
+    ASSERT_TRUE(p.complete()) << undecided(p);
+    for (const auto& in : p.inputs) EXPECT_EQ(in.sample, "normal") << in.name;
+  }
+  // The rendered tests draw t from its distribution.
+  const auto files = kd::render(kl, kSource / "templates/kernel_dev");
+  bool reference_draws = false, gpu_draws = false;
+  for (const auto& f : files) {
+    if (f.path.find("tests/kernels/reference/test_") == 0)
+      reference_draws = f.content.find("v = (0.1 + std::fabs(normal(rng)));  // inputs[].sample: positive") != std::string::npos;
+    if (f.path.find("tests/kernels/gpu/test_") == 0)
+      gpu_draws = f.content.find("z = quantize((0.1 + std::fabs(z)), dtype);  // inputs[].sample: positive") != std::string::npos;
+  }
+  EXPECT_TRUE(reference_draws);
+  EXPECT_TRUE(gpu_draws);
 }

@@ -95,15 +95,32 @@ inline std::string py_compile(const std::string& python, const std::filesystem::
 }
 
 // The op's rendered CUDA kernel, compiled for sm_90 (`arch`: nvcc's target flags) with every
-// warning an error.
+// warning an error and hidden visibility, as the library builds it; then every liger_<op>_* entry
+// point must be exported (GLOBAL DEFAULT in readelf, when readelf is present): the Python binding
+// loads them from the shared library by name.
 inline std::string compile_kernel(const std::string& nvcc, const std::filesystem::path& root, const std::string& op,
                                   const std::string& arch = "-arch=sm_90") {
   const std::filesystem::path source_dir = LIGER_SOURCE_DIR;
-  return run(nvcc + " -std=c++17 -c --expt-relaxed-constexpr " + arch + " -Werror all-warnings -I" +
-                 (root / "kernels/include").string() + " -I" + (root / "kernels/src").string() + " -I" +
-                 (source_dir / "kernels/include").string() + " -I" + (source_dir / "kernels/src").string() + " " +
-                 (root / ("kernels/src/" + op + "/" + op + ".cu")).string() + " -o " + (root / "kernel.o").string(),
-             root / "nvcc.log");
+  std::string error = run(nvcc + " -std=c++17 -c --expt-relaxed-constexpr " + arch +
+                              " -Xcompiler -fvisibility=hidden -Werror all-warnings -I" + (root / "kernels/include").string() +
+                              " -I" + (root / "kernels/src").string() + " -I" + (source_dir / "kernels/include").string() +
+                              " -I" + (source_dir / "kernels/src").string() + " " +
+                              (root / ("kernels/src/" + op + "/" + op + ".cu")).string() + " -o " +
+                              (root / "kernel.o").string(),
+                          root / "nvcc.log");
+  if (!error.empty() || find_tool({"readelf"}).empty()) return error;
+  const std::filesystem::path symbols = root / "symbols.txt";
+  if (std::system(("readelf -sW " + (root / "kernel.o").string() + " > " + symbols.string() + " 2>&1").c_str()) != 0)
+    return "readelf failed on " + (root / "kernel.o").string();
+  std::ifstream in(symbols);
+  int exported = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find(" FUNC ") == std::string::npos || line.find(" GLOBAL ") == std::string::npos) continue;
+    if (line.find(" liger_" + op + "_") == std::string::npos) continue;
+    if (line.find(" DEFAULT ") == std::string::npos) return "entry point not exported (hidden visibility): " + line;
+    ++exported;
+  }
+  return exported >= 2 ? "" : "no exported liger_" + op + "_* entry points in " + (root / "kernel.o").string();
 }
 
 }  // namespace liger::testing::rendered

@@ -136,7 +136,10 @@ YAML::Node profile_to_yaml(const KernelProfile& p) {
     closest["reason"] = p.closest_reason;
     root["closest_kernel"] = closest;
   }
-  root["inputs"] = p.undecided.count("inputs") ? undecided_node(p.undecided.at("inputs")) : tensors_node(p.inputs, p.tier == 1);
+  // Tier-1 and Tier-2 (row) tests draw each input from its inputs[].sample; segment and fused-loss
+  // tests draw normal inputs.
+  const bool sampled = p.tier == 1 || (p.tier == 2 && !p.segment);
+  root["inputs"] = p.undecided.count("inputs") ? undecided_node(p.undecided.at("inputs")) : tensors_node(p.inputs, sampled);
   root["outputs"] = p.undecided.count("outputs") ? undecided_node(p.undecided.at("outputs")) : tensors_node(p.outputs);
   root["learnable_parameters"] = p.undecided.count("learnable_parameters")
                                      ? undecided_node(p.undecided.at("learnable_parameters"))
@@ -308,10 +311,10 @@ KernelProfile profile_from_yaml(const YAML::Node& root) {
     }
     if (!undecided_in(root, "inputs", p)) p.inputs = tensors_from(root["inputs"]);
     for (const auto& in : p.inputs)
-      if (!in.sample.empty() && in.sample != "normal" && p.tier != 1)
+      if (!in.sample.empty() && in.sample != "normal" && p.tier != 1 && !(p.tier == 2 && !root["segment"]))
         throw std::runtime_error("inputs[].sample '" + in.sample + "' of input '" + in.name +
-                                 "': only Tier-1 tests draw their inputs from a chosen distribution; the row, segment "
-                                 "and fused-loss tests draw normal inputs (remove the field or set it to normal)");
+                                 "': only Tier-1 and Tier-2 row tests draw their inputs from a chosen distribution; the "
+                                 "segment and fused-loss tests draw normal inputs (remove the field or set it to normal)");
     if (!undecided_in(root, "outputs", p)) p.outputs = tensors_from(root["outputs"]);
     if (!undecided_in(root, "learnable_parameters", p)) p.learnable_parameters = params_from(root["learnable_parameters"], true);
     p.module_parameters = params_from(root["module_parameters"], false);

@@ -3,8 +3,10 @@
 #include <mustache.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -304,6 +306,23 @@ mu::data context(const KernelProfile& p) {
   d.set("fast_log_fp32", approx.fast_log_fp32 ? "1" : "0");
 
   d.set("forward_cuda", indent_lines(p.forward->cuda, ""));
+  // A backward whose every statement is d<input> = d<output> (a straight-through estimator, x + c):
+  // the binding returns the upstream gradient without a launch.
+  bool identity_backward = learnable.empty();
+  {
+    std::set<std::string> statements;
+    std::stringstream lines(p.backward->cuda);
+    for (std::string line; std::getline(lines, line);) {
+      std::string compact;
+      for (char c : line)
+        if (!std::isspace(static_cast<unsigned char>(c))) compact += c;
+      if (!compact.empty()) statements.insert(compact);
+    }
+    std::set<std::string> identities;
+    for (const auto& in : p.inputs) identities.insert("d" + in.name + "=d" + p.outputs.front().name + ";");
+    identity_backward = identity_backward && statements == identities;
+  }
+  d.set("identity_backward", mu::data(identity_backward));
   d.set("backward_cuda", indent_lines(p.backward->cuda, ""));
   d.set("forward_reference", indent_lines(p.forward->reference, "    "));
   d.set("backward_reference", indent_lines(p.backward->reference, "    "));
@@ -369,6 +388,26 @@ mu::data tier2_context(const KernelProfile& p, const std::filesystem::path& temp
   d.set("upstream", "d" + code.output);
   d.set("dinput", "d" + code.input);
   d.set("first_input", code.input);
+  // Where the tests draw each input from (inputs[].sample): the reference test's draw is normal(rng)
+  // (N(0, 1.5)), the GPU test's a quantised z ~ N(0, 2); the extremes are two rows of four.
+  auto sample_of = [&](const std::string& name) {
+    for (const auto& in : p.inputs)
+      if (in.name == name) {
+        const std::string kind = in.sample.empty() ? std::string("normal") : in.sample;
+        if (!is_sample_kind(kind))
+          throw std::invalid_argument("render: inputs[].sample '" + kind + "' of " + name + " is not a sample kind");
+        return kind;
+      }
+    return std::string("normal");
+  };
+  auto extremes = [&](const std::string& kind, const std::string& normal_values) {
+    return kind == "normal" ? normal_values : sample_extremes_cpp(kind) + ", " + sample_extremes_cpp(kind);
+  };
+  const std::string input_sample = sample_of(code.input);
+  d.set("input_sample", input_sample);
+  d.set("input_sample_rng", sample_cpp(input_sample, "normal(rng)"));
+  d.set("input_sample_z", sample_cpp(input_sample, "z"));
+  d.set("input_extremes", extremes(input_sample, "-80.0, -1e-30, 0.0, 80.0, 3.0, 3.0, 3.0, 3.0"));
   // Every input tensor (x first): the reference's Inputs and Grads hold one [rows, cols] each.
   mu::list all_inputs{mu::object{{"name", code.input}, {"index", "0"}}};
   // The inputs after the first: read per column from their own rows, each with its gradient.
@@ -377,8 +416,13 @@ mu::data tier2_context(const KernelProfile& p, const std::filesystem::path& temp
     const std::string& o = code.others[i];
     const RowPassCode& g = code.input_grads[i];
     all_inputs.push_back(mu::object{{"name", o}, {"index", std::to_string(i + 1)}});
+    const std::string kind = sample_of(o);
     others.push_back(mu::object{{"name", o},
                                 {"oindex", std::to_string(i)},
+                                {"sample", kind},
+                                {"sample_rng", sample_cpp(kind, "normal(rng)")},
+                                {"sample_z", sample_cpp(kind, "z")},
+                                {"extremes", extremes(kind, "0.5, -2.0, 80.0, -80.0, 3.0, -3.0, 1e-30, 1.0")},
                                 {"grad_expression", free_text(g.expression)},
                                 {"grad_cuda_inner", indented(g.cuda, 2)},
                                 {"grad_row_cuda", g.row_cuda.empty() ? "" : indented(g.row_cuda, 4)},

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <set>
 
+#include "workflows/kernel_dev/input_sampling.h"
 #include "workflows/kernel_dev/tier2_derive.h"
 
 namespace liger::kernel_dev {
@@ -15,6 +16,39 @@ std::string joined(const std::vector<std::string>& parts, const std::string& sep
   std::string out;
   for (const auto& part : parts) out += (out.empty() ? "" : separator) + part;
   return out;
+}
+
+// The row program's expression with every reduction replaced by its per-column argument: an
+// element-wise stand-in that computes each column's terms (log(t), sqrt(v), t * log(t)) the way
+// the passes do, so the Tier-1 input sampling can tell where an input must be drawn from.
+Expr element_wise_terms(const Expr& e) {
+  if (e->kind == Kind::Call && e->args.size() == 1 && e->name.rfind("row_", 0) == 0) return element_wise_terms(e->args[0]);
+  std::vector<Expr> args;
+  for (const auto& a : e->args) args.push_back(element_wise_terms(a));
+  return rebuild(e, std::move(args));
+}
+
+// inputs[].sample of a Tier-2 op: the Tier-1 choice over the row program's per-column terms, taken
+// only when it makes every random point finite (a stand-in whose reductions collapsed, as
+// (x - mean(x)) / std(x) into 0 / 0, fails under every choice and keeps all inputs normal).
+void choose_row_samples(KernelProfile& p, const Program& program) {
+  const Expr terms = simplify(element_wise_terms(program.expression));
+  std::vector<Expr> gradients;
+  for (const auto& in : program.inputs) gradients.push_back(derivative(terms, in));
+  Environment at_defaults;
+  for (const auto& param : program.params) at_defaults[param.name] = param.init;
+  const SampleChoice samples =
+      choose_input_samples(terms, gradients, program.inputs, at_defaults, 128, program.sample_hints);
+  if (!samples.problem.empty()) return;
+  for (auto& in : p.inputs) {
+    auto chosen = samples.kind.find(in.name);
+    if (chosen == samples.kind.end() || chosen->second == "normal") continue;
+    in.sample = chosen->second;
+    p.notes.push_back("tests draw " + sample_description(in.sample, in.name) +
+                      (program.sample_hints.count(in.name) ? " (the range PyTorch documents for it; inputs[].sample)"
+                                                           : " (a per-column term of the row program is not finite on "
+                                                             "the whole line; inputs[].sample)"));
+  }
 }
 
 void decline(KernelProfile& p, const std::string& reason) {
@@ -92,6 +126,7 @@ void derive_tier2(KernelProfile& p, const Program& program, const KnowledgeBase&
     return;
   }
   const RowProgramSpec& r = *d.program;
+  choose_row_samples(p, program);
   if (d.per_row_output) {
     p.outputs[0].shape = d.keepdim ? "[rows, 1]" : "[rows]";
     p.outputs[0].description = "one value per row of " + x + " (a row scalar: " +
