@@ -161,16 +161,22 @@ TEST(KernelDevInputSampling, RenderedTestsDrawFromTheProfilesDistribution) {
   EXPECT_THROW(kd::render(p, std::filesystem::path(LIGER_SOURCE_DIR) / "templates/kernel_dev"), std::invalid_argument);
 }
 
-TEST(KernelDevInputSampling, OnlyTier1ProfilesCarryASample) {
+// Tier-1 and Tier-2 row profiles carry inputs[].sample (a row program's is chosen from its
+// per-column terms); segment and fused-loss profiles, whose tests draw normal inputs, refuse one.
+TEST(KernelDevInputSampling, RowAndElementWiseProfilesCarryASampleOthersRefuseOne) {
   YAML::Node row = kd::profile_to_yaml(kd::analyse({"def f(x): return torch.softmax(x, dim=-1)", kd::InputKind::Auto, ""}, kb()));
-  EXPECT_FALSE(row["inputs"][0]["sample"]);
-  EXPECT_NO_THROW(kd::profile_from_yaml(row));
+  EXPECT_EQ(row["inputs"][0]["sample"].as<std::string>(), "normal");
   row["inputs"][0]["sample"] = "positive";
+  EXPECT_EQ(kd::profile_from_yaml(row).inputs[0].sample, "positive");
+  YAML::Node segment = kd::profile_to_yaml(kd::analyse({"max pooling over jagged rows given offsets", kd::InputKind::Auto, ""}, kb()));
+  ASSERT_TRUE(segment["segment"]);
+  EXPECT_FALSE(segment["inputs"][0]["sample"]);
+  segment["inputs"][0]["sample"] = "positive";
   try {
-    kd::profile_from_yaml(row);
-    ADD_FAILURE() << "a Tier-2 profile with inputs[].sample was accepted";
+    kd::profile_from_yaml(segment);
+    ADD_FAILURE() << "a segment profile with inputs[].sample was accepted";
   } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find("only Tier-1 tests"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("segment and fused-loss tests draw normal inputs"), std::string::npos) << e.what();
   }
   const YAML::Node tier1 = kd::profile_to_yaml(kd::analyse({"def f(x): return torch.log(x)", kd::InputKind::Auto, ""}, kb()));
   EXPECT_EQ(tier1["inputs"][0]["sample"].as<std::string>(), "positive");
