@@ -89,6 +89,12 @@ const std::vector<Form>& forms() {
          for (std::size_t i = 0; i < l.size(); ++i) s += in[1][i] * (std::log(in[1][i]) - l[i]);
          return Row{s};
        }},
+      {"pairwise_distance", "def f(a, b): return F.pairwise_distance(a, b)",
+       [](const std::vector<Row>& in) {
+         double s = 0;
+         for (std::size_t i = 0; i < in[0].size(); ++i) s += (in[0][i] - in[1][i] + 1e-6) * (in[0][i] - in[1][i] + 1e-6);
+         return Row{std::sqrt(s)};
+       }},
       {"mse_rows", "def f(x, t): return ((x - t) ** 2).mean(-1, keepdim=True)",
        [](const std::vector<Row>& in) {
          double s = 0;

@@ -35,6 +35,7 @@ const std::map<std::string, Signature>& signatures() {
       {"normalize", {{"p", "dim", "eps", "out"}}},
       // The second operand is a tensor of the first's shape: a row program of two inputs.
       {"cosine_similarity", {{"x2", "dim", "eps"}}},
+      {"pairwise_distance", {{"x2", "p", "eps", "keepdim"}}},
       // elementwise_affine: the nn.LayerNorm / nn.RMSNorm module's constructor argument.
       {"rms_norm", {{"normalized_shape", "weight", "eps", "elementwise_affine"}}},
       {"layer_norm", {{"normalized_shape", "weight", "bias", "eps", "elementwise_affine"}}},
@@ -141,6 +142,8 @@ std::optional<Value> row_function(const std::string& f, const std::string& fn, c
   };
   const bool norm_layer = f == "rms_norm" || f == "layer_norm";
   if (!norm_layer) {
+    // pairwise_distance always reduces the last dimension (it has no dim argument).
+    if (f == "pairwise_distance") bound["dim"] = tensor(num(-1));
     auto d = bound.find("dim");
     const std::string default_dim = f == "normalize" || f == "cosine_similarity" ? "1" : "";
     if (d == bound.end() || d->second.type == Value::None) {
@@ -185,6 +188,12 @@ std::optional<Value> row_function(const std::string& f, const std::string& fn, c
   if (f == "softmin") return tensor(row_softmax(neg(input)));
   if (f == "log_softmax") return tensor(row_log_softmax(input));
   if (f == "normalize") return tensor(row_normalize(input, number("p", 2), tensor_or("eps", num(1e-12))));
+  if (f == "pairwise_distance") {
+    // ||x1 - x2 + eps||_p over the last dimension (eps added to the difference, as PyTorch does).
+    const Expr other = tensor_or("x2", nullptr);
+    if (!other) throw Reject{fn + "() needs the second tensor x2", 0};
+    return reduced(row_norm(add(sub(input, other), tensor_or("eps", num(1e-6))), number("p", 2)));
+  }
   if (f == "cosine_similarity") {
     // PyTorch divides each operand by its norm clamped to eps (the clamp outside autograd, which
     // only matters for a row of norm below eps), then sums the product; the result drops the dim.

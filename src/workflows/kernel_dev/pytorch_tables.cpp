@@ -29,6 +29,7 @@ const std::map<std::string, std::pair<int, std::string>>& non_elementwise() {
       {"instance_norm", {2, "instance normalisation, a reduction"}},
       {"normalize", {2, "L-p normalisation, a row-wise reduction"}},
       {"cosine_similarity", {2, "cosine similarity, a row-wise reduction of two tensors"}},
+      {"pairwise_distance", {2, "the p-norm of a difference, a row-wise reduction of two tensors"}},
       {"glu", {1, "glu splits a dimension in halves (use the gated form c = sigmoid(a) * b on separate inputs)"}},
       {"topk", {2, "top-k selection over a dimension"}},
       {"sort", {2, "sorting over a dimension"}},
