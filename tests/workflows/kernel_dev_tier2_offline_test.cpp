@@ -351,6 +351,9 @@ TEST(KernelDevTier2Offline, DeclinesWhatTheRowTemplateCannotGenerate) {
       // A norm module built inside forward: fresh parameters on every call (one built in __init__
       // is generated: kernel_dev_tier2_modules_test.cpp).
       {"def f(x):\n    return nn.LayerNorm(x.shape[-1])(x)", "build it once in __init__"},
+      // More input tensors than a row kernel reads.
+      {"def f(a, b, c, d, g, h, k, l, q): return torch.softmax(a + b + c + d + g + h + k + l + q, -1)",
+       "at most 8"},
       // A per-row value of one input broadcast against the columns of another.
       {"def f(x, t): return torch.softmax(x, dim=-1) - t.sum(-1)", "keepdim=True"},
       // keepdim=False broadcast against the columns, and against a keepdim=True row value.

@@ -170,6 +170,12 @@ RowDerivation derive_row_program(const Program& program) {
     d.declined = "the op has no input tensor";
     return d;
   }
+  if (program.inputs.size() > kMaxRowInputs) {
+    d.declined = "the op has " + std::to_string(program.inputs.size()) + " input tensors; a generated row kernel reads "
+                 "at most " + std::to_string(kMaxRowInputs) + " (combine some of them in a Tier-1 op first, or pass "
+                 "per-column weights as parameters)";
+    return d;
+  }
   // Module parameters are row scalars; a learnable per-column weight is one value per column,
   // the same on every row: a per-column symbol of the row program (the hoisting keeps it in the
   // column loops) whose gradient is the sum over the rows of its per-row contribution.
