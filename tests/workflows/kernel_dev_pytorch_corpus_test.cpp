@@ -118,6 +118,9 @@ void expect_same_rows(const kd::KernelProfile& p, const kd::KernelProfile& ref, 
     kd::ColumnValues w;
     for (const auto& l : p.learnable_parameters)
       for (std::size_t j = 0; j < cols; ++j) w[l.name].push_back(0.5 + 0.5 * uniform(rng));
+    // The input tensors after the first: a row each, passed beside the weights.
+    for (std::size_t i = 1; i < p.inputs.size(); ++i)
+      for (std::size_t j = 0; j < cols; ++j) w[p.inputs[i].name].push_back(uniform(rng));
     const auto y = kd::row_forward_f64(p, x, {}, w);
     const auto want = kd::row_forward_f64(ref, x, {}, w);
     ASSERT_EQ(y.size(), want.size());
@@ -143,6 +146,7 @@ void expect_same_rows(const kd::KernelProfile& p, const kd::KernelProfile& ref, 
       continue;
     }
     const auto dw = kd::row_param_gradients_f64(p, x, dy, {}, w);
+    const auto dothers = kd::row_input_gradients_f64(p, x, dy, {}, w);
     for (std::size_t j = 0; j < cols; ++j) {
       auto a = x, b = x;
       a[j] += h;
@@ -153,6 +157,13 @@ void expect_same_rows(const kd::KernelProfile& p, const kd::KernelProfile& ref, 
         wa[l.name][j] += h;
         wb[l.name][j] -= h;
         EXPECT_LT(relative(dw.at(l.name)[j], (loss(x, wa) - loss(x, wb)) / (2 * h)), 1e-5) << "d" << l.name << " column " << j;
+      }
+      for (std::size_t i = 1; i < p.inputs.size(); ++i) {
+        const std::string& name = p.inputs[i].name;
+        auto wa = w, wb = w;
+        wa[name][j] += h;
+        wb[name][j] -= h;
+        EXPECT_LT(relative(dothers.at(name)[j], (loss(x, wa) - loss(x, wb)) / (2 * h)), 1e-5) << "d" << name << " column " << j;
       }
     }
   }
