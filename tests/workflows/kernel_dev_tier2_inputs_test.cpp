@@ -135,13 +135,10 @@ kd::ColumnValues others_of(const kd::KernelProfile& p, const std::vector<Row>& i
   return c;
 }
 
-void write_tree(const kd::KernelProfile& p, const fs::path& root) {
-  fs::remove_all(root);
-  for (const auto& f : kd::render(p, kSource / "templates/kernel_dev")) {
-    if (f.insert) continue;
-    fs::create_directories((root / f.path).parent_path());
-    std::ofstream(root / f.path) << f.content;
-  }
+namespace rt = liger::testing::rendered;
+
+fs::path write_tree(const kd::KernelProfile& p, const std::string& tag) {
+  return rt::write_tree(kd::render(p, kSource / "templates/kernel_dev"), "tier2_inputs_" + tag);
 }
 
 std::string text_of(const fs::path& path) {
@@ -152,18 +149,9 @@ std::string text_of(const fs::path& path) {
 
 // Builds and runs the rendered fp64 reference's own test; the exit status of the run (-1: no build).
 int run_reference_test(const kd::KernelProfile& p, const std::string& tag, std::string& log) {
-  const fs::path root = fs::temp_directory_path() / ("liger_tier2_inputs_" + std::to_string(::getpid()) + "_" + tag);
-  write_tree(p, root);
-  const std::string op = p.op_name;
-  const std::string build = "g++ -std=c++17 -O1 -Wall -Wextra -Werror -I" + (root / "kernels/reference").string() + " " +
-                            (root / ("kernels/reference/" + op + "_ref.cpp")).string() + " " +
-                            (root / ("tests/kernels/reference/test_" + op + "_ref.cpp")).string() +
-                            " -lgtest -lgtest_main -pthread -o " + (root / "ref_test").string() + " >" +
-                            (root / "build.log").string() + " 2>&1";
-  if (std::system(build.c_str()) != 0) {
-    log = text_of(root / "build.log");
-    return -1;
-  }
+  const fs::path root = write_tree(p, tag);
+  log = rt::build_reference("g++", root, p.op_name);
+  if (!log.empty()) return -1;
   const int status = std::system(((root / "ref_test").string() + " >" + (root / "run.log").string() + " 2>&1").c_str());
   log = text_of(root / "run.log");
   fs::remove_all(root);
@@ -299,8 +287,7 @@ TEST(KernelDevTier2Inputs, RenderedReferenceTestsCheckEveryInputGradient) {
 // The binding takes every input, saves them, and returns a gradient for each.
 TEST(KernelDevTier2Inputs, PythonOpTakesEveryInputAndReturnsItsGradient) {
   const auto p = analyse(forms()[2].source);
-  const fs::path root = fs::temp_directory_path() / ("liger_tier2_inputs_py_" + std::to_string(::getpid()));
-  write_tree(p, root);
+  const fs::path root = write_tree(p, "py");
   const fs::path op = root / ("kernels/python/liger_kernels/ops/" + p.op_name + ".py");
   const std::string py = text_of(op);
   EXPECT_NE(py.find("def " + p.op_name + "(p_in: Tensor, q: Tensor, ) -> Tensor:"), std::string::npos) << py;
@@ -317,21 +304,13 @@ TEST(KernelDevTier2Inputs, PythonOpTakesEveryInputAndReturnsItsGradient) {
 // The kernels read the other inputs per pass from their own rows: no stack frame or spills in any
 // instantiation; -Werror all-warnings.
 TEST(KernelDevTier2Inputs, RenderedKernelsCompileWithoutLocalMemory) {
-  std::string nvcc;
-  for (const std::string candidate : {"nvcc", "/usr/local/cuda/bin/nvcc"}) {
-    if (candidate.find('/') != std::string::npos ? fs::exists(candidate)
-                                                 : std::system(("command -v " + candidate + " >/dev/null 2>&1").c_str()) == 0) {
-      nvcc = candidate;
-      break;
-    }
-  }
+  const std::string nvcc = rt::find_tool({"nvcc", "/usr/local/cuda/bin/nvcc"});
   if (nvcc.empty()) GTEST_SKIP() << "nvcc not found (PATH, /usr/local/cuda/bin): the rendered kernels were not compiled";
   for (const char* label : {"kl_rows"}) {
     SCOPED_TRACE(label);
     const auto it = std::find_if(forms().begin(), forms().end(), [&](const Form& f) { return f.label == label; });
     const auto p = analyse(it->source);
-    const fs::path root = fs::temp_directory_path() / ("liger_tier2_inputs_nvcc_" + std::to_string(::getpid()) + "_" + label);
-    write_tree(p, root);
+    const fs::path root = write_tree(p, std::string("nvcc_") + label);
     std::string out;
     ASSERT_EQ(liger::testing::family::compile_rendered_kernel(nvcc, root, p.op_name, out), 0) << out;
     auto count = [&](const std::string& what) {
@@ -349,7 +328,6 @@ TEST(KernelDevTier2Inputs, RenderedKernelsCompileWithoutLocalMemory) {
 // The rendered GPU test and benchmark pass every input and gradient through the C ABI: they
 // compile (syntax only: no GPU here) against the rendered header, for per-row and per-column outputs.
 TEST(KernelDevTier2Inputs, RenderedGpuTestAndBenchmarkCompile) {
-  namespace rt = liger::testing::rendered;
   const std::string gxx = rt::find_tool({"g++"});
   const std::string cuda = rt::cuda_include_dir();
   if (gxx.empty() || cuda.empty()) GTEST_SKIP() << "g++ or cuda_runtime.h not found: the host code was not compiled";
@@ -357,7 +335,7 @@ TEST(KernelDevTier2Inputs, RenderedGpuTestAndBenchmarkCompile) {
     SCOPED_TRACE(form.label);
     const auto p = analyse(form.source);
     ASSERT_TRUE(p.complete()) << undecided(p);
-    const fs::path root = rt::write_tree(kd::render(p, kSource / "templates/kernel_dev"), "tier2_inputs_" + form.label);
+    const fs::path root = write_tree(p, form.label);
     EXPECT_EQ(rt::check_host_code(gxx, cuda, root, p.op_name), "");
     fs::remove_all(root);
   }

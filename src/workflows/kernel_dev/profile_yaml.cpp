@@ -249,26 +249,18 @@ YAML::Node profile_to_yaml(const KernelProfile& p) {
     backward["uses"] = r.backward_uses;
     backward["reductions"] = reductions(r.backward_reductions);
     backward["grad_input"] = r.grad_input;
-    if (!r.param_gradients.empty()) {
+    auto gradients = [](const std::vector<RowParamGradient>& list) {
       YAML::Node grads(YAML::NodeType::Sequence);
-      for (const auto& g : r.param_gradients) {
+      for (const auto& g : list) {
         YAML::Node item;
         item["name"] = g.name;
         item["expression"] = g.expression;
         grads.push_back(item);
       }
-      backward["param_gradients"] = grads;
-    }
-    if (!r.input_gradients.empty()) {
-      YAML::Node grads(YAML::NodeType::Sequence);
-      for (const auto& g : r.input_gradients) {
-        YAML::Node item;
-        item["name"] = g.name;
-        item["expression"] = g.expression;
-        grads.push_back(item);
-      }
-      backward["input_gradients"] = grads;
-    }
+      return grads;
+    };
+    if (!r.param_gradients.empty()) backward["param_gradients"] = gradients(r.param_gradients);
+    if (!r.input_gradients.empty()) backward["input_gradients"] = gradients(r.input_gradients);
     n["forward"] = forward;
     n["backward"] = backward;
     if (!r.pytorch_reference.empty()) n["pytorch_reference"] = r.pytorch_reference;
@@ -384,12 +376,14 @@ KernelProfile profile_from_yaml(const YAML::Node& root) {
       spec.backward_uses = strings_from(r["backward"]["uses"]);
       spec.backward_reductions = reductions(r["backward"]["reductions"]);
       spec.grad_input = str(r["backward"], "grad_input");
-      if (r["backward"]["param_gradients"] && r["backward"]["param_gradients"].IsSequence())
-        for (const auto& g : r["backward"]["param_gradients"])
-          spec.param_gradients.push_back({str(g, "name"), str(g, "expression")});
-      if (r["backward"]["input_gradients"] && r["backward"]["input_gradients"].IsSequence())
-        for (const auto& g : r["backward"]["input_gradients"])
-          spec.input_gradients.push_back({str(g, "name"), str(g, "expression")});
+      auto gradients = [&](const char* key) {
+        std::vector<RowParamGradient> list;
+        if (r["backward"][key] && r["backward"][key].IsSequence())
+          for (const auto& g : r["backward"][key]) list.push_back({str(g, "name"), str(g, "expression")});
+        return list;
+      };
+      spec.param_gradients = gradients("param_gradients");
+      spec.input_gradients = gradients("input_gradients");
       spec.pytorch_reference = str(r, "pytorch_reference");
       p.row_program = spec;
     }

@@ -530,30 +530,33 @@ std::vector<double> row_backward_f64(const KernelProfile& profile, const std::ve
   return ev.elementwise(profile.row_program->grad_input, env, columns, x.size());
 }
 
+namespace {
+
+// Each gradient in `list` over this row, per column, in the backward's scope.
+ColumnValues gradients_over_row(const KernelProfile& profile, const std::vector<double>& x,
+                                const std::vector<double>& dy, const Environment& parameters,
+                                const ColumnValues& given, const std::vector<RowParamGradient>& list) {
+  RowEvaluator ev(profile, parameters);
+  Environment env = ev.base;
+  std::map<std::string, std::vector<double>> columns = row_columns(profile, ev, x, given);
+  backward_scope(profile, ev, x, dy, env, columns);
+  ColumnValues out;
+  for (const auto& g : list) out[g.name] = ev.elementwise(g.expression, env, columns, x.size());
+  return out;
+}
+
+}  // namespace
+
 ColumnValues row_param_gradients_f64(const KernelProfile& profile, const std::vector<double>& x,
                                      const std::vector<double>& dy, const Environment& parameters,
                                      const ColumnValues& weights) {
-  RowEvaluator ev(profile, parameters);
-  Environment env = ev.base;
-  std::map<std::string, std::vector<double>> columns = row_columns(profile, ev, x, weights);
-  backward_scope(profile, ev, x, dy, env, columns);
-  ColumnValues out;
-  for (const auto& g : profile.row_program->param_gradients)
-    out[g.name] = ev.elementwise(g.expression, env, columns, x.size());
-  return out;
+  return gradients_over_row(profile, x, dy, parameters, weights, profile.row_program->param_gradients);
 }
 
 ColumnValues row_input_gradients_f64(const KernelProfile& profile, const std::vector<double>& x,
                                      const std::vector<double>& dy, const Environment& parameters,
                                      const ColumnValues& columns_given) {
-  RowEvaluator ev(profile, parameters);
-  Environment env = ev.base;
-  std::map<std::string, std::vector<double>> columns = row_columns(profile, ev, x, columns_given);
-  backward_scope(profile, ev, x, dy, env, columns);
-  ColumnValues out;
-  for (const auto& g : profile.row_program->input_gradients)
-    out[g.name] = ev.elementwise(g.expression, env, columns, x.size());
-  return out;
+  return gradients_over_row(profile, x, dy, parameters, columns_given, profile.row_program->input_gradients);
 }
 
 }  // namespace liger::kernel_dev
