@@ -297,33 +297,22 @@ RowDerivation derive_row_program(const Program& program) {
       d.notes.push_back(r.name + " = " + r.op + "(...): its gradient goes to every column equal to the " + r.op +
                         " (ties each get the full gradient; PyTorch's amax splits it between ties)");
   }
-  Expr grad = per_row ? num(0) : mul(sym(dy), differentiate(output, x));
-  for (std::size_t l = 0; l < k; ++l) {
-    if (!adjoint[l]) continue;
-    grad = add(grad, mul(mul(adjoint[l], reduction_weight(h.reductions[l])), differentiate(h.reductions[l].argument, x)));
-  }
-  structure.grad = simplify(grad);
-  // The same chain rule with respect to each per-column weight w: its per-row contribution at
-  // column j is dy_j dY_j/dw_j + sum_l adjoint(r_l) w_l,j dg_l,j/dw_j (w_j enters only column j
-  // of each reduction's argument). The kernel sums it over the rows.
-  std::vector<std::pair<std::string, Expr>> param_grads;
-  for (const auto& w : channel) {
-    Expr g = per_row ? num(0) : mul(sym(dy), differentiate(output, w));
+  // The chain rule with respect to one per-column symbol v (x, a weight, another input): at column
+  // j, dy_j dY_j/dv_j + sum_l adjoint(r_l) w_l,j dg_l,j/dv_j (v_j enters only column j of each
+  // reduction's argument). For x and the other inputs it is the gradient per element; for a
+  // per-column weight it is this row's contribution, which the kernel sums over the rows.
+  auto gradient_wrt = [&](const std::string& v) {
+    Expr g = per_row ? num(0) : mul(sym(dy), differentiate(output, v));
     for (std::size_t l = 0; l < k; ++l) {
       if (!adjoint[l]) continue;
-      g = add(g, mul(mul(adjoint[l], reduction_weight(h.reductions[l])), differentiate(h.reductions[l].argument, w)));
+      g = add(g, mul(mul(adjoint[l], reduction_weight(h.reductions[l])), differentiate(h.reductions[l].argument, v)));
     }
-    param_grads.push_back({w, simplify(g)});
-  }
-  std::vector<std::pair<std::string, Expr>> input_grads;
-  for (const auto& o : others) {
-    Expr g = per_row ? num(0) : mul(sym(dy), differentiate(output, o));
-    for (std::size_t l = 0; l < k; ++l) {
-      if (!adjoint[l]) continue;
-      g = add(g, mul(mul(adjoint[l], reduction_weight(h.reductions[l])), differentiate(h.reductions[l].argument, o)));
-    }
-    input_grads.push_back({o, simplify(g)});
-  }
+    return simplify(g);
+  };
+  structure.grad = gradient_wrt(x);
+  std::vector<std::pair<std::string, Expr>> param_grads, input_grads;
+  for (const auto& w : channel) param_grads.push_back({w, gradient_wrt(w)});
+  for (const auto& o : others) input_grads.push_back({o, gradient_wrt(o)});
 
   // The backward reads x and recomputes the forward reductions it names (a prefix, row_program.h),
   // unless it can be written from the saved output alone (tier2_saved_output.cpp): then it reads
