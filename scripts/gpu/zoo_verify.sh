@@ -18,7 +18,8 @@
 # when all were skipped, "-" when the model has none, "not run (...)" when the model's process
 # ended (time limit, crash) before reaching it. Columns: mini build = the mini model built on CPU
 # (test_mini_model_builds_on_cpu); instance = registry, class patch + revert, instance patch +
-# revert; fp32 / bf16 = test_convergence with the fused loss and with logits.
+# revert; fp32 / bf16 = test_convergence with the fused loss and with logits; images =
+# test_convergence_multimodal (models with a vision tower: images and text, fp32 and bf16).
 #
 # Environment: ZOO_JOBS (model processes at once; default 8), ZOO_MODEL_TIMEOUT_S (one model's
 # process, default 240), ZOO_TIMEOUT_S (the whole run, default 480), ZOO_THREADS (CPU threads per

@@ -4,8 +4,9 @@ The tests themselves are shared by every generated integration (liger_kernels.tr
 _autopatch_testing.install, where the tolerance table and its reasons are): the mini model built on
 CPU first, registry, class patch + revert, instance patch + revert (hard in autopatch's Verify), and
 convergence against eager PyTorch in fp32 and bf16, fused loss and logits (soft only for pure
-tolerance misses). This file holds what is this model's: the mini configuration, the classes the
-integration patches and the model family whose tolerances apply (llama).
+tolerance misses), and for a model with a vision tower the same on images and text. This file holds
+what is this model's: the mini configuration, the classes the integration patches and the model
+family whose tolerances apply (llama).
 Without torch, transformers or a GPU every test here is skipped with the reason.
 """
 import json
@@ -45,5 +46,7 @@ _autopatch_testing.install(
     registered=True,
     family=FAMILY,
     check=check,
+    # The profile's vision decision: training on images and text as well (test_convergence_multimodal).
+    vision=False,
 )
 

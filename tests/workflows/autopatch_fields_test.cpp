@@ -146,7 +146,7 @@ std::vector<FieldCase> cases() {
        "\"in_place\": False"},
       {"decisions.mlp_activation.value", "tinyllama", "decisions.mlp_activation.value", "geglu", false, "\"kind\": \"geglu\""},
       {"decisions.architecture.value", "tinyllama", "decisions.architecture.value", "moe", false, "MoeCausalLMOutputWithPast"},
-      {"decisions.vision.value", "tinyllama", "decisions.vision.value", "true", false, "multimodal convergence variant"},
+      {"decisions.vision.value", "tinyllama", "decisions.vision.value", "true", false, "vision=True"},
       {"decisions.rope.value", "tinyllama", "decisions.rope.value", "interleaved", false, "\"rope\": None"},
       {"decisions.output_class.value", "tinyllama", "decisions.output_class.value", "TinyLlamaLMHeadModel", false,
        "\"causal_lm\": \"TinyLlamaLMHeadModel\""},

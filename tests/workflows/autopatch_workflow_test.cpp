@@ -394,6 +394,12 @@ TEST(AutopatchWorkflow, WrapperTextKernelsArePatchedInTheBackboneModule) {
   EXPECT_NE(harness.find("def test_mini_model_builds_on_cpu():"), std::string::npos);
   EXPECT_NE(harness.find("MINI-CONFIG-FIX"), std::string::npos);
   EXPECT_NE(test.find("image_token_index: 32000 -> 1023"), std::string::npos) << "derivations quoted in the test";
+  // A vision tower: the harness adds the image-and-text convergence test, which builds its image
+  // inputs from the vision config (no per-model code in the rendered file).
+  EXPECT_NE(test.find("    vision=True,\n)"), std::string::npos) << test;
+  EXPECT_EQ(test.find("pytest.mark.skip"), std::string::npos) << test;
+  EXPECT_NE(harness.find("def test_convergence_multimodal(dtype):"), std::string::npos);
+  EXPECT_NE(harness.find("def pixel_layouts(cfg, n_images)"), std::string::npos);
   expect_compiles(t.tree / kPkg / "llava.py");
   expect_compiles(t.tree / "tests/python/test_autopatch_llava.py");
 }

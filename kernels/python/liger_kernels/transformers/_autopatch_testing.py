@@ -34,6 +34,7 @@ Needs torch and transformers: the generated module skips (pytest.importorskip) b
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 from typing import Any, Callable, Dict, List, Tuple
 
@@ -167,6 +168,120 @@ def batch(cfg, seed, B=4, T=64, sub_vocab=None):
     return ids.to(DEV), labels.to(DEV), mask.to(DEV)
 
 
+def image_token_id(cfg):
+    """The placeholder id the model replaces with image features (image_token_id / image_token_index)."""
+    for c in (cfg, getattr(cfg, "text_config", None)):
+        for name in ("image_token_id", "image_token_index"):
+            value = getattr(c, name, None) if c is not None else None
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+    return None
+
+
+def _config_int(c, *names):
+    for name in names:
+        value = getattr(c, name, None)
+        if isinstance(value, (list, tuple)) and value and all(isinstance(i, int) for i in value):
+            value = value[0]
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def pixel_layouts(cfg, n_images) -> List[Tuple[str, Dict[str, Any]]]:
+    """Candidate image inputs for n_images images (one per sequence), read off the vision config's
+    fields, never the model's name: (description, tensors on CPU). The processors of transformers
+    produce one of these shapes; the test tries them in order and keeps the first the model takes."""
+    vc = getattr(cfg, "vision_config", None)
+    if vc is None:
+        return []
+    channels = _config_int(vc, "num_channels", "in_channels", "in_chans") or 3
+    patch = _config_int(vc, "patch_size") or 14
+    size = _config_int(vc, "image_size")
+    g = torch.Generator().manual_seed(3)
+
+    def rnd(*shape):
+        return torch.randn(*shape, generator=g)
+
+    out = []
+    merge, temporal = _config_int(vc, "spatial_merge_size"), _config_int(vc, "temporal_patch_size")
+    if merge and temporal:
+        side = 2 * merge  # the smallest grid the merger takes that still has several merged tokens
+        out.append((f"{side}x{side} flattened patches per image with image_grid_thw (spatial merge {merge})",
+                    dict(pixel_values=rnd(n_images * side * side, channels * temporal * patch * patch),
+                         image_grid_thw=torch.tensor([[1, side, side]] * n_images))))
+    pool = _config_int(vc, "pooling_kernel_size")
+    if pool:
+        side = 2 * pool
+        ys, xs = torch.meshgrid(torch.arange(side), torch.arange(side), indexing="ij")
+        positions = torch.stack([xs.flatten(), ys.flatten()], -1)
+        out.append((f"{side}x{side} patch sequence with (x, y) patch positions (pooling kernel {pool})",
+                    dict(pixel_values=rnd(n_images, side * side, channels * patch * patch),
+                         image_position_ids=positions.expand(n_images, -1, -1).clone())))
+    tiles = _config_int(vc, "max_num_tiles")
+    if tiles and size:
+        present = torch.zeros(n_images, 1, tiles, dtype=torch.long)
+        present[:, :, 0] = 1  # one tile of the image's aspect ratio 1:1 (id 1; 0 is padding)
+        out.append((f"one {size}x{size} tile of {tiles} per image with aspect-ratio ids (cross-attention)",
+                    dict(pixel_values=rnd(n_images, 1, tiles, channels, size, size),
+                         aspect_ratio_ids=torch.ones(n_images, 1, dtype=torch.long), aspect_ratio_mask=present)))
+    if size:
+        out.append((f"{size}x{size} images, [images, channels, height, width]",
+                    dict(pixel_values=rnd(n_images, channels, size, size))))
+        out.append((f"{size}x{size} images, [samples, images, channels, height, width]",
+                    dict(pixel_values=rnd(n_images, 1, channels, size, size))))
+    return out
+
+
+def _feature_rows(features) -> int:
+    if isinstance(features, torch.Tensor):
+        return features.numel() // features.shape[-1] if features.dim() > 1 else 1
+    if isinstance(features, (tuple, list)):
+        return sum(_feature_rows(f) for f in features)
+    pooled = getattr(features, "pooler_output", None)
+    if pooled is None:
+        raise TypeError(f"get_image_features returned {type(features).__name__} without pooler_output")
+    return _feature_rows(pooled)
+
+
+def image_tokens_per_image(model, cfg, layout, n_images):
+    """How many placeholder tokens one image fills: the rows get_image_features returns for the layout,
+    or 1 for a model without it that attends to the image through cross-attention (one image token)."""
+    fn = getattr(model, "get_image_features", None) or getattr(getattr(model, "model", None), "get_image_features", None)
+    if fn is None:
+        return 1 if "aspect_ratio_ids" in layout else None
+    params = inspect.signature(fn).parameters
+    kw = {k: v for k, v in layout.items() if k in params}
+    for name, prm in params.items():  # e.g. vision_feature_select_strategy, required by Llama4's
+        if name not in kw and prm.default is inspect.Parameter.empty and prm.kind is prm.POSITIONAL_OR_KEYWORD:
+            if name != "pixel_values" and hasattr(cfg, name):
+                kw[name] = getattr(cfg, name)
+    with torch.no_grad():
+        rows = _feature_rows(fn(**kw))
+    if rows % n_images:
+        raise ValueError(f"{rows} image feature rows for {n_images} images")
+    return rows // n_images
+
+
+def multimodal_inputs(cfg, seed, layout, per_image, forward_params, dtype, B, T=32):
+    """A training batch whose every sequence starts with one image (per_image placeholder tokens,
+    labels -100) and goes on with text, with the layout's image tensors in the model's dtype."""
+    ids, labels, mask = batch(cfg, seed, B=B, T=T, sub_vocab=SUB_VOCAB)
+    image = torch.full((B, per_image), image_token_id(cfg), device=DEV)
+    ids = torch.cat([image, ids], 1)
+    labels = torch.cat([torch.full_like(image, -100), labels], 1)
+    mask = torch.ones_like(ids)
+    kw = dict(input_ids=ids, attention_mask=mask, labels=labels)
+    for name, t in layout.items():
+        kw[name] = t.to(DEV, dtype) if t.is_floating_point() else t.to(DEV)
+    if "mm_token_type_ids" in forward_params:  # text 0, image 1 (Qwen-VL's M-RoPE needs it beside a grid)
+        kw["mm_token_type_ids"] = (ids == image_token_id(cfg)).int()
+    if "aspect_ratio_mask" in layout and "cross_attention_mask" in forward_params:
+        # every text position may attend to the image's present tiles
+        kw["cross_attention_mask"] = kw["aspect_ratio_mask"][:, None].expand(-1, ids.shape[1], -1, -1).contiguous()
+    return kw
+
+
 def liger_counts(model) -> Dict[str, int]:
     from liger_kernels.modules import LigerLayerNorm, LigerRMSNorm
 
@@ -233,12 +348,13 @@ def config_problems(cfg) -> List[str]:
 
 def install(ns: Dict[str, Any], *, module: str, model_type: str, modeling: str, causal_lm: str, config_class: str,
             mini: Dict[str, Any], derivations: List[str], patched_classes: List[Tuple[str, str, str]],
-            has_flce: bool, registered: bool, family: str, check: Callable) -> None:
+            has_flce: bool, registered: bool, family: str, check: Callable, vision: bool = False) -> None:
     """Defines the integration's tests (and the revert fixture) in the test module's namespace `ns`.
 
     patched_classes: (kernel, class, module defining it) of every class the integration patches;
     classes the module does not define itself (nn.LayerNorm used directly) are patched on instances
-    only. check: the suite's comparison helper (tests/python/helpers.check)."""
+    only. check: the suite's comparison helper (tests/python/helpers.check). vision: the profile's
+    vision decision; it adds test_convergence_multimodal (training on images and text)."""
     import liger_kernels.transformers as LT
     from liger_kernels.modules import LigerLayerNorm, LigerRMSNorm
 
@@ -371,7 +487,12 @@ def install(ns: Dict[str, Any], *, module: str, model_type: str, modeling: str, 
             again = model(input_ids=ids, attention_mask=mask, labels=labels)
         assert torch.equal(again.logits, ref.logits), "revert did not restore the stock forward"
 
-    def _train(cfg, dtype, init_state, patched, fused, steps=STEPS, perturb=0.0):
+    def _train(cfg, dtype, init_state, patched, fused, steps=STEPS, perturb=0.0, inputs=None):
+        """inputs(seed, model): the forward's keyword arguments (labels included); text batches by default."""
+        if inputs is None:
+            def inputs(seed, model):
+                ids, labels, mask = batch(cfg, seed, sub_vocab=SUB_VOCAB)
+                return dict(input_ids=ids, attention_mask=mask, labels=labels)
         if patched:
             if fused or not has_flce:
                 apply_fn()
@@ -389,8 +510,7 @@ def install(ns: Dict[str, Any], *, module: str, model_type: str, modeling: str, 
             opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
             losses = []
             for step in range(steps):
-                ids, labels, mask = batch(cfg, 100 + step, sub_vocab=SUB_VOCAB)
-                out = model(input_ids=ids, attention_mask=mask, labels=labels)
+                out = model(**inputs(100 + step, model))
                 if patched and fused and has_flce:
                     assert out.logits is None
                 out.loss.backward()
@@ -401,9 +521,10 @@ def install(ns: Dict[str, Any], *, module: str, model_type: str, modeling: str, 
                 opt.zero_grad(set_to_none=True)
                 losses.append(float(out.loss.detach()))
             model.eval()
-            ids, labels, mask = batch(cfg, 100 + steps - 1, sub_vocab=SUB_VOCAB)
+            last = inputs(100 + steps - 1, model)
+            last.pop("labels")
             with torch.no_grad():
-                logits = model(input_ids=ids, attention_mask=mask).logits.float()
+                logits = model(**last).logits.float()
             params = {n: p.detach().float().clone() for n, p in model.named_parameters()}
             return losses, logits, params
         finally:
@@ -412,14 +533,16 @@ def install(ns: Dict[str, Any], *, module: str, model_type: str, modeling: str, 
     @pytest.mark.parametrize("fused", [True, False], ids=["fused_loss", "logits"])
     @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
     def test_convergence(dtype, fused):
-        cfg = mini_config()
+        _converge(mini_config(), dtype, fused)
+
+    def _converge(cfg, dtype, fused, inputs=None):
         torch.manual_seed(42)
         init_model = CAUSAL_LM(cfg)
         init_state = {k: v.clone() for k, v in init_model.state_dict().items()}
         routers = router_params(init_model, cfg) if family == "moe" and dtype == torch.bfloat16 else set()
         del init_model
-        ref_losses, ref_logits, ref_params = _train(cfg, dtype, init_state, patched=False, fused=fused)
-        lk_losses, lk_logits, lk_params = _train(cfg, dtype, init_state, patched=True, fused=fused)
+        ref_losses, ref_logits, ref_params = _train(cfg, dtype, init_state, patched=False, fused=fused, inputs=inputs)
+        lk_losses, lk_logits, lk_params = _train(cfg, dtype, init_state, patched=True, fused=fused, inputs=inputs)
         tol = conv_tol(dtype, family)
         rl = torch.tensor(ref_losses, dtype=torch.float64)
         ll = torch.tensor(lk_losses, dtype=torch.float64)
@@ -447,7 +570,7 @@ def install(ns: Dict[str, Any], *, module: str, model_type: str, modeling: str, 
         # run's error (max abs and rel. norm). The step-0 logits and loss are still held to the
         # table (test_instance_patch_and_revert), so a wrong kernel cannot hide here.
         n_losses, n_logits, n_params = _train(cfg, dtype, init_state, patched=False, fused=fused,
-                                              perturb=torch.finfo(dtype).eps / 2)
+                                              perturb=torch.finfo(dtype).eps / 2, inputs=inputs)
         noise_of = {"per-step losses": torch.tensor(n_losses, dtype=torch.float64), "last-step logits": n_logits}
         noise_of.update({f"param {n}": n_params[n] for n in n_params})
         unexplained = []
@@ -458,6 +581,50 @@ def install(ns: Dict[str, Any], *, module: str, model_type: str, modeling: str, 
                 unexplained.append(f"{message}; the unpatched model with rounding-sized noise: max abs err {floor[0]:.3e}, "
                                    f"rel norm {floor[1]:.3e} (bound x{NOISE_FLOOR_FACTOR:g})")
         assert not unexplained, "\n".join(unexplained)
+
+    def test_convergence_multimodal(dtype):
+        """Training on images and text through the patched head: every sequence starts with an image
+        whose placeholder tokens the vision tower's features replace, so the fused loss forward must
+        hand the image inputs to the base model, and the vision tower's parameters are compared too."""
+        cfg = mini_config()
+        forward_params = inspect.signature(CAUSAL_LM.forward).parameters
+        if "pixel_values" not in forward_params:
+            pytest.skip(f"{causal_lm}.forward takes no pixel_values: the file's vision tower belongs to another head class")
+        if image_token_id(cfg) is None:
+            pytest.skip(f"{config_class} has no image_token_id / image_token_index for the image placeholders")
+        samples = 4
+        torch.manual_seed(42)
+        probe = CAUSAL_LM(cfg).to(DEV).eval()
+        tried, chosen = [], None
+        for description, layout in pixel_layouts(cfg, samples):
+            try:
+                per_image = image_tokens_per_image(probe, cfg, {k: v.to(DEV) for k, v in layout.items()}, samples)
+                if per_image is None:
+                    raise ValueError("the model has no get_image_features to count an image's placeholder tokens")
+                kw = multimodal_inputs(cfg, 1, layout, per_image, forward_params, torch.float32, samples)
+                other = dict(kw, **{k: torch.randn_like(v) for k, v in kw.items()
+                                    if k in layout and v.is_floating_point()})
+                with torch.no_grad():
+                    a, b = probe(**kw).loss, probe(**other).loss
+                if not torch.isfinite(a) or float(a) == float(b):
+                    raise ValueError(f"the loss ({float(a)}) does not depend on the image inputs")
+                chosen = (description, layout, per_image)
+                break
+            except Exception as e:  # the next layout may fit; all of them are reported if none does
+                tried.append(f"{description}: {type(e).__name__}: {str(e)[:300]}")
+        del probe
+        if chosen is None:
+            pytest.skip("no image layout read off the vision config runs through the model: "
+                        + ("; ".join(tried) or "the vision config has neither image_size nor a patch grid"))
+        description, layout, per_image = chosen
+        print(f"{model_type}: image inputs {description}, {per_image} placeholder tokens per image")
+        _converge(cfg, dtype, fused=True,
+                  inputs=lambda seed, model: multimodal_inputs(cfg, seed, layout, per_image, forward_params,
+                                                               next(model.parameters()).dtype, samples))
+
+    if vision:
+        ns["test_convergence_multimodal"] = pytest.mark.parametrize(
+            "dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])(test_convergence_multimodal)
 
     ns.update(
         integ=integ, MODELING=MODELING, CAUSAL_LM=CAUSAL_LM, PATCHED_CLASSES=PATCHED, mini_config=mini_config,
