@@ -273,13 +273,33 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
       if (colon != std::string::npos) target = target.substr(0, colon);
       target.erase(std::remove_if(target.begin(), target.end(), ::isspace), target.end());
       if (target.find(',') != std::string::npos) {
-        // x.chunk(2, -1) / x.split(...) halves of one tensor (the GLU idiom): the kernels take the
-        // halves as separate inputs, which the caller passes as views of x at no cost.
         std::string names = target;
         std::replace(names.begin(), names.end(), ',', ' ');
         std::istringstream parts(names);
         std::vector<std::string> halves;
         for (std::string n; parts >> n;) halves.push_back(n);
+        // A reduction's result tuple (var, mean = torch.var_mean(x, -1); values, _ = x.max(-1)):
+        // each name is bound to its part; an untranslated part (max's indices) fails where it is used.
+        if (value.find("chunk") == std::string::npos && value.find("split") == std::string::npos &&
+            value.find("unbind") == std::string::npos) {
+          translator.line = l.number;
+          translator.column_base = start_column(l) + static_cast<int>(eq) + 1;
+          const Value parts_value = translator.evaluate(value);
+          if (is_reduction_tuple(parts_value) && parts_value.items.size() == halves.size()) {
+            for (std::size_t k = 0; k < halves.size(); ++k) {
+              Value part = parts_value.items[k];
+              if (part.type == Value::None) {  // max/min's indices: named when a later line uses them
+                part.type = Value::Path;
+                part.text = "the indices of " + parts_value.text + "(dim=...) (" + halves[k] +
+                            "; indices are not translated, only the values)";
+              }
+              if (halves[k] != "_") translator.locals[halves[k]] = part;
+            }
+            continue;
+          }
+        }
+        // x.chunk(2, -1) / x.split(...) halves of one tensor (the GLU idiom): the kernels take the
+        // halves as separate inputs, which the caller passes as views of x at no cost.
         std::string as_inputs;
         for (const auto& n : halves) as_inputs += (as_inputs.empty() ? "" : ", ") + n;
         const bool split = value.find("chunk") != std::string::npos || value.find("split") != std::string::npos ||

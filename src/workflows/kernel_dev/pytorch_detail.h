@@ -127,6 +127,11 @@ std::optional<Value> row_function(const std::string& f, const std::string& fn, c
                                   std::vector<std::string>& notes, const std::map<std::string, double>& fixed);
 // max/min(dim=...)'s (values, indices) pair.
 Value max_result(const Value& values);
+// The tuple a row reduction returns (max/min(dim=...): values and untranslated indices;
+// var_mean / std_mean: two row values), which code indexes or unpacks.
+inline bool is_reduction_tuple(const Value& v) {
+  return v.type == Value::Tuple && (v.text == "max" || v.text == "var_mean" || v.text == "std_mean");
+}
 
 // Module attributes built in __init__ (pytorch_modules.cpp).
 // `self.<attr> = nn.Parameter(<rhs>)`: learnable, a scalar when built from one element

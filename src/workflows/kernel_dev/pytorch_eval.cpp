@@ -261,10 +261,11 @@ Value Translator::postfix() {
         v = v.items[static_cast<std::size_t>(k->value < 0 ? k->value + static_cast<double>(size) : k->value)];
         continue;
       }
-      if (!shape && !(v.type == Value::Tuple && v.text == "max"))
+      const bool result_tuple = is_reduction_tuple(v);
+      if (!shape && !result_tuple)
         throw Reject{"indexing / slicing a tensor is not element-wise: the built-in analyser reads whole tensors "
-                     "(element-wise ops and reductions over dim=-1) and indexes only x.shape[-1], x.shape[-1:] and "
-                     "max(dim=-1)[0]; pass the slice itself as the op's input",
+                     "(element-wise ops and reductions over dim=-1) and indexes only x.shape[-1], x.shape[-1:], "
+                     "max(dim=-1)[0] and var_mean / std_mean(dim=-1)[0 or 1]; pass the slice itself as the op's input",
                      0};
       auto slice_refusal = [&] {
         return Reject{"x.shape[...] slice: only x.shape[-1:] (the last dimension, as a normalized_shape) is "
@@ -288,10 +289,14 @@ Value Translator::postfix() {
       expect("]");
       const Expr i = index.type == Value::Tensor ? simplify(index.expr) : nullptr;
       if (shape && i && is_number(i, -1)) v = tensor(sym("n"));
-      else if (!shape && i && is_number(i, 0)) v = v.items[0];
+      else if (!shape && i && is_number(i) && i->value == std::floor(i->value) && i->value >= 0 &&
+               i->value < static_cast<double>(v.items.size()) &&
+               v.items[static_cast<std::size_t>(i->value)].type != Value::None)
+        v = v.items[static_cast<std::size_t>(i->value)];
       else
         throw Reject{shape ? "x.shape[...]: only x.shape[-1] (the row length) is translated"
-                           : "max/min(dim=...)[...]: only [0] (the values) is translated; the indices are not",
+                           : v.text == "max" ? "max/min(dim=...)[...]: only [0] (the values) is translated; the indices are not"
+                                             : v.text + "(dim=...)[...]: [0] and [1] are its two row values",
                      0};
     } else {
       return v;

@@ -29,6 +29,9 @@ const std::map<std::string, Signature>& signatures() {
       {"linalg.vector_norm", {{"ord", "dim", "keepdim", "dtype"}}},
       {"var", {{"dim", "unbiased", "keepdim", "correction"}}},
       {"std", {{"dim", "unbiased", "keepdim", "correction"}}},
+      // (var, mean) / (std, mean) of the same row: a tuple indexed or unpacked.
+      {"var_mean", {{"dim", "unbiased", "keepdim", "correction"}}},
+      {"std_mean", {{"dim", "unbiased", "keepdim", "correction"}}},
       {"softmax", {{"dim", "_stacklevel", "dtype"}}},
       {"log_softmax", {{"dim", "_stacklevel", "dtype"}}},
       {"softmin", {{"dim", "_stacklevel", "dtype"}}},
@@ -179,10 +182,16 @@ std::optional<Value> row_function(const std::string& f, const std::string& fn, c
   if (f == "logsumexp") return reduced(row_logsumexp(input));
   if (f == "norm" || f == "linalg.norm" || f == "linalg.vector_norm")
     return reduced(row_norm(input, number(f == "norm" ? "p" : "ord", 2)));
-  if (f == "var" || f == "std") {
+  if (f == "var" || f == "std" || f == "var_mean" || f == "std_mean") {
     double correction = bound.count("correction") ? number("correction", 1) : (flag("unbiased", true) ? 1 : 0);
     Expr v = row_var(input, correction);
-    return reduced(f == "std" ? call("sqrt", {v}) : v);
+    const Value spread = reduced(f.rfind("std", 0) == 0 ? call("sqrt", {v}) : v);
+    if (f == "var" || f == "std") return spread;
+    Value pair;
+    pair.type = Value::Tuple;
+    pair.items = {spread, reduced(row_reduce("mean", input))};
+    pair.text = f;
+    return pair;
   }
   if (f == "softmax") return tensor(row_softmax(input));
   if (f == "softmin") return tensor(row_softmax(neg(input)));

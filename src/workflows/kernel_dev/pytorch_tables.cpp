@@ -10,6 +10,8 @@ const std::map<std::string, std::pair<int, std::string>>& non_elementwise() {
       {"mean", {2, "a reduction over a dimension"}},
       {"var", {2, "a reduction (variance) over a dimension"}},
       {"std", {2, "a reduction (standard deviation) over a dimension"}},
+      {"var_mean", {2, "a reduction (variance and mean) over a dimension"}},
+      {"std_mean", {2, "a reduction (standard deviation and mean) over a dimension"}},
       {"norm", {2, "a norm over a dimension"}},
       {"prod", {2, "a reduction over a dimension"}},
       {"amax", {2, "a reduction over a dimension"}},
