@@ -508,7 +508,18 @@ mu::data tier2_context(const KernelProfile& p, const std::filesystem::path& temp
                                      {"index", std::to_string(i)},
                                      {"last", mu::data(i + 1 == group.size())}});
       }
-      out.push_back(mu::object{{"members", members}, {"size", std::to_string(group.size())}});
+      // Each pass loads only the tensors its loops read: softmax(q)'s max pass does not touch p's row.
+      std::set<std::string> read;
+      for (const auto& r : group) read.insert(r.column_uses.begin(), r.column_uses.end());
+      mu::list group_others, group_weights;
+      for (std::size_t i = 0; i < code.others.size(); ++i)
+        if (read.count(code.others[i])) group_others.push_back(others[i]);
+      for (std::size_t i = 0; i < code.weights.size(); ++i)
+        if (read.count(code.weights[i])) group_weights.push_back(weights[i]);
+      out.push_back(mu::object{{"members", members},
+                               {"size", std::to_string(group.size())},
+                               {"others", group_others},
+                               {"weights", group_weights}});
     }
     return out;
   };
