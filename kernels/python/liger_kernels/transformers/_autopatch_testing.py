@@ -233,15 +233,15 @@ def pixel_layouts(cfg, n_images) -> List[Tuple[str, Dict[str, Any]]]:
     return out
 
 
-def _feature_rows(features) -> int:
+def _feature_tensors(features) -> List[torch.Tensor]:
     if isinstance(features, torch.Tensor):
-        return features.numel() // features.shape[-1] if features.dim() > 1 else 1
+        return [features]
     if isinstance(features, (tuple, list)):
-        return sum(_feature_rows(f) for f in features)
+        return [t for f in features for t in _feature_tensors(f)]
     pooled = getattr(features, "pooler_output", None)
     if pooled is None:
         raise TypeError(f"get_image_features returned {type(features).__name__} without pooler_output")
-    return _feature_rows(pooled)
+    return _feature_tensors(pooled)
 
 
 def image_tokens_per_image(model, cfg, layout, n_images):
@@ -257,7 +257,16 @@ def image_tokens_per_image(model, cfg, layout, n_images):
             if name != "pixel_values" and hasattr(cfg, name):
                 kw[name] = getattr(cfg, name)
     with torch.no_grad():
-        rows = _feature_rows(fn(**kw))
+        features = _feature_tensors(fn(**kw))
+    rows = sum(t.numel() // t.shape[-1] if t.dim() > 1 else 1 for t in features)
+    text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+    width, hidden = features[0].shape[-1], getattr(text, "hidden_size", None)
+    if hidden and width != hidden:
+        # The placeholders' embeddings are replaced by the features row for row, so the widths must
+        # agree; the mini configuration shrank the text model but not the vision tower's output.
+        raise ValueError(f"the image features are {width} wide and the text model's hidden_size is {hidden}: the "
+                         "mini configuration's vision output width (a projection field of the vision config "
+                         "or of the wrapper) does not follow the text model's")
     if rows % n_images:
         raise ValueError(f"{rows} image feature rows for {n_images} images")
     return rows // n_images
