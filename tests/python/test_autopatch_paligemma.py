@@ -24,8 +24,8 @@ from liger_kernels.transformers import _autopatch_testing  # noqa: E402
 MODEL_TYPE = "paligemma"
 # The profile's mini-model configuration (mini_model.attributes) and how it was derived from the
 # config class's defaults (mini_model.derivations).
-MINI = json.loads("{\"image_token_index\":1023,\"text_config\":{\"head_dim\":32,\"hidden_size\":128,\"intermediate_size\":256,\"max_position_embeddings\":512,\"model_type\":\"gemma\",\"num_attention_heads\":4,\"num_hidden_layers\":2,\"num_key_value_heads\":2,\"vocab_size\":1024},\"vision_config\":{\"hidden_size\":64,\"intermediate_size\":128,\"num_attention_heads\":2,\"num_hidden_layers\":2},\"vocab_size\":1024}")
-DERIVATIONS = json.loads("[\"image_token_index: 256000 -> 1023 (outside the mini vocabulary of 1024)\",\"vocab_size: 257152 -> 1024 (the text_config's mini vocabulary)\"]")
+MINI = json.loads("{\"image_token_index\":1023,\"projection_dim\":128,\"text_config\":{\"head_dim\":32,\"hidden_size\":128,\"intermediate_size\":256,\"max_position_embeddings\":512,\"model_type\":\"gemma\",\"num_attention_heads\":4,\"num_hidden_layers\":2,\"num_key_value_heads\":2,\"vocab_size\":1024},\"vision_config\":{\"hidden_size\":64,\"intermediate_size\":128,\"num_attention_heads\":2,\"num_hidden_layers\":2},\"vocab_size\":1024}")
+DERIVATIONS = json.loads("[\"image_token_index: 256000 -> 1023 (outside the mini vocabulary of 1024)\",\"vocab_size: 257152 -> 1024 (the text_config's mini vocabulary)\",\"projection_dim: 2048 -> 128 (the image features replace text embeddings of the mini hidden size)\"]")
 FAMILY = "gemma"
 
 _autopatch_testing.install(

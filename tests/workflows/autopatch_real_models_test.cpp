@@ -103,3 +103,43 @@ TEST(AutopatchRealModels, EveryModelingFileAnalysesWithoutError) {
   std::cout << "\n";
   EXPECT_GT(total, 0);
 }
+
+// The image-and-text convergence test runs the vision tower, so a mini configuration must build one
+// whose features fit the mini text model: the output width is the text hidden size (an inner width
+// beside hidden_size, a wrapper's projection_dim), the vision config's per-layer index lists lie in
+// its mini depth, and its key/value heads divide its query heads. Checked on the real models that
+// exercise each rule (the rules read the config classes, not these names).
+TEST(AutopatchRealModels, VisionMiniConfigsFeedTheTextModel) {
+  std::string why;
+  auto dir = transformers_or_skip_reason(why);
+  if (!dir) GTEST_SKIP() << "transformers not available: " << why;
+  ResolveOptions opt;
+  opt.transformers_dir = *dir;
+  auto attributes = [&](const std::string& type) -> YAML::Node {
+    if (!fs::exists(*dir / "models" / type / ("modeling_" + type + ".py"))) return YAML::Node();
+    return YAML::Clone(analyse_model(type, opt).mini_config["attributes"]);
+  };
+  auto text_hidden = [](const YAML::Node& a) { return (a["text_config"] ? a["text_config"] : a)["hidden_size"].as<int>(); };
+  int checked = 0;
+  if (auto a = attributes("qwen2_vl")) {  // embed_dim (inner) beside hidden_size (the merger's output)
+    EXPECT_EQ(a["vision_config"]["hidden_size"].as<int>(), text_hidden(a));
+    EXPECT_LT(a["vision_config"]["embed_dim"].as<int>(), 1280);
+    ++checked;
+  }
+  if (auto a = attributes("paligemma")) {  // the wrapper's projection_dim is the projector's output
+    EXPECT_EQ(a["projection_dim"].as<int>(), text_hidden(a));
+    ++checked;
+  }
+  if (auto a = attributes("mllama")) {  // intermediate_layers_indices index the vision layers' states
+    const int layers = a["vision_config"]["num_hidden_layers"].as<int>();
+    ASSERT_TRUE(a["vision_config"]["intermediate_layers_indices"].IsSequence());
+    for (const auto& i : a["vision_config"]["intermediate_layers_indices"]) EXPECT_LT(i.as<int>(), layers);
+    ++checked;
+  }
+  if (auto a = attributes("gemma4")) {  // a vision attention with its own key/value head count
+    const auto v = a["vision_config"];
+    EXPECT_EQ(v["num_attention_heads"].as<int>() % v["num_key_value_heads"].as<int>(), 0);
+    ++checked;
+  }
+  if (checked == 0) GTEST_SKIP() << "none of qwen2_vl, paligemma, mllama, gemma4 in " << dir->string();
+}

@@ -342,14 +342,37 @@ void Analyzer::mini_config() {
     YAML::Node v;
     const std::vector<std::pair<std::string, int>> vision_values = {
         {"hidden_size", 64}, {"embed_dim", 64}, {"depth", 2}, {"num_hidden_layers", 2},
-        {"num_heads", 2}, {"num_attention_heads", 2}, {"intermediate_size", 128},
-        {"out_hidden_size", 128}, {"projection_dim", 128}, {"vision_output_dim", 128}};
+        {"num_heads", 2}, {"num_attention_heads", 2}, {"num_key_value_heads", 2}, {"head_dim", 32},
+        {"intermediate_size", 128}, {"out_hidden_size", 128}, {"projection_dim", 128}, {"vision_output_dim", 128}};
     // Without the class (a vision config built through AutoConfig / CONFIG_MAPPING: CLIP, SigLIP),
     // only the names those ViT configs share: an unknown name could be rejected by the class.
     static const std::set<std::string> common = {"hidden_size", "num_hidden_layers", "num_attention_heads",
                                                  "intermediate_size"};
     for (const auto& [name, val] : vision_values)
       if (vc ? vc->param(name) != nullptr : common.count(name) > 0) v[name] = val;
+    // The image features replace placeholder embeddings row for row, so the vision tower's output
+    // width is the mini text model's hidden size (128): a config with an inner width beside
+    // hidden_size (Qwen2-VL's embed_dim) projects to hidden_size; a wrapper's projection_dim
+    // (PaliGemma, copied into its vision config) is the projector's output.
+    if (vc && vc->param("embed_dim") && vc->param("hidden_size")) v["hidden_size"] = 128;
+    if (main->param("projection_dim")) {
+      attrs["projection_dim"] = 128;
+      derivations.push_back("projection_dim: " + main->param("projection_dim")->default_value +
+                            " -> 128 (the image features replace text embeddings of the mini hidden size)");
+    }
+    // The vision config's own per-layer fields against its mini depth (Mllama's
+    // intermediate_layers_indices [3, 7, 15, 23, 30] index the 2 layers' hidden states).
+    if (vc) {
+      YAML::Node vd = YAML::Clone(v);
+      if (!vd["num_hidden_layers"] && vd["depth"]) vd["num_hidden_layers"] = vd["depth"];
+      YAML::Node vwhy(YAML::NodeType::Sequence);
+      derive_mini_fields(*vc, vd, vwhy);
+      for (const auto& kv : vd) {
+        const std::string k = kv.first.as<std::string>();
+        if (!v[k] && !(k == "num_hidden_layers" && !vc->param(k))) v[k] = kv.second;
+      }
+      for (const auto& w : vwhy) derivations.push_back("vision_config." + w.as<std::string>());
+    }
     if (!vc) p.warnings.push_back("vision sub-config class not found in the configuration file; vision_config sets only "
                                   "hidden_size, num_hidden_layers, num_attention_heads and intermediate_size");
     else mc["vision_config_class"] = vc->name;  // beside the attributes, which become the config's kwargs

@@ -156,7 +156,9 @@ std::string module_text(const YAML::Node& doc, const Plan& pl, const std::string
   view.set("output_module", "transformers.modeling_outputs");
   view.set("output_class", pl.moe ? "MoeCausalLMOutputWithPast" : "CausalLMOutputWithPast");
   if (pl.moe) view.set("moe", data(true));
-  if (!pl.softcap_attr.empty()) view.set("softcap_attr", pl.softcap_attr);
+  // A Python literal (a string or None), rendered whole: a section around a quoted value left a
+  // blank line after it in the rendered SPEC.
+  view.set("softcap_value", pl.softcap_attr.empty() ? std::string("None") : "\"" + pl.softcap_attr + "\"");
   if (!pl.logits_scale.empty()) {
     std::string list;
     for (const auto& [op, factor] : pl.logits_scale) list += (list.empty() ? "" : ", ") + ("(\"" + op + "\", \"" + factor + "\")");

@@ -36,6 +36,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
+import traceback
 from typing import Any, Callable, Dict, List, Tuple
 
 import pytest
@@ -225,11 +226,17 @@ def pixel_layouts(cfg, n_images) -> List[Tuple[str, Dict[str, Any]]]:
         out.append((f"one {size}x{size} tile of {tiles} per image with aspect-ratio ids (cross-attention)",
                     dict(pixel_values=rnd(n_images, 1, tiles, channels, size, size),
                          aspect_ratio_ids=torch.ones(n_images, 1, dtype=torch.long), aspect_ratio_mask=present)))
-    if size:
-        out.append((f"{size}x{size} images, [images, channels, height, width]",
-                    dict(pixel_values=rnd(n_images, channels, size, size))))
-        out.append((f"{size}x{size} images, [samples, images, channels, height, width]",
-                    dict(pixel_values=rnd(n_images, 1, channels, size, size))))
+    # The configured size first; then the next multiple of 4 patches per side, for towers that
+    # merge or shuffle 2x2 / 4x4 patches after the encoder (a 224 image of 32-pixel patches is 7x7,
+    # which a scale factor of 2 does not divide) and take any size (bucketed patch positions).
+    sizes = [size] if size else []
+    if size and size % (4 * patch):
+        sizes.append((size // (4 * patch) + 1) * 4 * patch)
+    for s in sizes:
+        out.append((f"{s}x{s} images, [images, channels, height, width]",
+                    dict(pixel_values=rnd(n_images, channels, s, s))))
+        out.append((f"{s}x{s} images, [samples, images, channels, height, width]",
+                    dict(pixel_values=rnd(n_images, 1, channels, s, s))))
     return out
 
 
@@ -620,7 +627,9 @@ def install(ns: Dict[str, Any], *, module: str, model_type: str, modeling: str, 
                 chosen = (description, layout, per_image)
                 break
             except Exception as e:  # the next layout may fit; all of them are reported if none does
-                tried.append(f"{description}: {type(e).__name__}: {str(e)[:300]}")
+                frame = traceback.extract_tb(e.__traceback__)[-1]
+                where = f"{frame.filename.rsplit('/', 2)[-1]}:{frame.lineno}"
+                tried.append(f"{description}: {type(e).__name__}: {str(e)[:300]} (at {where})")
         del probe
         if chosen is None:
             pytest.skip("no image layout read off the vision config runs through the model: "
