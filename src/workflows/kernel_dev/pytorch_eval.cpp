@@ -95,6 +95,33 @@ Value Translator::expression() {
   if (peek().type == PyTok::Name && peek().text == "lambda") throw Reject{"a lambda inside an expression is not supported: name it (f = lambda x: ...) or write a def, "
                  "and call it",
                  0, column_base + static_cast<int>(peek().offset) + 1};
+  Value left = comparison();
+  if (peek().type == PyTok::Name && peek().text == "if") {
+    // `a if c else b`: Python picks one branch by c's truth value, so c is a constant here (a
+    // module parameter, a literal); a tensor condition is an element-wise choice: torch.where.
+    const int column = column_base + static_cast<int>(peek().offset) + 1;
+    ++pos_;
+    const Value condition = comparison();
+    if (!(peek().type == PyTok::Name && peek().text == "else")) throw Reject{"expected 'else' in a conditional expression", 0};
+    ++pos_;
+    const Value other = expression();
+    const Expr c = condition.type == Value::Tensor ? simplify(condition.expr) : nullptr;
+    if (c && is_number(c)) return c->value != 0 ? left : other;
+    // A condition on the op's scalar parameters only (beta > 0) picks one branch per call, which an
+    // element-wise where of a scalar condition computes, gradients included.
+    bool on_inputs = !c;
+    if (c)
+      for (const auto& name : free_symbols(c)) on_inputs = on_inputs || inputs.count(name) > 0 || name == kRankSymbol;
+    if (!on_inputs)
+      return tensor(call("where", {c, as_tensor(left, "a tensor"), as_tensor(other, "a tensor")}));
+    throw Reject{"a conditional expression (a if c else b) whose condition depends on an input tensor: Python needs "
+                 "one truth value, a tensor condition chooses per element: write torch.where(c, a, b)",
+                 0, column};
+  }
+  return left;
+}
+
+Value Translator::comparison() {
   Value left = additive();
   static const char* ops[] = {"<", "<=", ">", ">=", "==", "!="};
   for (const char* op : ops)
@@ -102,8 +129,6 @@ Value Translator::expression() {
       Value right = additive();
       return tensor(compare(op, as_tensor(left, "a tensor"), as_tensor(right, "a tensor")));
     }
-  if (peek().type == PyTok::Name && peek().text == "if")
-    throw Reject{"conditional expressions (a if c else b) are not supported; use torch.where", 0};
   return left;
 }
 
@@ -190,7 +215,20 @@ Value Translator::postfix() {
       if (peek().type != PyTok::Name) throw Reject{"expected an attribute name after '.'", 0};
       std::string attribute = peek().text;
       ++pos_;
-      if (v.type == Value::Path) {
+      if (v.type == Value::Path && v.text.rfind("<finfo:", 0) == 0) {
+        // eps, tiny / smallest_normal, max, min of fp32 / fp16 / bf16 / fp64.
+        const std::string dtype = v.text.substr(7, v.text.size() - 8);
+        static const std::map<std::string, std::map<std::string, double>> constants = {
+            {"fp32", {{"eps", 1.1920928955078125e-07}, {"tiny", 1.1754943508222875e-38}, {"max", 3.4028234663852886e+38}}},
+            {"fp16", {{"eps", 0.0009765625}, {"tiny", 6.103515625e-05}, {"max", 65504.0}}},
+            {"bf16", {{"eps", 0.0078125}, {"tiny", 1.1754943508222875e-38}, {"max", 3.3895313892515355e+38}}},
+            {"fp64", {{"eps", 2.220446049250313e-16}, {"tiny", 2.2250738585072014e-308}, {"max", 1.7976931348623157e+308}}}};
+        const auto& c = constants.at(dtype);
+        std::string key = attribute == "smallest_normal" ? "tiny" : attribute;
+        if (key == "min") v = tensor(num(-c.at("max")));
+        else if (c.count(key)) v = tensor(num(c.at(key)));
+        else throw Reject{"torch.finfo(...)." + attribute + ": only eps, tiny, smallest_normal, max and min are read", 0};
+      } else if (v.type == Value::Path) {
         std::string path = v.text + "." + attribute;
         if (v.text == "self") {
           auto it = self_attributes.find(attribute);
@@ -746,6 +784,32 @@ Value Translator::apply(const Value& callee, const std::vector<Arg>& args) {
     if (negative || (!text.empty() && text[0] == '+')) text.erase(0, 1);
     if (text == "inf" || text == "infinity") return tensor(num(negative ? -HUGE_VAL : HUGE_VAL));
     throw Reject{"float('" + args[0].value.text + "'): only float('inf') and float('-inf') are read from a string", 0};
+  }
+  if (path == "torch.finfo" || path == "np.finfo" || path == "numpy.finfo") {
+    // A dtype's constants (torch.finfo(torch.bfloat16).eps): exact for a named dtype; the input's
+    // own dtype (x.dtype) is the storage type, one of three, and the kernel computes in fp32, so its
+    // fp32 constants are taken and the note says so.
+    const Value& d = args.at(0).value;
+    std::string dtype = d.type == Value::Path ? d.text : "";
+    for (const char* prefix : {"torch.", "np.", "numpy."})
+      if (dtype.rfind(prefix, 0) == 0) dtype = dtype.substr(std::string(prefix).size());
+    static const std::map<std::string, std::string> names = {
+        {"float32", "fp32"}, {"float", "fp32"}, {"float16", "fp16"}, {"half", "fp16"}, {"bfloat16", "bf16"},
+        {"float64", "fp64"}, {"double", "fp64"}};
+    Value info;
+    info.type = Value::Path;
+    if (auto it = names.find(dtype); it != names.end()) {
+      info.text = "<finfo:" + it->second + ">";
+    } else if (d.type == Value::Method && d.text == "dtype") {
+      info.text = "<finfo:fp32>";
+      notes_.push_back("torch.finfo(<input>.dtype) taken for fp32: the kernel computes in fp32 whatever the storage "
+                       "type (PyTorch would use the bf16 / fp16 constants for those inputs)");
+    } else {
+      throw Reject{"torch.finfo(...): the dtype must be torch.float32, torch.float16, torch.bfloat16, torch.float64 or "
+                   "an input's .dtype",
+                   0};
+    }
+    return info;
   }
   if (path == "float" || path == "torch.tensor" || path == "torch.as_tensor") return args.at(0).value;
   if (path == "len" && args.size() == 1 && args[0].value.type == Value::Path && args[0].value.text == "<shape>")

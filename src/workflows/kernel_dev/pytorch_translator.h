@@ -86,6 +86,7 @@ class Translator {
   Value expression();
   // Chains are collected and built by build_chain (balanced when long: a 20 000-term sum must not
   // become a 20 000-deep tree).
+  Value comparison();  // additive, then one of < <= > >= == != (no chaining)
   Value additive();
   Value term();
   Value unary();
