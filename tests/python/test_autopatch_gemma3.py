@@ -24,8 +24,8 @@ from liger_kernels.transformers import _autopatch_testing  # noqa: E402
 MODEL_TYPE = "gemma3"
 # The profile's mini-model configuration (mini_model.attributes) and how it was derived from the
 # config class's defaults (mini_model.derivations).
-MINI = json.loads("{\"boi_token_index\":1023,\"eoi_token_index\":1022,\"image_token_index\":1021,\"text_config\":{\"head_dim\":32,\"hidden_size\":128,\"intermediate_size\":256,\"max_position_embeddings\":512,\"num_attention_heads\":4,\"num_hidden_layers\":2,\"num_key_value_heads\":2,\"sliding_window\":64,\"vocab_size\":1024},\"vision_config\":{\"hidden_size\":64,\"intermediate_size\":128,\"num_attention_heads\":2,\"num_hidden_layers\":2}}")
-DERIVATIONS = json.loads("[\"boi_token_index: 255_999 -> 1023 (outside the mini vocabulary of 1024)\",\"eoi_token_index: 256_000 -> 1022 (outside the mini vocabulary of 1024)\",\"image_token_index: 262_144 -> 1021 (outside the mini vocabulary of 1024)\"]")
+MINI = json.loads("{\"boi_token_index\":1023,\"eoi_token_index\":1022,\"image_token_index\":1021,\"mm_tokens_per_image\":16,\"text_config\":{\"head_dim\":32,\"hidden_size\":128,\"intermediate_size\":256,\"max_position_embeddings\":512,\"num_attention_heads\":4,\"num_hidden_layers\":2,\"num_key_value_heads\":2,\"sliding_window\":64,\"vocab_size\":1024},\"vision_config\":{\"hidden_size\":64,\"intermediate_size\":128,\"num_attention_heads\":2,\"num_hidden_layers\":2}}")
+DERIVATIONS = json.loads("[\"boi_token_index: 255_999 -> 1023 (outside the mini vocabulary of 1024)\",\"eoi_token_index: 256_000 -> 1022 (outside the mini vocabulary of 1024)\",\"image_token_index: 262_144 -> 1021 (outside the mini vocabulary of 1024)\",\"mm_tokens_per_image: 256 -> 16 (4x4 image tokens, pooled from the mini vision tower's patch grid)\"]")
 FAMILY = "gemma"
 
 _autopatch_testing.install(

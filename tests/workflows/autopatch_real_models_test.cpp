@@ -141,5 +141,9 @@ TEST(AutopatchRealModels, VisionMiniConfigsFeedTheTextModel) {
     EXPECT_EQ(v["num_attention_heads"].as<int>() % v["num_key_value_heads"].as<int>(), 0);
     ++checked;
   }
-  if (checked == 0) GTEST_SKIP() << "none of qwen2_vl, paligemma, mllama, gemma4 in " << dir->string();
+  if (auto a = attributes("gemma3")) {  // image tokens avg-pooled from the mini tower's 14x14 patch grid
+    EXPECT_EQ(a["mm_tokens_per_image"].as<int>(), 16);
+    ++checked;
+  }
+  if (checked == 0) GTEST_SKIP() << "none of qwen2_vl, paligemma, mllama, gemma4, gemma3 in " << dir->string();
 }

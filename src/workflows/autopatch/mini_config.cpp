@@ -355,6 +355,14 @@ void Analyzer::mini_config() {
     // hidden_size (Qwen2-VL's embed_dim) projects to hidden_size; a wrapper's projection_dim
     // (PaliGemma, copied into its vision config) is the projector's output.
     if (vc && vc->param("embed_dim") && vc->param("hidden_size")) v["hidden_size"] = 128;
+    // Image tokens pooled from the vision tower's patch grid (Gemma 3: mm_tokens_per_image = 256,
+    // 16 per side, avg-pooled from image_size / patch_size per side): the mini tower's default
+    // grid (SigLIP 224 / 16 = 14 per side) cannot pool to 16 per side (a kernel of 0), so 4x4.
+    if (const ConfigParam* tokens = main->param("mm_tokens_per_image")) {
+      attrs["mm_tokens_per_image"] = 16;
+      derivations.push_back("mm_tokens_per_image: " + tokens->default_value +
+                            " -> 16 (4x4 image tokens, pooled from the mini vision tower's patch grid)");
+    }
     if (main->param("projection_dim")) {
       attrs["projection_dim"] = 128;
       derivations.push_back("projection_dim: " + main->param("projection_dim")->default_value +

@@ -279,6 +279,16 @@ def image_tokens_per_image(model, cfg, layout, n_images):
     return rows // n_images
 
 
+def _loss_and_grads(model, kw):
+    """The loss and every parameter's gradient (zeros where none), flattened, for one batch."""
+    model.zero_grad(set_to_none=True)
+    loss = model(**kw).loss
+    loss.backward()
+    grads = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).flatten() for p in model.parameters()])
+    model.zero_grad(set_to_none=True)
+    return loss.detach(), grads
+
+
 def multimodal_inputs(cfg, seed, layout, per_image, forward_params, dtype, B, T=32):
     """A training batch whose every sequence starts with one image (per_image placeholder tokens,
     labels -100) and goes on with text, with the layout's image tensors in the model's dtype."""
@@ -620,10 +630,12 @@ def install(ns: Dict[str, Any], *, module: str, model_type: str, modeling: str, 
                 kw = multimodal_inputs(cfg, 1, layout, per_image, forward_params, torch.float32, samples)
                 other = dict(kw, **{k: torch.randn_like(v) for k, v in kw.items()
                                     if k in layout and v.is_floating_point()})
-                with torch.no_grad():
-                    a, b = probe(**kw).loss, probe(**other).loss
-                if not torch.isfinite(a) or float(a) == float(b):
-                    raise ValueError(f"the loss ({float(a)}) does not depend on the image inputs")
+                # The images must reach the loss or its gradients: a gated cross-attention (Mllama's
+                # tanh gates start at 0) adds nothing to the first loss, but the gates' gradients
+                # depend on the images.
+                (a, ga), (b, gb) = _loss_and_grads(probe, kw), _loss_and_grads(probe, other)
+                if not torch.isfinite(a) or (float(a) == float(b) and torch.equal(ga, gb)):
+                    raise ValueError(f"neither the loss ({float(a)}) nor its gradients depend on the image inputs")
                 chosen = (description, layout, per_image)
                 break
             except Exception as e:  # the next layout may fit; all of them are reported if none does
