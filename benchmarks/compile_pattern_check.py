@@ -33,6 +33,8 @@ import os
 import sys
 import types
 
+import kernel_dev_input
+
 ROWS, COLS = 4, 8
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -176,8 +178,7 @@ def example_value(torch, name, entry):
         size = (COLS,) if shape_init[0] == "channel" else (1,)
         # Positive and varied: a parameter inside log/sqrt stays finite; distinct per element.
         return torch.rand(size) + 0.5
-    z = torch.randn(ROWS, COLS)
-    return eval(SAMPLES[name], {"torch": torch}, {"z": z}) if name in SAMPLES else z
+    return kernel_dev_input.sample(torch, SAMPLES, name, torch.randn(ROWS, COLS))
 
 
 def check_signatures(op, package_dir, pattern):
@@ -215,9 +216,7 @@ def main():
                     help="where inputs are drawn from: name=EXPR;... with EXPR a PyTorch expression of a standard-normal "
                          "tensor z (the profile's inputs[].sample); unnamed inputs are z itself")
     a = ap.parse_args()
-    for spec in [x for x in a.samples.split(";") if x.strip()]:
-        name, _, expr = spec.partition("=")
-        SAMPLES[name.strip()] = expr
+    SAMPLES.update(kernel_dev_input.parse_samples(a.samples))
     text = a.source
     if a.source_file:
         with open(a.source_file) as f:

@@ -40,11 +40,7 @@ DEFAULT_TOL = {"fp32": (1e-5, 1e-5, 1e-5), "fp16": (2e-3, 2e-3, 1e-3), "bf16": (
 def draw_input(torch, a, name, shape, device, dtype):
     """A standard-normal draw mapped onto the input's domain (--samples), in the op's dtype."""
     z = torch.randn(shape, device=device, dtype=torch.float32)
-    for spec in [s for s in a.samples.split(";") if s.strip()]:
-        n, _, expr = spec.partition("=")
-        if n.strip() == name:
-            z = eval(expr, {"torch": torch}, {"z": z})  # the profile's own map (input_sampling.cpp)
-    return z.to(dtype)
+    return kernel_dev_input.sample(torch, kernel_dev_input.parse_samples(a.samples), name, z).to(dtype)
 
 
 def agreement(torch, a, names, params, eager, ours, cols, dtype):

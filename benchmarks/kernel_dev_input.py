@@ -23,6 +23,22 @@ class InputCodeError(RuntimeError):
     pass
 
 
+def parse_samples(text):
+    """--samples "name=EXPR;...": input name -> a PyTorch expression of a standard-normal tensor z (the
+    profile's inputs[].sample, input_sampling.cpp), for ops defined on part of the line (log, a loss
+    of probabilities). A name given twice keeps its last expression."""
+    out = {}
+    for spec in [s for s in text.split(";") if s.strip()]:
+        name, _, expr = spec.partition("=")
+        out[name.strip()] = expr
+    return out
+
+
+def sample(torch, samples, name, z):
+    """The standard-normal draw z mapped onto the input's domain; z itself for an input without one."""
+    return eval(samples[name], {"torch": torch}, {"z": z}) if name in samples else z
+
+
 def _scope(torch):
     """The globals the input's code runs in: a real module registered in sys.modules, so
     torch.compile (which resolves a function's globals through its module) finds torch, F and the
