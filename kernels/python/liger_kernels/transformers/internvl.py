@@ -7,7 +7,6 @@ apply_liger_kernel_to_internvl() patches transformers.models.internvl.modeling_i
   - InternVLForConditionalGeneration.forward -> the fused linear cross-entropy forward
 Kept as the model implements them (declined on purpose):
   - rms_norm (InternVLVisionRMSNorm): vision tower (InternVLVisionAttention): the integration patches the text model's kernels; the vision tower keeps its own InternVLVisionRMSNorm; attributes [q_norm, k_norm]
-  - layer_norm (nn.LayerNorm): vision tower (InternVLVisionModel): the integration patches the text model's kernels; the vision tower keeps its own nn.LayerNorm; attributes [layernorm]
   - swiglu (InternVLVisionMLP): vision tower (InternVLVisionLayer): the integration patches the text model's kernels; the vision tower keeps its own InternVLVisionMLP; attributes [mlp]
 
 With model=..., an existing instance is patched in place (parameters, devices and dtypes kept).
@@ -48,7 +47,6 @@ SPEC = {
 }
 DECLINED = {
     "rms_norm:InternVLVisionRMSNorm": "vision tower (InternVLVisionAttention): the integration patches the text model's kernels; the vision tower keeps its own InternVLVisionRMSNorm",
-    "layer_norm:nn.LayerNorm": "vision tower (InternVLVisionModel): the integration patches the text model's kernels; the vision tower keeps its own nn.LayerNorm",
     "swiglu:InternVLVisionMLP": "vision tower (InternVLVisionLayer): the integration patches the text model's kernels; the vision tower keeps its own InternVLVisionMLP",
 }
 
