@@ -295,3 +295,35 @@ TEST(AutopatchHeldoutRules, AttentionOneModuleDeeperIsFollowed) {
   ModelProfile p = t.analyse();
   EXPECT_EQ(p.decision("rope").value_string(), "standard") << dump(p);
 }
+
+// An MLP of two projections around an activation module the analysis does not know (Bloom's
+// BloomGelu) is ungated whatever that module computes: "other", its patch declined. Three
+// projections with the same unknown module stay undecided (a GLU's activation must be known).
+TEST(AutopatchHeldoutRules, TwoProjectionMlpWithAnUnknownActivationIsOther) {
+  const std::string two =
+      "        self.fc_in = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)\n"
+      "        self.fc_out = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)\n"
+      "        self.act_impl = MyGelu()\n"
+      "\n"
+      "    def forward(self, x):\n"
+      "        return self.fc_out(self.act_impl(self.fc_in(x)))\n";
+  const std::string llama_mlp_body =
+      "        self.gate_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)\n"
+      "        self.up_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)\n"
+      "        self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)\n"
+      "        self.act_fn = ACT2FN[config.hidden_act]\n"
+      "\n"
+      "    def forward(self, x):\n"
+      "        down_proj = self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))\n"
+      "        return down_proj\n";
+  Llama ungated(Llama::Edits{{llama_mlp_body, two}});
+  const ModelProfile p = ungated.analyse();
+  EXPECT_EQ(p.decision("mlp_activation").value_string(), "other") << dump(p);
+  EXPECT_EQ(find_item(p.apply, "swiglu"), nullptr) << dump(p);
+  ASSERT_NE(find_item(p.declined, "swiglu"), nullptr) << dump(p);
+  EXPECT_NE(find_item(p.declined, "swiglu")->reason.find("not gated"), std::string::npos) << dump(p);
+
+  Llama gated_unknown(Llama::Edits{{"        self.act_fn = ACT2FN[config.hidden_act]\n", "        self.act_fn = MyGelu()\n"}});
+  const ModelProfile q = gated_unknown.analyse();
+  EXPECT_FALSE(q.decision("mlp_activation").decided()) << dump(q);
+}

@@ -337,6 +337,28 @@ Analyzer::MlpInfo Analyzer::analyse_mlp(const ClassDef& c) {
       return r;
     }
   }
+  if (r.activation.empty() && r.config_attr.empty() && !r.fused) {
+    // A gated MLP needs a gate and an up projection beside the down projection (or one projection
+    // split into the two halves, r.fused): with two projections and no split the MLP is
+    // act(in(x)) -> out, whatever its activation module is (Bloom's BloomGelu), so it is "other".
+    std::vector<std::string> projections;
+    int line = 0;
+    for (const auto& a : c.init_assignments())
+      if (a.call && a.targets.size() == 1 && a.targets[0].rfind("self.", 0) == 0 &&
+          (a.call->callee == "nn.Linear" || a.call->callee == "Conv1D" || a.call->callee == "nn.Conv1d")) {
+        projections.push_back(a.targets[0].substr(5));
+        line = line ? line : a.line;
+      }
+    if (projections.size() == 2) {
+      r.activation = "custom";
+      r.kind = "other";
+      r.lines.push_back(line);
+      r.why = c.name + " is not gated: two projections (" + projections[0] + ", " + projections[1] +
+              ") and no split of one into halves, so act(x) is not multiplied by a second projection; no library "
+              "kernel computes it";
+      return r;
+    }
+  }
   if (r.activation.empty()) {
     if (!r.config_attr.empty())
       r.why = "the activation comes from config." + r.config_attr +
