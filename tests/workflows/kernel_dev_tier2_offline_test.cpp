@@ -329,14 +329,20 @@ TEST(KernelDevTier2Offline, StableSoftmaxShiftHasNoGradientPass) {
   // Large logits stay finite.
   const Row y = kd::row_forward_f64(p, {1000.0, 999.0, -1000.0});
   EXPECT_NEAR(y[0], 1 / (1 + std::exp(-1.0)), 1e-12);
-  // A user's own max is differentiated (indicator), and still gives the right gradient.
+  // A user's own max is differentiated (the indicator over the tie count, as amax), and still gives
+  // the right gradient: two backward sums, the ties and the adjoint.
   const auto own = analyse("def f(x): return x - x.amax(-1, keepdim=True)");
   ASSERT_TRUE(own.row_program);
-  EXPECT_EQ(own.row_program->backward_reductions.size(), 1u);
+  EXPECT_EQ(own.row_program->backward_reductions.size(), 2u);
   const Row dx = kd::row_backward_f64(own, {0.5, 2.0, -1.0}, {1.0, 1.0, 1.0});
   EXPECT_NEAR(dx[0], 1.0, 1e-12);
   EXPECT_NEAR(dx[1], 1.0 - 3.0, 1e-12);
   EXPECT_NEAR(dx[2], 1.0, 1e-12);
+  // Tied maxima share the gradient, as PyTorch's amax: two columns at the max each get half.
+  const Row tied = kd::row_backward_f64(own, {2.0, 2.0, -1.0}, {1.0, 1.0, 1.0});
+  EXPECT_NEAR(tied[0], 1.0 - 1.5, 1e-12);
+  EXPECT_NEAR(tied[1], 1.0 - 1.5, 1e-12);
+  EXPECT_NEAR(tied[2], 1.0, 1e-12);
 }
 
 TEST(KernelDevTier2Offline, DeclinesWhatTheRowTemplateCannotGenerate) {

@@ -272,6 +272,23 @@ RowDerivation derive_row_program(const Program& program) {
   // terms, plus (per-row output) the output's own derivative dy * dY/dr, a row scalar used in
   // place without a pass. nullptr where the adjoint is zero.
   std::vector<Expr> adjoint(k);
+  // A max or min's gradient is split evenly between the columns equal to it, as PyTorch's amax /
+  // amin do: each tied column gets 1 / (number of ties). The tie count is a backward sum over the
+  // row, placed before the sums that use it (it needs only the recomputed forward reductions), and
+  // made the first time the weight of that reduction is used.
+  std::map<std::string, std::string> tie_count;
+  auto weight = [&](const Hoisted::Reduction& r) -> Expr {
+    if (r.op != "max" && r.op != "min") return reduction_weight(r);
+    auto it = tie_count.find(r.name);
+    if (it == tie_count.end()) {
+      std::string name = "t" + r.name;
+      while (taken.count(name)) name += "b";
+      taken.insert(name);
+      structure.backward.insert(structure.backward.begin(), {name, "sum", reduction_weight(r)});
+      it = tie_count.emplace(r.name, name).first;
+    }
+    return div(reduction_weight(r), sym(it->second));
+  };
   for (std::size_t i = k; i-- > 0;) {
     const auto& r = h.reductions[i];
     if (gradient_free[i]) continue;
@@ -280,7 +297,7 @@ RowDerivation derive_row_program(const Program& program) {
     for (std::size_t l = i + 1; l < k; ++l) {
       if (!adjoint[l]) continue;
       const auto& later = h.reductions[l];
-      term = add(term, mul(mul(adjoint[l], reduction_weight(later)), differentiate(later.argument, r.name)));
+      term = add(term, mul(mul(adjoint[l], weight(later)), differentiate(later.argument, r.name)));
     }
     term = simplify(term);
     Expr total = per_row && !is_number(direct, 0) ? direct : nullptr;
@@ -294,8 +311,9 @@ RowDerivation derive_row_program(const Program& program) {
     if (!total) continue;
     adjoint[i] = total;
     if (r.op == "max" || r.op == "min")
-      d.notes.push_back(r.name + " = " + r.op + "(...): its gradient goes to every column equal to the " + r.op +
-                        " (ties each get the full gradient; PyTorch's amax splits it between ties)");
+      d.notes.push_back(r.name + " = " + r.op + "(...): its gradient is split evenly between the columns equal to "
+                        "the " + r.op + " (as PyTorch's amax / amin; torch.max(x, dim)'s values send it to one of the "
+                        "tied columns)");
   }
   // The chain rule with respect to one per-column symbol v (x, a weight, another input): at column
   // j, dy_j dY_j/dv_j + sum_l adjoint(r_l) w_l,j dg_l,j/dv_j (v_j enters only column j of each
@@ -305,7 +323,7 @@ RowDerivation derive_row_program(const Program& program) {
     Expr g = per_row ? num(0) : mul(sym(dy), differentiate(output, v));
     for (std::size_t l = 0; l < k; ++l) {
       if (!adjoint[l]) continue;
-      g = add(g, mul(mul(adjoint[l], reduction_weight(h.reductions[l])), differentiate(h.reductions[l].argument, v)));
+      g = add(g, mul(mul(adjoint[l], weight(h.reductions[l])), differentiate(h.reductions[l].argument, v)));
     }
     return simplify(g);
   };
