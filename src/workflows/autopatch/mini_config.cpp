@@ -351,10 +351,15 @@ void Analyzer::mini_config() {
     for (const auto& [name, val] : vision_values)
       if (vc ? vc->param(name) != nullptr : common.count(name) > 0) v[name] = val;
     // The image features replace placeholder embeddings row for row, so the vision tower's output
-    // width is the mini text model's hidden size (128): a config with an inner width beside
+    // width is the mini text model's hidden size: a config with an inner width beside
     // hidden_size (Qwen2-VL's embed_dim) projects to hidden_size; a wrapper's projection_dim
     // (PaliGemma, copied into its vision config) is the projector's output.
-    if (vc && vc->param("embed_dim") && vc->param("hidden_size")) v["hidden_size"] = 128;
+    const YAML::Node text_attrs = attrs["text_config"] ? attrs["text_config"] : attrs;
+    const int text_hidden = text_attrs["hidden_size"] ? text_attrs["hidden_size"].as<int>() : 128;
+    const YAML::Node& set = v;  // read without adding keys
+    for (const char* out : {"out_hidden_size", "projection_dim"})
+      if (set[out]) v[out] = text_hidden;
+    if (vc && vc->param("embed_dim") && vc->param("hidden_size")) v["hidden_size"] = text_hidden;
     // Image tokens pooled from the vision tower's patch grid (Gemma 3: mm_tokens_per_image = 256,
     // 16 per side, avg-pooled from image_size / patch_size per side): the mini tower's default
     // grid (SigLIP 224 / 16 = 14 per side) cannot pool to 16 per side (a kernel of 0), so 4x4.
@@ -364,9 +369,10 @@ void Analyzer::mini_config() {
                             " -> 16 (4x4 image tokens, pooled from the mini vision tower's patch grid)");
     }
     if (main->param("projection_dim")) {
-      attrs["projection_dim"] = 128;
-      derivations.push_back("projection_dim: " + main->param("projection_dim")->default_value +
-                            " -> 128 (the image features replace text embeddings of the mini hidden size)");
+      attrs["projection_dim"] = text_hidden;
+      derivations.push_back("projection_dim: " + main->param("projection_dim")->default_value + " -> " +
+                            std::to_string(text_hidden) + " (the image features replace text embeddings of the mini "
+                            "hidden size)");
     }
     // The vision config's own per-layer fields against its mini depth (Mllama's
     // intermediate_layers_indices [3, 7, 15, 23, 30] index the 2 layers' hidden states).
