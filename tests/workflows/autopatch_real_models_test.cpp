@@ -134,6 +134,10 @@ TEST(AutopatchRealModels, VisionMiniConfigsFeedTheTextModel) {
     const int layers = a["vision_config"]["num_hidden_layers"].as<int>();
     ASSERT_TRUE(a["vision_config"]["intermediate_layers_indices"].IsSequence());
     for (const auto& i : a["vision_config"]["intermediate_layers_indices"]) EXPECT_LT(i.as<int>(), layers);
+    // Its heads are `attention_heads` and its 8 global layers `num_global_layers`: both shrink (the
+    // image test's attention over 4 tiles of 1025 patches held 70 GiB at the defaults).
+    EXPECT_LE(a["vision_config"]["attention_heads"].as<int>(), 2);
+    EXPECT_LE(a["vision_config"]["num_global_layers"].as<int>(), 2);
     ++checked;
   }
   if (auto a = attributes("gemma4")) {  // a vision attention with its own key/value head count
