@@ -811,6 +811,24 @@ Value Translator::apply(const Value& callee, const std::vector<Arg>& args) {
     }
     return info;
   }
+  if (path == "functools.partial" || path == "partial") {
+    // functools.partial(F.gelu, approximate="tanh"): a function with keyword arguments bound, called
+    // later with the tensor (HF's GELUTanh builds its activation this way in __init__).
+    if (args.empty() || !args[0].keyword.empty() || args[0].value.type != Value::Path ||
+        torch_function(args[0].value.text).empty())
+      throw Reject{"functools.partial(...): the first argument must be a torch / F. function", 0};
+    Value bound_fn;
+    bound_fn.type = Value::Module;
+    bound_fn.text = torch_function(args[0].value.text);
+    for (std::size_t i = 1; i < args.size(); ++i) {
+      if (args[i].keyword.empty())
+        throw Reject{"functools.partial(...): only keyword arguments are bound (a positional one would come "
+                     "before the tensor)",
+                     0};
+      bound_fn.module_args.push_back({args[i].keyword, args[i].value});
+    }
+    return bound_fn;
+  }
   if (path == "float" || path == "torch.tensor" || path == "torch.as_tensor") return args.at(0).value;
   if (path == "len" && args.size() == 1 && args[0].value.type == Value::Path && args[0].value.text == "<shape>")
     return tensor(sym(kRankSymbol));  // len(x.shape)

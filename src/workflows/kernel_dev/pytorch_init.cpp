@@ -377,8 +377,16 @@ void ModuleBuilder::read_init(Instance& inst, const Def& init, const std::map<st
         translator_.line = l.number;
         translator_.column_base = rhs_column;
         try {
-          const Value v = translator_.evaluate(rhs);
-          if (v.type != Value::Tensor) throw Reject{"it is not a number", 0};
+          Value v = translator_.evaluate(rhs);
+          // A number, a torch function (self.act = F.silu), or one bound with its keyword arguments
+          // (functools.partial(F.gelu, approximate="tanh")), called later with the tensor.
+          if (v.type == Value::Path && !Translator::torch_function(v.text).empty()) {
+            Value fn;
+            fn.type = Value::Module;
+            fn.text = Translator::torch_function(v.text);
+            v = fn;
+          }
+          if (v.type != Value::Tensor && v.type != Value::Module) throw Reject{"it is not a number", 0};
           inst.attributes[attr] = v;
         } catch (const Reject& r) {
           inst.unreadable[attr] = "self." + attr + " is set in __init__ (line " + std::to_string(l.number) + ": '" +

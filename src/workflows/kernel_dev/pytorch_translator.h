@@ -54,6 +54,8 @@ class Translator {
   Value evaluate(const std::string& text);
 
   Expr as_tensor(const Value& v, const std::string& what);
+  // The function name with torch./F./nn.functional. prefixes removed, or "" when not torch's.
+  static std::string torch_function(const std::string& path);
   // F.mse_loss, l1, smooth L1, Huber, BCE with logits, soft margin with reduction='none' as
   // element-wise (input, target) ops; nullopt for other functions. Throws Reject.
   std::optional<Expr> pointwise_loss(const std::string& fn, const std::string& f, const std::vector<Arg>& all);
@@ -96,8 +98,6 @@ class Translator {
   Value postfix();
   Value atom();
 
-  // The function name with torch./F./nn.functional. prefixes removed, or "" when not torch's.
-  static std::string torch_function(const std::string& path);
 
   Expr catalogue_call(const std::string& name, Expr x, const std::vector<std::pair<std::string, Expr>>& named);
 
