@@ -705,6 +705,16 @@ Value Translator::elementwise(const std::string& fn, const std::vector<Arg>& arg
     notes_.push_back("." + f + "() dropped: the kernel loads its storage type and computes in fp32");
     return tensor(x);
   }
+  if (f == "full_like") {  // torch.full_like(x, c): c everywhere (c a number or a scalar parameter)
+    for (std::size_t i = 1; i < all.size(); ++i)
+      if ((all[i].keyword.empty() && i == 1) || all[i].keyword == "fill_value") {
+        const Expr c = as_tensor(all[i].value, "full_like's fill_value (a number)");
+        for (const auto& name : free_symbols(c))
+          if (inputs.count(name)) throw Reject{"full_like(): fill_value is a number (or a scalar parameter), not a tensor", 0};
+        return tensor(c);
+      }
+    throw Reject{"full_like() needs its fill_value", 0};
+  }
   if (f == "zeros_like") return tensor(num(0));
   if (f == "ones_like") return tensor(num(1));
   auto ne = non_elementwise().find(f);
