@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <functional>
 #include <map>
 #include <set>
 #include <regex>
@@ -170,7 +172,10 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
 
   // Runs a body; returns the value of its `return`.
   std::function<Value(const std::vector<LogicalLine>&)> run_body = [&](const std::vector<LogicalLine>& body) -> Value {
+    // Lines of if/elif/else blocks not taken (their conditions were decided before the block ran).
+    std::set<std::size_t> not_taken;
     for (std::size_t index = 0; index < body.size(); ++index) {
+      if (not_taken.count(index)) continue;
       const LogicalLine& l = body[index];
       current = &l;
       const std::string& t = l.text;
@@ -207,6 +212,98 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
                        "per op (one kernel-dev request each)",
                        0, start_column(l) + 1};
         return v;
+      }
+      // An if/elif/else whose conditions do not depend on the inputs (`if self.with_scale:`,
+      // `if gate is not None:`) picks one block for every element: the op's scalar parameters take
+      // their defaults (as __init__ does when it builds the module), an optional tensor argument is
+      // one of the op's inputs (given). A condition on tensor values is refused below.
+      if (t.rfind("if ", 0) == 0 && !t.empty() && t.back() == ':') {
+        struct Branch {
+          std::size_t header;
+          std::string condition;  // "" for else
+        };
+        std::vector<Branch> branches{{index, t.substr(3, t.size() - 4)}};
+        std::size_t k = index + 1;
+        while (true) {
+          while (k < body.size() && body[k].indent > l.indent) ++k;
+          if (k >= body.size() || body[k].indent != l.indent) break;
+          const std::string& h = body[k].text;
+          if (h.rfind("elif ", 0) == 0 && h.back() == ':') branches.push_back({k, h.substr(5, h.size() - 6)});
+          else if (h == "else:") branches.push_back({k, ""});
+          else break;
+          ++k;
+        }
+        const std::size_t end = k;
+        std::optional<std::size_t> taken;
+        bool decided = true;
+        for (std::size_t b = 0; b < branches.size() && decided && !taken; ++b) {
+          if (branches[b].condition.empty()) {
+            taken = b;
+            break;
+          }
+          translator.line = body[branches[b].header].number;
+          translator.column_base = start_column(body[branches[b].header]) + (b == 0 ? 3 : 5);
+          // A condition's truth value: `or` / `and` / `not` over comparisons, each a number once the
+          // op's parameters take their defaults; nullopt when one depends on an input's values.
+          std::function<std::optional<bool>(const std::string&)> truth = [&](const std::string& text)
+              -> std::optional<bool> {
+            const std::string c = trimmed(text);
+            for (const char* op : {" or ", " and "}) {
+              int depth = 0;
+              for (std::size_t i = 0; i + std::strlen(op) <= c.size(); ++i) {
+                if (c[i] == '(' || c[i] == '[') ++depth;
+                if (c[i] == ')' || c[i] == ']') --depth;
+                if (depth == 0 && c.compare(i, std::strlen(op), op) == 0) {
+                  const auto a = truth(c.substr(0, i)), z = truth(c.substr(i + std::strlen(op)));
+                  if (!a || !z) return std::nullopt;
+                  return std::string(op) == " or " ? (*a || *z) : (*a && *z);
+                }
+              }
+            }
+            if (c.rfind("not ", 0) == 0) {
+              const auto a = truth(c.substr(4));
+              return a ? std::optional<bool>(!*a) : std::nullopt;
+            }
+            Value v;
+            try {
+              v = translator.evaluate(c);
+            } catch (const Reject&) {
+              return std::nullopt;
+            }
+            Expr e = v.type == Value::Tensor ? v.expr : nullptr;
+            if (!e) return std::nullopt;
+            if (translator.declared) {
+              std::map<std::string, Expr> defaults;
+              for (const auto& d : *translator.declared) defaults[d.name] = num(d.init);
+              e = simplify(substitute(e, defaults));
+            }
+            for (const auto& name : free_symbols(e))
+              if (translator.inputs.count(name)) return std::nullopt;
+            e = simplify(e);
+            if (!is_number(e)) return std::nullopt;
+            return e->value != 0;
+          };
+          const auto value = truth(branches[b].condition);
+          if (!value) {
+            decided = false;
+            break;
+          }
+          if (*value) taken = b;
+        }
+        if (decided) {
+          for (std::size_t b = 0; b < branches.size(); ++b) {
+            const std::size_t first = branches[b].header, last = b + 1 < branches.size() ? branches[b + 1].header : end;
+            for (std::size_t j = first; j < last; ++j)
+              if (j != first && taken && *taken == b) continue;  // the taken block runs
+              else not_taken.insert(j);
+          }
+          result.notes.push_back("line " + std::to_string(l.number) + ": '" + t + "' decided before the op runs (" +
+                                 (taken ? (branches[*taken].condition.empty() ? std::string("else")
+                                                                              : branches[*taken].condition)
+                                        : std::string("no branch")) +
+                                 " taken; the op's parameters at their defaults, optional tensors given)");
+          continue;
+        }
       }
       // Control flow: the kernel applies one formula to every element, so a branch becomes a select
       // and a loop of fixed count an unrolled sequence of statements.

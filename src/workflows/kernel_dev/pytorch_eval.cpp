@@ -123,6 +123,20 @@ Value Translator::expression() {
 
 Value Translator::comparison() {
   Value left = additive();
+  if (peek().type == PyTok::Name && peek().text == "is") {
+    // `v is None` / `v is not None`: a tensor (an input of the op, given) is not None; a None
+    // default left unset is. Decided here, so the branch it guards is taken or not for every element.
+    ++pos_;
+    bool negated = false;
+    if (peek().type == PyTok::Name && peek().text == "not") {
+      ++pos_;
+      negated = true;
+    }
+    const Value right = additive();
+    if (right.type != Value::None) throw Reject{"'is' compares with None only", 0};
+    const bool is_none = left.type == Value::None;
+    return tensor(num(is_none != negated ? 1 : 0));
+  }
   static const char* ops[] = {"<", "<=", ">", ">=", "==", "!="};
   for (const char* op : ops)
     if (accept(op)) {
