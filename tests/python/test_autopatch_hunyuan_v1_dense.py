@@ -50,4 +50,3 @@ _autopatch_testing.install(
     # The profile's vision decision: training on images and text as well (test_convergence_multimodal).
     vision=False,
 )
-
