@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <functional>
 #include <map>
 #include <set>
@@ -37,6 +36,46 @@ std::size_t cast_only_branch(const std::vector<LogicalLine>& body, std::size_t a
     if (statements == 0) return at;
   }
   return k - 1;
+}
+
+// A branch condition's truth value when it does not depend on an input's values: `or` / `and` /
+// `not` over expressions that are numbers once the op's parameters take their defaults (as
+// __init__ does when it builds the module); nullopt otherwise (the branch is then refused).
+std::optional<bool> decided_truth(Translator& translator, const std::string& text) {
+  const std::string c = trimmed(text);
+  for (const std::string op : {" or ", " and "}) {
+    int depth = 0;
+    for (std::size_t i = 0; i + op.size() <= c.size(); ++i) {
+      if (c[i] == '(' || c[i] == '[') ++depth;
+      if (c[i] == ')' || c[i] == ']') --depth;
+      if (depth == 0 && c.compare(i, op.size(), op) == 0) {
+        const auto a = decided_truth(translator, c.substr(0, i));
+        const auto z = decided_truth(translator, c.substr(i + op.size()));
+        if (!a || !z) return std::nullopt;
+        return op == " or " ? (*a || *z) : (*a && *z);
+      }
+    }
+  }
+  if (c.rfind("not ", 0) == 0) {
+    const auto a = decided_truth(translator, c.substr(4));
+    return a ? std::optional<bool>(!*a) : std::nullopt;
+  }
+  Value v;
+  try {
+    v = translator.evaluate(c);
+  } catch (const Reject&) {
+    return std::nullopt;
+  }
+  if (v.type != Value::Tensor || translator.reads_inputs(v.expr)) return std::nullopt;
+  Expr e = v.expr;
+  if (translator.declared) {
+    std::map<std::string, Expr> defaults;
+    for (const auto& d : *translator.declared) defaults[d.name] = num(d.init);
+    e = substitute(e, defaults);
+  }
+  e = simplify(e);
+  if (!is_number(e)) return std::nullopt;
+  return e->value != 0;
 }
 
 // The source's classes that another class builds in its __init__ (self.norm = MyNorm(d)).
@@ -217,7 +256,7 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
       // `if gate is not None:`) picks one block for every element: the op's scalar parameters take
       // their defaults (as __init__ does when it builds the module), an optional tensor argument is
       // one of the op's inputs (given). A condition on tensor values is refused below.
-      if (t.rfind("if ", 0) == 0 && !t.empty() && t.back() == ':') {
+      if (t.rfind("if ", 0) == 0 && t.back() == ':') {
         struct Branch {
           std::size_t header;
           std::string condition;  // "" for else
@@ -243,47 +282,7 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
           }
           translator.line = body[branches[b].header].number;
           translator.column_base = start_column(body[branches[b].header]) + (b == 0 ? 3 : 5);
-          // A condition's truth value: `or` / `and` / `not` over comparisons, each a number once the
-          // op's parameters take their defaults; nullopt when one depends on an input's values.
-          std::function<std::optional<bool>(const std::string&)> truth = [&](const std::string& text)
-              -> std::optional<bool> {
-            const std::string c = trimmed(text);
-            for (const char* op : {" or ", " and "}) {
-              int depth = 0;
-              for (std::size_t i = 0; i + std::strlen(op) <= c.size(); ++i) {
-                if (c[i] == '(' || c[i] == '[') ++depth;
-                if (c[i] == ')' || c[i] == ']') --depth;
-                if (depth == 0 && c.compare(i, std::strlen(op), op) == 0) {
-                  const auto a = truth(c.substr(0, i)), z = truth(c.substr(i + std::strlen(op)));
-                  if (!a || !z) return std::nullopt;
-                  return std::string(op) == " or " ? (*a || *z) : (*a && *z);
-                }
-              }
-            }
-            if (c.rfind("not ", 0) == 0) {
-              const auto a = truth(c.substr(4));
-              return a ? std::optional<bool>(!*a) : std::nullopt;
-            }
-            Value v;
-            try {
-              v = translator.evaluate(c);
-            } catch (const Reject&) {
-              return std::nullopt;
-            }
-            Expr e = v.type == Value::Tensor ? v.expr : nullptr;
-            if (!e) return std::nullopt;
-            if (translator.declared) {
-              std::map<std::string, Expr> defaults;
-              for (const auto& d : *translator.declared) defaults[d.name] = num(d.init);
-              e = simplify(substitute(e, defaults));
-            }
-            for (const auto& name : free_symbols(e))
-              if (translator.inputs.count(name)) return std::nullopt;
-            e = simplify(e);
-            if (!is_number(e)) return std::nullopt;
-            return e->value != 0;
-          };
-          const auto value = truth(branches[b].condition);
+          const auto value = decided_truth(translator, branches[b].condition);
           if (!value) {
             decided = false;
             break;

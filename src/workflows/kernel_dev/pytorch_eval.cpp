@@ -59,6 +59,12 @@ Value Translator::evaluate_tokens() {
   return v;
 }
 
+bool Translator::reads_inputs(const Expr& e) const {
+  for (const auto& name : free_symbols(e))
+    if (inputs.count(name) || name == kRankSymbol) return true;
+  return false;
+}
+
 Expr Translator::as_tensor(const Value& v, const std::string& what) {
   if (v.type == Value::Tensor) return v.expr;
   if (v.type == Value::Tuple) throw Reject{"a tuple is used where " + what + " is expected", 0};
@@ -109,10 +115,7 @@ Value Translator::expression() {
     if (c && is_number(c)) return c->value != 0 ? left : other;
     // A condition on the op's scalar parameters only (beta > 0) picks one branch per call, which an
     // element-wise where of a scalar condition computes, gradients included.
-    bool on_inputs = !c;
-    if (c)
-      for (const auto& name : free_symbols(c)) on_inputs = on_inputs || inputs.count(name) > 0 || name == kRankSymbol;
-    if (!on_inputs)
+    if (c && !reads_inputs(c))
       return tensor(call("where", {c, as_tensor(left, "a tensor"), as_tensor(other, "a tensor")}));
     throw Reject{"a conditional expression (a if c else b) whose condition depends on an input tensor: Python needs "
                  "one truth value, a tensor condition chooses per element: write torch.where(c, a, b)",
@@ -723,8 +726,7 @@ Value Translator::elementwise(const std::string& fn, const std::vector<Arg>& arg
     for (std::size_t i = 1; i < all.size(); ++i)
       if ((all[i].keyword.empty() && i == 1) || all[i].keyword == "fill_value") {
         const Expr c = as_tensor(all[i].value, "full_like's fill_value (a number)");
-        for (const auto& name : free_symbols(c))
-          if (inputs.count(name)) throw Reject{"full_like(): fill_value is a number (or a scalar parameter), not a tensor", 0};
+        if (reads_inputs(c)) throw Reject{"full_like(): fill_value is a number (or a scalar parameter), not a tensor", 0};
         return tensor(c);
       }
     throw Reject{"full_like() needs its fill_value", 0};

@@ -56,6 +56,8 @@ class Translator {
   Expr as_tensor(const Value& v, const std::string& what);
   // The function name with torch./F./nn.functional. prefixes removed, or "" when not torch's.
   static std::string torch_function(const std::string& path);
+  // Whether e depends on an input tensor's values (or on its rank): not decidable before the op runs.
+  bool reads_inputs(const Expr& e) const;
   // F.mse_loss, l1, smooth L1, Huber, BCE with logits, soft margin with reduction='none' as
   // element-wise (input, target) ops; nullopt for other functions. Throws Reject.
   std::optional<Expr> pointwise_loss(const std::string& fn, const std::string& f, const std::vector<Arg>& all);
