@@ -25,7 +25,8 @@
 # process, default 240), ZOO_TIMEOUT_S (the whole run, default 480), ZOO_THREADS (CPU threads per
 # process, default nproc / ZOO_JOBS), LIGER_KERNELS_LIBRARY (else build/kernels/libliger_kernels.so,
 # else the liger_kernels target is built into build/ first: configure + build are not counted in
-# ZOO_TIMEOUT_S), PYTHON.
+# ZOO_TIMEOUT_S), PYTHON. A model whose process ran out of GPU memory while others shared the
+# device is run once more alone afterwards, inside ZOO_TIMEOUT_S.
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo" || exit 1
@@ -110,6 +111,23 @@ echo "[zoo_verify] ${#models[@]} model(s), one process each, $jobs at a time ($t
 printf '%s\n' "${models[@]}" |
   timeout --signal=TERM --kill-after=30 "$limit" xargs -P "$jobs" -n 1 bash -c "$run_model" zoo_model
 rc=$?
+# A model that ran out of GPU memory while ZOO_JOBS processes shared the device did not fail on
+# its own merits: it is run again alone (its shared-run log kept as <model>.shared.log), as long as
+# the run's time limit leaves room. Only the alone run's result counts.
+if [ "$jobs" -gt 1 ]; then
+  for m in "${models[@]}"; do
+    [ "$(cat "$dir/$m.rc" 2>/dev/null)" = 0 ] && continue
+    grep -qE 'OutOfMemoryError|CUDA out of memory' "$dir/$m.log" 2>/dev/null || continue
+    left=$(( limit - ($(date +%s) - start) ))
+    if [ "$left" -le 30 ]; then echo "[zoo_verify] $m ran out of GPU memory beside other models; no time left to run it alone" >&2; continue; fi
+    echo "[zoo_verify] $m ran out of GPU memory beside other models: running it alone" >&2
+    mv "$dir/$m.log" "$dir/$m.shared.log"; rm -f "$dir/$m.jsonl" "$dir/$m.rc"
+    ZOO_MODEL_LIMIT=$(( left < model_limit ? left : model_limit )) \
+      OMP_NUM_THREADS="$(nproc)" MKL_NUM_THREADS="$(nproc)" bash -c "$run_model" zoo_model "$m"
+  done
+  rc=0
+  for m in "${models[@]}"; do [ "$(cat "$dir/$m.rc" 2>/dev/null)" = 0 ] || rc=1; done
+fi
 secs=$(( $(date +%s) - start ))
 # The per-model results gathered in model order; a process that ended badly with no failing test
 # of its own to show for it (a time limit, a crash) gets one "process" line that says so.
