@@ -195,11 +195,13 @@ def check_signatures(op, package_dir, pattern):
         return
     with open(binding) as f:
         tree = ast.parse(f.read())
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name == op:
-            functional = [x.arg for x in node.args.args]
+    # An op whose inputs are parts of one argument (inputs[].split) is called on the parts: <op>_parts.
+    defined = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+    for name in (f"{op}_parts", op):
+        if name in defined:
+            functional = [x.arg for x in defined[name].args.args]
             if functional != order:
-                fail(f"liger_kernels.functional.{op} takes {functional}, the entry passes {order}", BROKEN)
+                fail(f"liger_kernels.ops.{op}.{name} takes {functional}, the entry passes {order}", BROKEN)
             return
     print(f"note: {binding} defines no function {op}; the library call's argument order is not checked")
 

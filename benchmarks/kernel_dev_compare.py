@@ -43,7 +43,34 @@ def draw_input(torch, a, name, shape, device, dtype):
     return kernel_dev_input.sample(torch, kernel_dev_input.parse_samples(a.samples), name, z).to(dtype)
 
 
-def agreement(torch, a, names, params, eager, ours, cols, dtype):
+def parse_splits(text):
+    """--splits "x=a,b;...": argument -> its parts (inputs), part 0 first."""
+    out = {}
+    for spec in [s for s in text.split(";") if s.strip()]:
+        arg, _, parts = spec.partition("=")
+        out[arg.strip()] = [p.strip() for p in parts.split(",") if p.strip()]
+    return out
+
+
+def call_arguments(names, splits):
+    """The op's arguments: each input, or in place of an argument's first part, the argument cut into parts."""
+    part_of = {p: arg for arg, parts in splits.items() for p in parts}
+    args = []
+    for n in names:
+        arg = part_of.get(n, n)
+        if arg not in args:
+            args.append(arg)
+    return args
+
+
+def draw_arguments(torch, a, args, splits, rows, cols, device, dtype):
+    """Each argument drawn as its inputs are (--samples): a cut argument is its parts drawn one by one and
+    laid side by side, [rows, parts * cols]."""
+    return {n: torch.cat([draw_input(torch, a, p, (rows, cols), device, dtype) for p in splits[n]], dim=-1)
+            if n in splits else draw_input(torch, a, n, (rows, cols), device, dtype) for n in args}
+
+
+def agreement(torch, a, args, splits, params, eager, ours, cols, dtype):
     """Every output and gradient of the kernel against the PyTorch function evaluated in fp64 on the same
     (already quantised) inputs and the same upstream gradient. Returns {agree, tensors: [...], lines}.
 
@@ -59,7 +86,7 @@ def agreement(torch, a, names, params, eager, ours, cols, dtype):
             table[k] = tuple(float(x) for x in v)
     torch.manual_seed(1)
     rows = a.check_rows
-    inp = {n: draw_input(torch, a, n, (rows, cols), "cuda", dtype) for n in names}
+    inp = draw_arguments(torch, a, args, splits, rows, cols, "cuda", dtype)
     prm = {n: v.detach().clone() for n, v in params.items()}
     # The upstream gradient has the output's shape: [rows, cols] for a row-wise op, [rows] for a
     # per-row output (logsumexp, a row loss).
@@ -146,6 +173,10 @@ def main():
     ap.add_argument("--op", required=True)
     ap.add_argument("--eager", required=True, help="PyTorch eager forward expression")
     ap.add_argument("--inputs", default="x", help="comma-separated input names")
+    ap.add_argument("--splits", default="",
+                    help="arguments cut into inputs along the last dimension: ARG=PART,PART;... (the profile's "
+                         "inputs[].split, part 0 first): the op's entry and the input's code take ARG, the expression "
+                         "its parts")
     ap.add_argument("--params", default="", help="learnable parameters name:scalar|channel:init, comma-separated")
     ap.add_argument("--samples", default="",
                     help="where inputs are drawn from: name=EXPR;... with EXPR a PyTorch expression of a standard-normal "
@@ -190,10 +221,12 @@ def main():
 
     dtype = torch_dtype(torch, a.dtype)
     names = [n for n in a.inputs.split(",") if n]
+    splits = parse_splits(a.splits)
+    args = call_arguments(names, splits)  # what the op's entry and the input's code take
     cols = a.cols or (14336 if len(names) > 1 else 4096)
     dev = "cuda"
     torch.manual_seed(0)
-    inputs = {n: draw_input(torch, a, n, (a.rows, cols), dev, dtype) for n in names}
+    inputs = draw_arguments(torch, a, args, splits, a.rows, cols, dev, dtype)
     params = {}
     for spec in [p for p in a.params.split(",") if p]:
         n, shape, init = spec.split(":")
@@ -246,6 +279,16 @@ def main():
             local.update(zip(arg_names, values))
             return eval(expr, local)  # noqa: S307 - the approved profile's expression
 
+    if splits:
+        # The expression reads the parts; it is called with the arguments, cut here as the op's code cuts them.
+        over_parts = function
+
+        def function(*values):
+            given = dict(zip(args, values[:len(args)]))
+            for arg, parts in splits.items():
+                given.update(zip(parts, given[arg].chunk(len(parts), -1)))
+            return over_parts(*[given[n] for n in names], *values[len(args):])
+
     # The input's own code, when Verify passes it: what the user wrote, not its translation.
     baseline = "expression"
     if a.eager_source:
@@ -254,7 +297,7 @@ def main():
             name, _, value = spec.partition("=")
             module_values[name.strip()] = float(value)
         try:
-            function = kernel_dev_input.load(torch, a.eager_source, a.eager_entry or "<snippet>", names, list(params),
+            function = kernel_dev_input.load(torch, a.eager_source, a.eager_entry or "<snippet>", args, list(params),
                                              module_values, cols)
             baseline = "input"
             a.baseline_label = f"the input's {a.eager_entry or 'code'}"
@@ -263,15 +306,15 @@ def main():
             print(f"note: compared with the {baseline}", flush=True)
 
     def call_with(fn):
-        return lambda t, p: fn(*[t[n] for n in names], *[p[n] for n in params if n not in names])
+        return lambda t, p: fn(*[t[n] for n in args], *[p[n] for n in params if n not in args])
 
     eager = call_with(function)
 
     def ours(t, p):
-        return ours_fn(*[t[n] for n in names], *[p[n] for n in params])
+        return ours_fn(*[t[n] for n in args], *[p[n] for n in params])
 
     if a.check_only:
-        report = agreement(torch, a, names, params, eager, ours, cols, dtype)
+        report = agreement(torch, a, args, splits, params, eager, ours, cols, dtype)
         report["baseline"] = baseline
         if baseline == "input":
             report["lines"].insert(0, f"baseline: the input's own code ({a.eager_entry or '<snippet>'} in {a.eager_source})")

@@ -32,6 +32,9 @@ struct Entry {
   std::string name, source;
   int tier = 0;
   std::vector<std::string> inputs;
+  // inputs[].split per input ("x.chunk(2, dim=-1)[0]"), "" for an input passed on its own; empty
+  // when no input is a part.
+  std::vector<std::string> splits;
   std::vector<std::string> learnable;  // "name:shape:init"
   std::map<std::string, double> module;
   std::string reference;
@@ -57,6 +60,7 @@ std::vector<Entry> load_corpus() {
     } else {
       e.tier = node["tier"].as<int>();
       e.inputs = node["inputs"].as<std::vector<std::string>>();
+      if (node["splits"]) e.splits = node["splits"].as<std::vector<std::string>>();
       if (node["learnable"]) e.learnable = node["learnable"].as<std::vector<std::string>>();
       if (node["module"]) e.module = node["module"].as<std::map<std::string, double>>();
       if (node["limit"]) {
@@ -191,6 +195,13 @@ TEST_P(PyTorchCorpus, IsUnderstood) {
   std::vector<std::string> inputs;
   for (const auto& i : p.inputs) inputs.push_back(i.name);
   EXPECT_EQ(inputs, e.inputs) << p.resolved_from;
+  // No input becomes a part of an argument unless the entry says so.
+  std::vector<std::string> splits;
+  for (const auto& i : p.inputs) splits.push_back(i.split);
+  if (e.splits.empty())
+    EXPECT_TRUE(std::all_of(splits.begin(), splits.end(), [](const std::string& s) { return s.empty(); })) << p.resolved_from;
+  else
+    EXPECT_EQ(splits, e.splits) << p.resolved_from;
   // The output and its gradient never take an input's name.
   ASSERT_EQ(p.outputs.size(), 1u);
   for (const auto& i : inputs) {

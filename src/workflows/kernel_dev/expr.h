@@ -163,6 +163,15 @@ struct Program {
   // targets in [0, 1]), by sample kind (input_sampling.h): the tests draw them from there even
   // where the formula would be finite outside it (PyTorch's CUDA kernel asserts the range).
   std::map<std::string, std::string> sample_hints;
+  // Inputs that are equal parts of one argument along the last dimension (`a, b = x.chunk(2, dim=-1)`,
+  // F.glu(x)): input -> (argument, part index, part count). The kernel takes the parts; the Python
+  // entry takes the argument (input_split.h).
+  struct Split {
+    std::string source;
+    int index = 0;
+    int parts = 0;
+  };
+  std::map<std::string, Split> splits;
 };
 
 // Parses `text`. Names that are neither assigned, declared params, constants, nor recognised

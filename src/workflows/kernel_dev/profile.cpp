@@ -1,4 +1,5 @@
 #include "workflows/kernel_dev/profile.h"
+#include "workflows/kernel_dev/input_split.h"
 
 #include <algorithm>
 #include <cmath>
@@ -463,9 +464,16 @@ void derive_tier1(KernelProfile& p, const Program& program, const KnowledgeBase&
   p.outputs.clear();
   p.learnable_parameters.clear();
   p.module_parameters.clear();
-  for (const auto& in : program.inputs)
+  for (const auto& in : program.inputs) {
     p.inputs.push_back({in, "[rows, cols]", "fp32 | fp16 | bf16 (all inputs and outputs share it)",
                         "leading dimensions flattened into rows; last dimension contiguous, a row stride per tensor"});
+    if (auto cut = program.splits.find(in); cut != program.splits.end()) {
+      p.inputs.back().split = split_text(SplitRef{cut->second.source, cut->second.index, cut->second.parts});
+      p.inputs.back().description = "part " + std::to_string(cut->second.index) + " of " + std::to_string(cut->second.parts) +
+                                    " of the argument " + cut->second.source + " along its last dimension ([rows, " +
+                                    std::to_string(cut->second.parts) + " * cols]), passed as a row-strided view";
+    }
+  }
   p.outputs.push_back({program.output, "[rows, cols]", "same as the inputs", "forward output"});
   for (const auto& param : program.params) {
     ParameterSpec spec;

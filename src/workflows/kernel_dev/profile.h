@@ -29,6 +29,9 @@ struct TensorSpec {
   std::string description;
   // Inputs only: the distribution the tests draw this input from (input_sampling.h); "" is normal.
   std::string sample = "normal";
+  // Tier-1 inputs only: "x.chunk(2, dim=-1)[0]" when this input is a part of the argument x
+  // (input_split.h); "" when the input is an argument itself.
+  std::string split;
 };
 
 struct ParameterSpec {

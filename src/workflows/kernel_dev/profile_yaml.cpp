@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "workflows/kernel_dev/profile.h"
+#include "workflows/kernel_dev/input_split.h"
 #include "workflows/kernel_dev/segment.h"
 #include "workflows/kernel_dev/tier3.h"
 
@@ -30,6 +31,7 @@ YAML::Node tensors_node(const std::vector<TensorSpec>& tensors, bool with_sample
     n["dtype"] = t.dtype;
     n["description"] = t.description;
     if (with_samples) n["sample"] = t.sample.empty() ? "normal" : t.sample;
+    if (!t.split.empty()) n["split"] = t.split;
     list.push_back(n);
   }
   return list;
@@ -74,7 +76,7 @@ std::vector<TensorSpec> tensors_from(const YAML::Node& n) {
   std::vector<TensorSpec> out;
   if (!n || !n.IsSequence()) return out;
   for (const auto& t : n)
-    out.push_back({str(t, "name"), str(t, "shape"), str(t, "dtype"), str(t, "description"), str(t, "sample")});
+    out.push_back({str(t, "name"), str(t, "shape"), str(t, "dtype"), str(t, "description"), str(t, "sample"), str(t, "split")});
   return out;
 }
 
@@ -308,6 +310,12 @@ KernelProfile profile_from_yaml(const YAML::Node& root) {
                                  "': only Tier-1 and Tier-2 row tests draw their inputs from a chosen distribution; the "
                                  "segment and fused-loss tests draw normal inputs (remove the field or set it to normal)");
     if (!undecided_in(root, "outputs", p)) p.outputs = tensors_from(root["outputs"]);
+    if (has_split_inputs(p)) {
+      if (p.tier != 1 || root["row_program"] || root["segment"])
+        throw std::runtime_error("inputs[].split: only a Tier-1 (element-wise) op takes inputs as parts of one argument; "
+                                 "remove the field and pass the parts as inputs");
+      call_arguments(p);  // throws when the parts do not make whole arguments
+    }
     if (!undecided_in(root, "learnable_parameters", p)) p.learnable_parameters = params_from(root["learnable_parameters"], true);
     p.module_parameters = params_from(root["module_parameters"], false);
     if (!undecided_in(root, "forward", p) && root["forward"])

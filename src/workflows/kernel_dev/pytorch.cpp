@@ -376,11 +376,23 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
         for (std::string n; parts >> n;) halves.push_back(n);
         // A reduction's result tuple (var, mean = torch.var_mean(x, -1); values, _ = x.max(-1)):
         // each name is bound to its part; an untranslated part (max's indices) fails where it is used.
-        if (value.find("chunk") == std::string::npos && value.find("split") == std::string::npos &&
-            value.find("unbind") == std::string::npos) {
+        // x.chunk(n, dim=-1) of an argument: each name is bound to its part, a new input
+        // (pytorch_split.cpp).
+        if (value.find("split") == std::string::npos && value.find("unbind") == std::string::npos) {
           translator.line = l.number;
           translator.column_base = start_column(l) + static_cast<int>(eq) + 1;
+          translator.pending_part_names = halves;
           const Value parts_value = translator.evaluate(value);
+          translator.pending_part_names.clear();
+          if (parts_value.type == Value::Tuple && parts_value.text == "chunk") {
+            if (parts_value.items.size() != halves.size())
+              throw Reject{"'" + target + " = ...' names " + std::to_string(halves.size()) + " parts of a cut into " +
+                               std::to_string(parts_value.items.size()),
+                           0, start_column(l) + 1};
+            for (std::size_t k = 0; k < halves.size(); ++k)
+              if (halves[k] != "_") translator.locals[halves[k]] = parts_value.items[k];
+            continue;
+          }
           if (is_reduction_tuple(parts_value) && parts_value.items.size() == halves.size()) {
             for (std::size_t k = 0; k < halves.size(); ++k) {
               Value part = parts_value.items[k];
@@ -394,15 +406,15 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
             continue;
           }
         }
-        // x.chunk(2, -1) / x.split(...) halves of one tensor (the GLU idiom): the kernels take the
-        // halves as separate inputs, which the caller passes as views of x at no cost.
+        // x.split(...) / unbind parts of one tensor: the kernels take equal parts cut with chunk.
         std::string as_inputs;
         for (const auto& n : halves) as_inputs += (as_inputs.empty() ? "" : ", ") + n;
         const bool split = value.find("chunk") != std::string::npos || value.find("split") != std::string::npos ||
                            value.find("unbind") != std::string::npos;
         throw Reject{"tuple unpacking ('" + target + " = ...') splits a tensor; not element-wise on one shape" +
-                         (split ? std::string("; take the parts as inputs instead (def f(") + as_inputs +
-                                      "): ...), passing views of the tensor (" + as_inputs + " = x.chunk(...) at the call)"
+                         (split ? std::string("; for equal parts of an argument write ") + as_inputs +
+                                      " = x.chunk(" + std::to_string(halves.size()) +
+                                      ", dim=-1), or take the parts as inputs (def f(" + as_inputs + "): ...)"
                                 : std::string()),
                      0};
       }
@@ -700,6 +712,7 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
         translator.locals[p] = tensor(sym(p));
       } else {
         translator.inputs.insert(p);
+        translator.op_arguments.insert(p);
       }
     }
     current = nullptr;
@@ -718,13 +731,41 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
     std::set<std::string> used = free_symbols(expression);
     std::vector<std::string> order = entry->params;
     if (entry->name == "<snippet>") order.assign(translator.inputs.begin(), translator.inputs.end());
-    for (const auto& p : order)
-      if (p != "self" && used.count(p) && translator.inputs.count(p)) result.program.inputs.push_back(p);
+    const auto is_part = [&](const std::string& name) {
+      return std::any_of(translator.split_parts.begin(), translator.split_parts.end(), [&](const auto& cut) {
+        return std::find(cut.second.begin(), cut.second.end(), name) != cut.second.end();
+      });
+    };
+    for (const auto& p : order) {
+      if (p == "self" || is_part(p)) continue;
+      if (auto cut = translator.split_parts.find(p); cut != translator.split_parts.end()) {
+        if (used.count(p))
+          throw Reject{p + " is cut into parts at line " + std::to_string(translator.split_line[p]) +
+                           " and also used whole; the kernel reads either the parts of an argument or the argument: "
+                           "write the whole-argument terms with its parts, or pass it twice (as the argument to cut "
+                           "and as another input)",
+                       0};
+        // Every part is an input, used or not: the Python entry passes them all and gets each
+        // part's gradient (zero where the formula does not read it).
+        const int parts = static_cast<int>(cut->second.size());
+        for (int k = 0; k < parts; ++k) {
+          result.program.inputs.push_back(cut->second[static_cast<std::size_t>(k)]);
+          result.program.splits[cut->second[static_cast<std::size_t>(k)]] = Program::Split{p, k, parts};
+        }
+        continue;
+      }
+      if (used.count(p) && translator.inputs.count(p)) result.program.inputs.push_back(p);
+    }
     for (const auto& p : params)
       if (used.count(p.name)) result.program.params.push_back(p);
     for (const auto& [name, kind] : translator.sample_hints)
       if (used.count(name)) result.program.sample_hints[name] = kind;
     const bool rows = has_row_reduction(expression);
+    if (rows && !translator.split_parts.empty())
+      throw Reject{"a cut of an argument into parts (" + translator.split_parts.begin()->first +
+                       ".chunk(..., dim=-1)) is translated for element-wise ops; a row reduction reads whole rows of "
+                       "its inputs: pass the parts as inputs (def f(a, b): ...)",
+                   2};
     result.row_reduction = rows;
     for (const auto& name : used) {
       if (rows && name == "n") continue;  // the row length, of x.shape[-1], var's n - 1
@@ -744,7 +785,10 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
                          " characters long; input and parameter names are at most " + std::to_string(kMaxNameLength) +
                          " characters: rename it",
                      0};
-    result.program.output = unclashing_output_name("y", result.program.inputs, result.program.params);
+    // The cut arguments are Python names of the entry too (their gradients d<argument>).
+    std::vector<std::string> named = result.program.inputs;
+    for (const auto& [argument, parts] : translator.split_parts) named.push_back(argument);
+    result.program.output = unclashing_output_name("y", named, result.program.params);
     if (rows) {
       result.elementwise = false;
       result.tier_guess = 2;

@@ -125,6 +125,10 @@ inline const std::string kParameterVector = "<parameter vector>";
 // given by one is its value). Throws Reject for a reduction outside the Tier-2 form (another dim).
 std::optional<Value> row_function(const std::string& f, const std::string& fn, const std::vector<Arg>& all,
                                   std::vector<std::string>& notes, const std::map<std::string, double>& fixed);
+// A value's number, when it is a constant (a one-element tuple's item too).
+std::optional<double> constant(const Value& v);
+// A dim counted from the rank (x.ndim - 1, x.dim() - 2) as the negative dim it is (-1, -2).
+std::optional<double> dim_value(const Value& v);
 // max/min(dim=...)'s (values, indices) pair.
 Value max_result(const Value& values);
 // The tuple a row reduction returns (max/min(dim=...): values and untranslated indices;

@@ -316,7 +316,8 @@ Value Translator::postfix() {
         v = v.items[static_cast<std::size_t>(k->value < 0 ? k->value + static_cast<double>(size) : k->value)];
         continue;
       }
-      const bool result_tuple = is_reduction_tuple(v);
+      // x.chunk(2, dim=-1)[k]: the k-th part (pytorch_split.cpp).
+      const bool result_tuple = is_reduction_tuple(v) || (v.type == Value::Tuple && v.text == "chunk");
       if (!shape && !result_tuple)
         throw Reject{"indexing / slicing a tensor is not element-wise: the built-in analyser reads whole tensors "
                      "(element-wise ops and reductions over dim=-1) and indexes only x.shape[-1], x.shape[-1:], "
@@ -733,6 +734,7 @@ Value Translator::elementwise(const std::string& fn, const std::vector<Arg>& arg
   }
   if (f == "zeros_like") return tensor(num(0));
   if (f == "ones_like") return tensor(num(1));
+  if (auto cut = split_call(fn, f, all)) return *cut;
   auto ne = non_elementwise().find(f);
   if (ne != non_elementwise().end())
     throw Reject{fn + "() is " + ne->second.second +

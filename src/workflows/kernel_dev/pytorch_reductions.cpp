@@ -46,6 +46,8 @@ const std::map<std::string, Signature>& signatures() {
   return table;
 }
 
+}  // namespace
+
 std::optional<double> constant(const Value& v) {
   if (v.type == Value::Tuple && v.items.size() == 1) return constant(v.items[0]);
   if (v.type != Value::Tensor) return std::nullopt;
@@ -66,7 +68,6 @@ std::optional<double> dim_value(const Value& v) {
   return constant(v);
 }
 
-}  // namespace
 
 std::optional<Value> row_function(const std::string& f, const std::string& fn, const std::vector<Arg>& all,
                                   std::vector<std::string>& notes, const std::map<std::string, double>& fixed) {

@@ -17,6 +17,9 @@
 
 namespace liger::kernel_dev::torch_detail {
 
+// At most this many parts of one argument (input_split.h's kMaxSplitParts).
+constexpr int kMaxSplitPartsTranslated = 16;
+
 class Translator {
  public:
   Translator(const Catalogue& catalogue, std::vector<std::string>& notes) : catalogue_(catalogue), notes_(notes) {}
@@ -37,6 +40,14 @@ class Translator {
   std::set<std::string> methods;          // the module's own methods, called as self.<name>(...)
   std::vector<std::string> row_callees;   // row functions called, first call first
   std::map<std::string, std::string> sample_hints;  // input -> sample kind (Program::sample_hints)
+  // Arguments cut into equal parts along the last dimension (x.chunk(2, dim=-1), F.glu(x)):
+  // argument -> its parts' input names, part 0 first (Program::splits), and the line of the cut.
+  std::map<std::string, std::vector<std::string>> split_parts;
+  std::map<std::string, int> split_line;
+  // The names a tuple assignment (gate, up = x.chunk(2, dim=-1)) gives the parts of the next cut.
+  std::vector<std::string> pending_part_names;
+  // The op's tensor arguments: a cut is made of one of these (helpers see `inputs` cleared).
+  std::set<std::string> op_arguments;
   std::function<Value(const std::string&, const std::vector<Arg>&)> call_helper;
   // An instance of one of the source's own module classes (self.norm = MyNorm(d), a Value::Module
   // with `instance` set): its forward inlined when called, its attributes read as self.norm.<attr>.
@@ -108,6 +119,11 @@ class Translator {
                                                  const std::vector<std::string>& names);
 
   Value elementwise(const std::string& fn, const std::vector<Arg>& args, Expr receiver = nullptr);
+  // chunk / tensor_split / glu of an argument along the last dimension (pytorch_split.cpp): the
+  // parts as new inputs (a Tuple, text "chunk"; glu's gated product). nullopt for other functions.
+  // Throws Reject for a cut the kernel cannot take (another dim, an intermediate value, uneven parts).
+  std::optional<Value> split_call(const std::string& fn, const std::string& f, const std::vector<Arg>& all);
+  std::vector<std::string> cut_argument(const std::string& fn, const std::string& source, int parts);
 
   Value apply(const Value& callee, const std::vector<Arg>& args);
 

@@ -15,6 +15,7 @@
 #include "workflows/kernel_dev/render_family.h"
 #include "workflows/kernel_dev/compile_entry.h"
 #include "workflows/kernel_dev/input_sampling.h"
+#include "workflows/kernel_dev/input_split.h"
 #include "workflows/kernel_dev/row_program.h"
 #include "workflows/kernel_dev/segment.h"
 #include "workflows/kernel_dev/tier3.h"
@@ -245,6 +246,35 @@ mu::data context(const KernelProfile& p) {
   }
   d.set("inputs", inputs);
 
+  // The Python entry's arguments (input_split.h): an input, or an argument cut into inputs.
+  // `split_inputs`: per input, the 2-D view the packed entry passes for it and its gradient's view.
+  const std::vector<SplitArgument> arguments = call_arguments(p);
+  const bool split = has_split_inputs(p);
+  d.set("split", mu::data(split));
+  mu::list args, cut_args, split_inputs;
+  for (const auto& a : arguments) {
+    mu::object o{{"name", a.name}, {"count", std::to_string(a.parts.size())}, {"whole", mu::data(a.parts.empty())}};
+    args.push_back(o);
+    if (a.parts.empty()) continue;
+    std::string parts;
+    for (std::size_t k : a.parts) parts += (parts.empty() ? "" : ", ") + p.inputs[k].name;
+    o["parts"] = parts;
+    cut_args.push_back(o);
+  }
+  for (const auto& in : p.inputs) {
+    std::string view = "T.rows_view(" + in.name + ", OP, \"" + in.name + "\")";
+    std::string grad = "d" + in.name + "2";
+    if (const auto ref = parse_split(in.split)) {
+      view = "_c_" + ref->source + "[" + std::to_string(ref->index) + "]";
+      grad = "_dc_" + ref->source + "[" + std::to_string(ref->index) + "]";
+    }
+    split_inputs.push_back(mu::object{{"name", in.name}, {"view", view}, {"grad_view", grad}, {"split", mu::data(!in.split.empty())}});
+  }
+  d.set("args", args);
+  d.set("cut_args", cut_args);
+  d.set("split_inputs", split_inputs);
+  d.set("first_arg", arguments.front().name);
+
   mu::list scalars, channels, learnable;
   std::string first_channel;
   for (std::size_t i = 0; i < p.learnable_parameters.size(); ++i) {
@@ -322,6 +352,8 @@ mu::data context(const KernelProfile& p) {
     for (const auto& in : p.inputs) identities.insert("d" + in.name + "=d" + p.outputs.front().name + ";");
     identity_backward = identity_backward && statements == identities;
   }
+  // The packed entry of a cut argument always launches the backward (it writes into the
+  // argument's gradient); the parts entry keeps the shortcut.
   d.set("identity_backward", mu::data(identity_backward));
   d.set("backward_cuda", indent_lines(p.backward->cuda, ""));
   d.set("forward_reference", indent_lines(p.forward->reference, "    "));

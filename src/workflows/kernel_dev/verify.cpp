@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
 #include <regex>
 #include <sstream>
 #include <thread>
@@ -13,6 +14,7 @@
 #include "liger/util.h"
 #include "workflows/kernel_dev/compile_entry.h"
 #include "workflows/kernel_dev/input_sampling.h"
+#include "workflows/kernel_dev/input_split.h"
 #include "workflows/kernel_dev/workflow.h"
 #include "workflows/kernel_dev/workflow_internal.h"
 
@@ -47,6 +49,21 @@ fs::path build_dir_for(const fs::path& tree_root) {
   return tree_root / "build";
 }
 
+std::string foreign_build_dir_problem(const fs::path& tree_root, const fs::path& build) {
+  std::ifstream cache(build / "CMakeCache.txt");
+  const std::string key = "CMAKE_HOME_DIRECTORY:INTERNAL=";
+  for (std::string line; std::getline(cache, line);) {
+    if (line.rfind(key, 0) != 0) continue;
+    const fs::path source = line.substr(key.size());
+    std::error_code a, b;
+    const fs::path configured = fs::weakly_canonical(source, a), ours = fs::weakly_canonical(tree_root, b);
+    if (a || b || configured == ours) return "";
+    return "the build directory " + build.string() + " was configured for the checkout " + source.string() + ", not " +
+           tree_root.string() + ": Verify would build and test that checkout instead of the files written here";
+  }
+  return "";
+}
+
 namespace stages {
 
 // ------------------------------------------------------------------------------ Verify
@@ -67,6 +84,18 @@ std::string samples_arg(const KernelProfile& p) {
   for (const auto& in : p.inputs)
     if (!in.sample.empty() && in.sample != "normal")
       out += (out.empty() ? "" : ";") + in.name + "=" + sample_python(in.sample, "z");
+  return out;
+}
+
+// Arguments cut into inputs, as kernel_dev_compare.py's --splits ("" when none): the op's entry
+// and the input's own code take the argument, the expression its parts (inputs[].split).
+std::string splits_arg(const KernelProfile& p) {
+  std::string out;
+  for (const auto& arg : call_arguments(p)) {
+    if (arg.parts.empty()) continue;
+    out += (out.empty() ? "" : ";") + arg.name + "=";
+    for (std::size_t k = 0; k < arg.parts.size(); ++k) out += (k ? "," : "") + p.inputs[arg.parts[k]].name;
+  }
   return out;
 }
 
@@ -321,6 +350,7 @@ StageResult verify(StageContext& ctx) {
       if (!params.empty()) argv.insert(argv.end(), {"--params", params});
       if (!module_params.empty()) argv.insert(argv.end(), {"--module-params", module_params});
       if (const auto samples = samples_arg(p); !samples.empty()) argv.insert(argv.end(), {"--samples", samples});
+      if (const auto splits = splits_arg(p); !splits.empty()) argv.insert(argv.end(), {"--splits", splits});
       if (!tol.empty()) argv.insert(argv.end(), {"--tolerances", tol.dump()});
       const auto code = input_code_args(p, log_dir);
       argv.insert(argv.end(), code.begin(), code.end());
@@ -392,6 +422,7 @@ StageResult verify(StageContext& ctx) {
       std::vector<std::string> argv = {"python3", (tree / "benchmarks/compile_pattern_check.py").string(), "--op",
                                        p.op_name, "--source-file", source.string()};
       if (const auto samples = samples_arg(p); !samples.empty()) argv.insert(argv.end(), {"--samples", samples});
+      if (const auto splits = splits_arg(p); !splits.empty()) argv.insert(argv.end(), {"--splits", splits});
       auto r = run_logged("compile_pattern", argv, 600);
       const std::string against = from_pytorch ? "the PyTorch source" : "the forward expression";
       const std::string first = util::trim(r.output.substr(0, r.output.find('\n')));
@@ -485,6 +516,7 @@ StageResult verify(StageContext& ctx) {
       if (const auto module_params = module_params_arg(p); !module_params.empty())
         argv.insert(argv.end(), {"--module-params", module_params});
       if (const auto samples = samples_arg(p); !samples.empty()) argv.insert(argv.end(), {"--samples", samples});
+      if (const auto splits = splits_arg(p); !splits.empty()) argv.insert(argv.end(), {"--splits", splits});
       const auto code = input_code_args(p, log_dir);
       argv.insert(argv.end(), code.begin(), code.end());
       std::string lib = (build / "kernels/libliger_kernels.so").string();

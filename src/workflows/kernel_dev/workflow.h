@@ -52,4 +52,9 @@ std::string eager_expression(const KernelProfile& profile);
 // The build directory Verify uses: $LIGER_BUILD_DIR, else <tree>/build.
 std::filesystem::path build_dir_for(const std::filesystem::path& tree_root);
 
+// Why `build` cannot be this tree's build directory ("" when it can): a CMake cache configured
+// for another source directory, where Verify would build and test that checkout instead of the
+// files Act just wrote.
+std::string foreign_build_dir_problem(const std::filesystem::path& tree_root, const std::filesystem::path& build);
+
 }  // namespace liger::kernel_dev
