@@ -735,6 +735,28 @@ Value Translator::elementwise(const std::string& fn, const std::vector<Arg>& arg
   if (f == "zeros_like") return tensor(num(0));
   if (f == "ones_like") return tensor(num(1));
   if (auto cut = split_call(fn, f, all)) return *cut;
+  // Dropout that cannot drop anything is the identity: p = 0 (nn.Dropout(0.0), a config's
+  // attention_dropout of 0) or training=False written in the call. Any other dropout is random and
+  // refused below.
+  if (f == "dropout" || f == "alpha_dropout" || f == "feature_alpha_dropout" || f == "dropout1d") {
+    std::map<std::string, Value> bound;
+    const std::vector<std::string> order = {"input", "p", "training", "inplace"};
+    std::size_t positional = 0;
+    for (const auto& a : all) {
+      const std::string key = a.keyword.empty() ? (positional < order.size() ? order[positional++] : std::string()) : a.keyword;
+      if (!key.empty()) bound[key] = a.value;
+    }
+    const auto number = [&](const char* key) -> std::optional<double> {
+      auto it = bound.find(key);
+      return it == bound.end() ? std::nullopt : constant(it->second);
+    };
+    const auto p = number("p");
+    const auto training = number("training");
+    if ((p && *p == 0) || (training && *training == 0)) {
+      notes_.push_back(fn + "() read as the identity (" + (p && *p == 0 ? "p = 0" : "training=False") + ")");
+      return tensor(x);
+    }
+  }
   auto ne = non_elementwise().find(f);
   if (ne != non_elementwise().end())
     throw Reject{fn + "() is " + ne->second.second +
@@ -777,7 +799,7 @@ Value Translator::apply(const Value& callee, const std::vector<Arg>& args) {
     static const std::map<std::string, std::vector<std::string>> ctor = {
         {"leaky_relu", {"negative_slope"}}, {"elu", {"alpha"}}, {"celu", {"alpha"}},
         {"softplus", {"beta", "threshold"}}, {"hardtanh", {"min_val", "max_val"}}, {"gelu", {"approximate"}},
-        {"softmax", {"dim"}}, {"log_softmax", {"dim"}},
+        {"softmax", {"dim"}}, {"log_softmax", {"dim"}}, {"dropout", {"p"}},
         {"layer_norm", {"normalized_shape", "eps", "elementwise_affine", "bias"}},
         {"rms_norm", {"normalized_shape", "eps", "elementwise_affine"}}};
     auto names = ctor.find(module.text);
