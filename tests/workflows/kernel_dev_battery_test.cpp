@@ -191,8 +191,11 @@ const std::vector<Case>& cases() {
       {"dim=1 on what may be 2-D", "def f(x): return x - x.amax(dim=1, keepdim=True)", 0, {}, "",
        "dim=1 is the last dimension only of a 2-D input"},
       {"a reduction over dim 0", "def f(x): return x.sum(dim=0)", 0, {}, "", "dim must be -1"},
-      {"GLU halves through chunk", "def f(x):\n    a, b = x.chunk(2, dim=-1)\n    return F.silu(a) * b", 0, {}, "",
-       "take the parts as inputs instead (def f(a, b): ...)"},
+      // The halves of one argument are the kernel's inputs (inputs[].split; the entry takes x).
+      {"GLU halves through chunk", "def f(x):\n    a, b = x.chunk(2, dim=-1)\n    return F.silu(a) * b", 1, {"a", "b"},
+       "a * sigmoid(a) * b", ""},
+      {"GLU halves through split sizes", "def f(x):\n    a, b = x.split(4096, dim=-1)\n    return F.silu(a) * b", 0, {}, "",
+       "for equal parts of an argument write a, b = x.chunk(2, dim=-1)"},
       {"masked assignment", "def f(x):\n    y = x.clone()\n    y[y < 0] = 0\n    return y", 0, {}, "",
        "torch.where(condition, value, y)"},
       {"a branch on data", "def f(x):\n    if x.sum() > 0:\n        return x\n    return -x", 0, {}, "",

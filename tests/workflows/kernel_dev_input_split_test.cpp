@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "workflows/kernel_dev/compile_entry.h"
 #include "workflows/kernel_dev/input_split.h"
 #include "workflows/kernel_dev/profile.h"
 #include "workflows/kernel_dev/render.h"
@@ -95,6 +96,16 @@ TEST(KernelDevInputSplit, ThePythonEntryTakesTheArgumentAndTheKernelTheParts) {
   // torch.compile's entry replaces a region whose values are the parts.
   const std::string& entry = files.at("kernels/python/liger_kernels/compile/generated/" + op + ".py");
   EXPECT_TRUE(contains(entry, "import " + op + "_parts")) << entry;
+}
+
+TEST(KernelDevInputSplit, TheCompilePatternKeepsTheSourcesSpellingAfterTheCut) {
+  // The graph region the backend looks for starts at the parts: F.silu(gate) * up as the source
+  // writes it, not the translation's gate * sigmoid(gate) * up (which a model graph never has).
+  EXPECT_EQ(kd::plan_compile_entry(analysed(kFusedGateUp)).expression, "F.silu(gate) * up");
+  // A cut into names the op renamed (up_states is also the argument) keeps the translation.
+  const kd::KernelProfile renamed =
+      analysed("def act(up_states):\n    gate, up_states = up_states.chunk(2, dim=-1)\n    return up_states * F.silu(gate)\n");
+  EXPECT_NE(kd::plan_compile_entry(renamed).expression, "up_states * F.silu(gate)");
 }
 
 TEST(KernelDevInputSplit, RemovingTheFieldMakesThePartsTheArguments) {

@@ -5,12 +5,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <regex>
+#include <algorithm>
+#include <sstream>
 #include <set>
 #include <stdexcept>
 
 #include "liger/workflows.h"
 #include "workflows/kernel_dev/catalogue.h"
 #include "workflows/kernel_dev/profile.h"
+#include "workflows/kernel_dev/input_split.h"
 #include "workflows/kernel_dev/pytorch.h"
 
 namespace liger::kernel_dev {
@@ -78,7 +81,20 @@ std::string source_return_expression(const KernelProfile& p, const std::set<std:
     }
     take(item);
   }
-  if (params != arguments) return "";
+  // A function that cuts an argument into the op's inputs first (gate, up = x.chunk(2, dim=-1);
+  // inputs[].split) takes the argument; the cut line is skipped below, and the return expression
+  // is over the parts, as the graph region the pattern looks for is.
+  std::set<std::string> cut_sources, parts;
+  for (const auto& in : p.inputs)
+    if (const auto ref = parse_split(in.split)) {
+      cut_sources.insert(ref->source);
+      parts.insert(in.name);
+    }
+  std::set<std::string> expected = arguments;
+  for (const auto& part : parts) expected.erase(part);
+  expected.insert(cut_sources.begin(), cut_sources.end());
+  if (params != (cut_sources.empty() ? arguments : expected)) return "";
+  static const std::regex cut_line(R"(^([A-Za-z_][A-Za-z0-9_]*(?:\s*,\s*[A-Za-z_][A-Za-z0-9_]*)+)\s*=\s*(?:torch\.chunk\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*,|([A-Za-z_][A-Za-z0-9_]*)\.chunk\().*\)$)");
   // The body: one `return` line after the signature, blank lines, comments and a docstring.
   const size_t colon = src.find(':', close);
   if (colon == std::string::npos) return "";
@@ -98,6 +114,17 @@ std::string source_return_expression(const KernelProfile& p, const std::set<std:
       continue;
     }
     if (in_doc || line.empty() || line[0] == '#') continue;
+    if (std::smatch m; ret.empty() && !cut_sources.empty() && std::regex_match(line, m, cut_line)) {
+      // Only a cut of an argument into names that are all the op's inputs is skipped.
+      const std::string source = m[2].matched ? m[2].str() : m[3].str();
+      if (!cut_sources.count(source)) return "";
+      std::string names = m[1].str();
+      std::replace(names.begin(), names.end(), ',', ' ');
+      std::istringstream list(names);
+      for (std::string name; list >> name;)
+        if (!parts.count(name)) return "";
+      continue;
+    }
     if (!ret.empty()) return "";  // a second statement
     if (line.rfind("return ", 0) != 0) return "";
     ret = line.substr(7);
