@@ -32,8 +32,12 @@ std::vector<std::string> Translator::cut_argument(const std::string& fn, const s
   }
   // A part is named as the code names it (gate, up) unless that name is taken by an input, a
   // parameter or another part; else <argument>_<k>.
+  // A snippet's free names are its inputs, and a tuple target looks free to that first pass: a
+  // name the assignment itself gives is not taken by an input unless it is an argument.
   auto taken = [&](const std::string& name) {
-    if (inputs.count(name) || op_arguments.count(name) || name == source || name == "n" || name == kRankSymbol) return true;
+    const bool target = std::find(pending_part_names.begin(), pending_part_names.end(), name) != pending_part_names.end();
+    if ((inputs.count(name) && !target) || op_arguments.count(name) || name == source || name == "n" || name == kRankSymbol)
+      return true;
     if (declared)
       for (const auto& p : *declared)
         if (p.name == name || "d" + p.name == name) return true;
