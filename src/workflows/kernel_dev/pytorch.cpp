@@ -51,6 +51,10 @@ std::optional<bool> decided_truth(Translator& translator, const std::string& tex
       if (depth == 0 && c.compare(i, op.size(), op) == 0) {
         const auto a = decided_truth(translator, c.substr(0, i));
         const auto z = decided_truth(translator, c.substr(i + op.size()));
+        // One decided side settles it whatever the other is (`self._cuda_obj is not None and
+        // x.is_cuda` with no CUDA object: False; the other side is never needed).
+        if (op == " and " && ((a && !*a) || (z && !*z))) return false;
+        if (op == " or " && ((a && *a) || (z && *z))) return true;
         if (!a || !z) return std::nullopt;
         return op == " or " ? (*a || *z) : (*a && *z);
       }

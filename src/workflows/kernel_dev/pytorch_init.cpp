@@ -225,8 +225,35 @@ void ModuleBuilder::read_init(Instance& inst, const Def& init, const std::map<st
   }
   static const std::regex buffer(
       R"(^self\.register_buffer\(\s*["']([A-Za-z_][A-Za-z0-9_]*)["']\s*,\s*(.+?)\s*(,\s*persistent\s*=\s*\w+\s*)?\)$)");
+  // try / except in __init__ (an optional accelerated import, XIELU's CUDA object) is read along
+  // its except path: the try body and its else are skipped, as if what they guard were absent, and
+  // the except and finally bodies are read. A kernel of the module's math is the fallback the
+  // except path keeps.
+  int try_indent = -1;
+  bool skipping = false;
   for (const auto& l : init.body) {
     current_ = &l;
+    const std::string head = l.text.substr(0, l.text.find_first_of(" :("));
+    if (try_indent >= 0 && l.indent <= try_indent) {
+      if (l.indent == try_indent && (head == "except" || head == "finally")) {
+        skipping = false;
+        continue;
+      }
+      if (l.indent == try_indent && head == "else") {
+        skipping = true;
+        continue;
+      }
+      try_indent = -1;
+      skipping = false;
+    }
+    if (skipping) continue;
+    if (head == "try" && try_indent < 0) {
+      try_indent = l.indent;
+      skipping = true;
+      notes_.push_back(inst.path + ".__init__ line " + std::to_string(l.number) +
+                       ": the try block is read along its except path (what it guards taken as absent)");
+      continue;
+    }
     std::smatch registered;
     if (std::regex_match(l.text, registered, buffer)) {
       // A buffer: state the op does not learn, a fixed module parameter.
@@ -244,6 +271,14 @@ void ModuleBuilder::read_init(Instance& inst, const Def& init, const std::map<st
     std::string rhs = l.text.substr(eq + 1);
     const int rhs_column = start_column(l) + static_cast<int>(eq + 1 + std::min(rhs.find_first_not_of(" \t"), rhs.size()));
     rhs = rhs.substr(std::min(rhs.find_first_not_of(" \t"), rhs.size()));
+    // self.b = nn.Buffer(torch.tensor(v)) (PyTorch 2.5's spelling of register_buffer): a fixed value.
+    static const std::regex buffer(R"(^(?:torch\.)?(?:nn\.)?Buffer\((.+)\)$)");
+    if (std::smatch b; std::regex_match(rhs, b, buffer)) {
+      translator_.line = l.number;
+      translator_.column_base = rhs_column;
+      read_parameter(inst, attr, "nn.Parameter(" + b[1].str() + ")", numeric, false);
+      continue;
+    }
     std::string callee = constructor_callee(rhs);
     if (!callee.empty()) {
       // Through the names imports gave (import torch.nn as tnn; from torch.nn import LayerNorm).
@@ -386,7 +421,9 @@ void ModuleBuilder::read_init(Instance& inst, const Def& init, const std::map<st
             fn.text = Translator::torch_function(v.text);
             v = fn;
           }
-          if (v.type != Value::Tensor && v.type != Value::Module) throw Reject{"it is not a number", 0};
+          // None too: `self._cuda_obj = None`, which forward tests with `is None`.
+          if (v.type != Value::Tensor && v.type != Value::Module && v.type != Value::None)
+            throw Reject{"it is not a number", 0};
           inst.attributes[attr] = v;
         } catch (const Reject& r) {
           inst.unreadable[attr] = "self." + attr + " is set in __init__ (line " + std::to_string(l.number) + ": '" +
@@ -494,12 +531,22 @@ void ModuleBuilder::read_parameter(Instance& inst, const std::string& attr, cons
     std::string text = data;
     text.replace(static_cast<std::size_t>(m.position(0)), args_end - static_cast<std::size_t>(m.position(0)),
                  "(" + fill + ")");
+    // Methods that only change the shape of the value (XIELU's torch.log(torch.expm1(torch.tensor(a)))
+    // .unsqueeze(0)) do not change the number: dropped before it is evaluated.
+    static const std::regex shape_only(
+        R"(\.(?:unsqueeze|squeeze|view|reshape|expand|flatten|clone|detach|contiguous|requires_grad_)\([^()]*\))");
+    text = std::regex_replace(text, shape_only, "");
     try {
       const Value v = translator_.evaluate(text);
       if (v.type == Value::Tensor && is_number(simplify(v.expr))) init = simplify(v.expr)->value;
     } catch (const Reject&) {
     }
     translator_.locals.clear();
+    // The fallback below reads the text's fill and a factor only: right for torch.ones(d) * 0.5, not
+    // for a fill passed through functions. Said, so a reviewer checks the init.
+    if (!init && kind != "empty" && kind != "randn" && kind != "rand")
+      notes_.push_back(inst.path + "." + attr + ": its initial value could not be computed from '" + data +
+                       "'; the init in learnable_parameters is the constructor's fill (check it)");
   }
   ParamDecl p = parameter_decl(attr, rhs, numeric);  // what the text says when the reading above could not
   p.name = inst.prefix + attr;
