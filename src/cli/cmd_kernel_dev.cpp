@@ -7,7 +7,6 @@
 #include "liger/input_check.h"
 #include "liger/workflows.h"
 #include "util/input_limits.h"
-#include "workflows/kernel_dev/workflow.h"
 
 namespace liger::cli {
 
@@ -58,12 +57,6 @@ void register_kernel_dev_command(CLI::App& app, GlobalOptions& options) {
     request.workflow = "kernel-dev";
     request.label = !args->name.empty() ? args->name : !args->modify.empty() ? args->modify : args->description;
     request.tree_root = resolve_tree(args->tree, "kernel-dev");
-    // Refused before a run exists: Verify would otherwise build another checkout and report its
-    // tests as this op's.
-    if (const std::filesystem::path build = kernel_dev::build_dir_for(request.tree_root);
-        !kernel_dev::foreign_build_dir_problem(request.tree_root, build).empty())
-      throw Error(ErrorKind::Usage, kernel_dev::foreign_build_dir_problem(request.tree_root, build),
-                  "point LIGER_BUILD_DIR at a build directory of this checkout (or a new one), or remove " + build.string());
     request.arguments = {{"input", args->description},
                          {"name", args->name},
                          {"modify", args->modify},

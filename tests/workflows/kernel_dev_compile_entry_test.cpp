@@ -263,3 +263,17 @@ TEST(KernelDevCompileEntry, PatternCheckOnRenderedEntries) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("negative_slope <- 0.01"), std::string::npos) << r.output;
 }
+
+// A module that reaches a catalogue function through an attribute (transformers' GELUTanh:
+// self.act = functools.partial(F.gelu, approximate="tanh")) has no one-line return to copy: the
+// pattern is the catalogue's spelling in the op's names, which the source's graph holds.
+TEST(KernelDevCompileEntry, AFunctionCalledThroughAnAttributeKeepsItsCatalogueSpelling) {
+  auto p = profile("import functools\nclass GELUTanh(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                   "        self.act = functools.partial(nn.functional.gelu, approximate=\"tanh\")\n"
+                   "    def forward(self, input):\n        return self.act(input)\n");
+  EXPECT_EQ(kd::plan_compile_entry(p).expression, "F.gelu(input, approximate='tanh')");
+  // The eager baseline names the op's input, not the catalogue's x.
+  bool named = false;
+  for (const auto& note : p.notes) named = named || note == "PyTorch eager baseline: F.gelu(input, approximate='tanh')";
+  EXPECT_TRUE(named);
+}

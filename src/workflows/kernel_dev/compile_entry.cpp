@@ -279,8 +279,31 @@ CompileEntryPlan plan_compile_entry(const KernelProfile& p) {
   for (const auto& t : p.inputs) arguments.insert(t.name);
   for (const auto& l : p.learnable_parameters) arguments.insert(l.name);
   for (const auto& m : p.module_parameters) arguments.insert(m.name);
-  if (std::string own = source_return_expression(p, arguments); !own.empty() && computes_the_forward(p.source_text, forward))
+  if (std::string own = source_return_expression(p, arguments); !own.empty() && computes_the_forward(p.source_text, forward)) {
     plan.expression = own;
+    return plan;
+  }
+  // Else the catalogue's PyTorch spelling of the function the op matched (F.gelu(x,
+  // approximate='tanh') rather than its expansion), in the op's names: models call the function,
+  // and a module that reaches it through an attribute (self.act = partial(F.gelu, ...)) leaves no
+  // one-line return to copy. Used only where it computes the profile's forward.
+  // Only for PyTorch that calls those functions itself: a source that writes x * torch.sigmoid(x)
+  // out keeps the derived spelling, which is what its graph holds.
+  const std::string baseline = "PyTorch eager baseline: ";
+  for (const auto& note : p.notes) {
+    if (p.source_kind != "pytorch" || note.rfind(baseline, 0) != 0) continue;
+    const std::string spelled = note.substr(baseline.size());
+    if (spelled.find("__import__") != std::string::npos) break;
+    static const std::regex called(R"((?:F|torch)\.([A-Za-z_][A-Za-z0-9_]*)\s*\()");
+    bool source_calls_them = true;
+    for (auto it = std::sregex_iterator(spelled.begin(), spelled.end(), called); it != std::sregex_iterator(); ++it)
+      if (!std::regex_search(p.source_text, std::regex("\\b" + (*it)[1].str() + "\\b"))) source_calls_them = false;
+    if (!source_calls_them) break;
+    std::string params;
+    for (const auto& name : arguments) params += (params.empty() ? "" : ", ") + name;
+    if (computes_the_forward("def f(" + params + "):\n    return " + spelled + "\n", forward)) plan.expression = spelled;
+    break;
+  }
   return plan;
 }
 

@@ -158,6 +158,38 @@ bool same_function(const Program& a, const Program& b) {
 
 namespace {
 
+// `text` (Python) with each free name in `renamed` replaced at once (a -> b and b -> a swap):
+// attribute names (after '.'), keyword arguments (before '=') and string contents stay.
+std::string rename_identifiers(const std::string& text, const std::map<std::string, std::string>& renamed) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size();) {
+    const char c = text[i];
+    if (c == '"' || c == '\'') {
+      const std::size_t close = text.find(c, i + 1);
+      const std::size_t end = close == std::string::npos ? text.size() : close + 1;
+      out += text.substr(i, end - i);
+      i = end;
+      continue;
+    }
+    if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
+      std::size_t j = i;
+      while (j < text.size() && (std::isalnum(static_cast<unsigned char>(text[j])) || text[j] == '_')) ++j;
+      const std::string name = text.substr(i, j - i);
+      std::size_t after = j;
+      while (after < text.size() && text[after] == ' ') ++after;
+      const bool attribute = i > 0 && text[i - 1] == '.';
+      const bool keyword = after < text.size() && text[after] == '=' && (after + 1 >= text.size() || text[after + 1] != '=');
+      const auto it = renamed.find(name);
+      out += (it != renamed.end() && !attribute && !keyword) ? it->second : name;
+      i = j;
+      continue;
+    }
+    out += c;
+    ++i;
+  }
+  return out;
+}
+
 const Activation* catalogue_match(const Program& program, const Catalogue& catalogue) {
   for (const auto& entry : catalogue.entries())
     if (same_function(program, entry.program())) return &entry;
@@ -697,7 +729,15 @@ KernelProfile analyse(const AnalysisRequest& request, const KnowledgeBase& knowl
     if (const Activation* match = catalogue_match(program, knowledge.catalogue)) {
       display = match->display;
       p.resolved_from += "; computes the same function as catalogue entry '" + match->name + "'";
-      if (!match->torch.empty()) p.notes.push_back("PyTorch eager baseline: " + match->torch);
+      // The catalogue writes its PyTorch form in its own names (x; a, b): the op's inputs, by
+      // position as same_function matched them, take their places.
+      if (!match->torch.empty()) {
+        const Program entry = match->program();
+        std::map<std::string, std::string> renamed;
+        for (std::size_t k = 0; k < entry.inputs.size() && k < program.inputs.size(); ++k)
+          renamed[entry.inputs[k]] = program.inputs[k];
+        p.notes.push_back("PyTorch eager baseline: " + rename_identifiers(match->torch, renamed));
+      }
       return match->name;
     }
     display.clear();

@@ -31,7 +31,7 @@ struct TensorSpec {
   std::string sample = "normal";
   // Tier-1 inputs only: "x.chunk(2, dim=-1)[0]" when this input is a part of the argument x
   // (input_split.h); "" when the input is an argument itself.
-  std::string split;
+  std::string split = {};
 };
 
 struct ParameterSpec {

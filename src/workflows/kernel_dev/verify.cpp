@@ -219,7 +219,14 @@ StageResult verify(StageContext& ctx) {
   {
     bool configured = fs::exists(build / "build.ninja") || fs::exists(build / "Makefile");
     bool ok = true;
-    if (!configured) {
+    // A build directory of another checkout (LIGER_BUILD_DIR inherited from another clone's
+    // setup) would build and test that checkout, and its tests would stand for this op's.
+    if (const std::string foreign = foreign_build_dir_problem(tree, build); !foreign.empty()) {
+      ok = false;
+      result.fail("build: " + foreign,
+                  "point LIGER_BUILD_DIR at a build directory of this checkout (or a new one), or remove " + build.string());
+      checks.push_back({"build", "failed", foreign});
+    } else if (!configured) {
       std::vector<std::string> argv = {"cmake", "-S", tree.string(), "-B", build.string(), "-DCMAKE_BUILD_TYPE=Release"};
       if (runner->has_tool("ninja")) argv.insert(argv.begin() + 1, {"-G", "Ninja"});
       if (runner->has_tool("nvcc")) {
