@@ -15,6 +15,8 @@
 #include "workflows/kernel_dev/render.h"
 #include "workflows/kernel_dev/workflow.h"
 
+#include "kernel_dev_family.h"
+
 namespace kd = liger::kernel_dev;
 namespace fs = std::filesystem;
 
@@ -22,12 +24,7 @@ namespace {
 
 const fs::path kSource = LIGER_SOURCE_DIR;
 
-const kd::KnowledgeBase& kb() {
-  static const kd::KnowledgeBase k = kd::KnowledgeBase::load(kSource);
-  return k;
-}
-
-kd::KernelProfile analysed(const std::string& code) { return kd::analyse({code, kd::InputKind::Auto, ""}, kb()); }
+kd::KernelProfile analysed(const std::string& code) { return liger::testing::family::analyse(code); }
 
 std::map<std::string, std::string> rendered(const kd::KernelProfile& p) {
   std::map<std::string, std::string> out;
