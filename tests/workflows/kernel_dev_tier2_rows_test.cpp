@@ -212,17 +212,14 @@ TEST(KernelDevTier2Rows, RenderedRowKernelHoldsTheRowInRegisters) {
         "const int chosen_chunks = stages == 1 ? 0 : chunks;",
         "regs[i] = load_vector<T, VEC>(row + c);"})
     EXPECT_NE(cu.find(expected), std::string::npos) << expected;
-  // Forward: x is loaded once per row into registers; the two passes (max and the sum taken
-  // online against it, then the output) read the chunks from there (chunk_values), and none of
-  // them loads from global memory itself.
+  // Forward: x is loaded once per row into registers; the three passes (max, sum, output) read
+  // the chunks from there (chunk_values), and none of them loads from global memory itself.
   const std::string forward = kernel_text(cu, "softmax_forward_kernel");
   ASSERT_FALSE(forward.empty());
   EXPECT_EQ(count(forward, "take_row<T, VEC, kSlots, PREFETCH>("), 1u) << forward;
-  EXPECT_EQ(count(forward, "chunk_values<T, VEC, CHUNKS>(xr_, x_row_"), 2u) << forward;
+  EXPECT_EQ(count(forward, "chunk_values<T, VEC, CHUNKS>(xr_, x_row_"), 3u) << forward;
   EXPECT_EQ(count(forward, "load_chunk<"), 0u) << forward;
-  EXPECT_EQ(count(forward, "block_all_reduce<"), 0u);
-  EXPECT_EQ(count(forward, "block_all_reduce_online<Reduce::kMax, Reduce::kSum>(all_, anchors_, rates_, shared_);"), 1u)
-      << forward;
+  EXPECT_EQ(count(forward, "block_all_reduce<"), 2u);
   // Backward: dy and the saved y, one load each; no x, no recomputed statistic.
   const std::string backward = kernel_text(cu, "softmax_backward_kernel");
   ASSERT_FALSE(backward.empty());
@@ -279,68 +276,10 @@ TEST(KernelDevTier2Rows, IndependentReductionsShareAPass) {
       file(kd::render(ln_profile, kSource / "templates/kernel_dev"), ln_op + "/" + ln_op + ".cu").content,
       ln_op + "_backward_kernel");
   EXPECT_EQ(count(ln_backward, "block_all_reduce<"), 2u) << ln_backward;
-  // Layer norm's variance needs the mean first: two passes; softmax's sum needs the max, but only
-  // through exp(x - m), so it is taken online beside it (OnlineSumsJoinTheirExtremesPass).
+  // Layer norm's variance needs the mean first: two passes; softmax's sum needs the max first.
   const auto ln = kd::generate_tier2(analyse("def f(x): return F.layer_norm(x, (x.shape[-1],))"));
   EXPECT_EQ(ln.forward_groups.size(), 2u);
-  EXPECT_EQ(kd::generate_tier2(analyse("def f(x): return torch.softmax(x, dim=-1)")).forward_groups.size(), 1u);
-}
-
-// A sum that reads a max (or min) of its own pass only through exponentials whose exponents are
-// linear in it is taken against the running extreme and rescaled when the extreme moves: one pass
-// and one block combine instead of two. The rate is the exponent's slope, one value per row.
-TEST(KernelDevTier2Rows, OnlineSumsJoinTheirExtremesPass) {
-  const auto lse = kd::generate_tier2(analyse("def f(x): return torch.logsumexp(x, dim=-1)"));
-  ASSERT_EQ(lse.forward_groups.size(), 1u);
-  ASSERT_EQ(lse.forward_groups[0].size(), 2u);
-  const auto& m = lse.forward_groups[0][0];
-  const auto& s = lse.forward_groups[0][1];
-  EXPECT_TRUE(m.anchor.empty());
-  EXPECT_EQ(s.anchor, m.name);
-  EXPECT_NE(s.rate_cuda.find(s.rate + " = (-1.0f);"), std::string::npos) << s.rate_cuda;
-  // The running extreme is a column value there: nothing that uses it is hoisted before the loop.
-  EXPECT_TRUE(s.row_cuda.empty()) << s.row_cuda;
-  // The ordinary form (the reference, and a sum that cannot join) keeps the final m.
-  EXPECT_TRUE(lse.forward_reductions[1].anchor.empty());
-  // The backward recomputes both statistics in one pass too.
-  ASSERT_EQ(lse.backward_groups.size(), 1u);
-  EXPECT_EQ(lse.backward_groups[0][1].anchor, m.name);
-
-  // A temperature: the max is taken of the scaled values (x / temperature), so the exponent's slope
-  // in it is still -1, and the scaled values are not hoisted.
-  const auto tempered = kd::generate_tier2(analyse("def f(x, temperature: float = 2.0): return torch.softmax(x / temperature, dim=-1)"));
-  ASSERT_EQ(tempered.forward_groups.size(), 1u);
-  const auto& ts = tempered.forward_groups[0].back();
-  EXPECT_FALSE(ts.anchor.empty());
-  EXPECT_NE(ts.rate_cuda.find(ts.rate + " = (-1.0f);"), std::string::npos) << ts.rate_cuda;
-
-  // Two softmaxes of two inputs: both maxes and both sums in one pass; the KL sum needs both sums.
-  const auto kl = kd::generate_tier2(analyse(
-      "def kl_rows(p, q): return (torch.softmax(q, -1) * (torch.log_softmax(q, -1) - torch.log_softmax(p, -1))).sum(-1)"));
-  ASSERT_EQ(kl.forward_groups.size(), 2u);
-  EXPECT_EQ(kl.forward_groups[0].size(), 4u);
-  std::size_t online = 0;
-  for (const auto& r : kl.forward_groups[0]) online += r.anchor.empty() ? 0 : 1;
-  EXPECT_EQ(online, 2u);
-  for (const auto& r : kl.forward_groups[1]) EXPECT_TRUE(r.anchor.empty()) << r.name;  // (q - m) outside exp
-
-  // A sum that uses the max outside an exponential is not rescalable: it waits for the combine.
-  const auto centred = kd::generate_tier2(analyse("def f(x): return (x - x.amax(-1, keepdim=True)).sum(-1)"));
-  EXPECT_EQ(centred.forward_groups.size(), 2u);
-  for (const auto& group : centred.forward_groups)
-    for (const auto& r : group) EXPECT_TRUE(r.anchor.empty()) << r.name << " = " << r.expression;
-
-  // The rendered kernel: the extremes take each chunk first, the sums are rescaled once per chunk,
-  // and the block combine merges (extreme, sum) pairs.
-  const std::string cu = file(kd::render(analyse("def f(x): return torch.logsumexp(x, dim=-1)"),
-                                         kSource / "templates/kernel_dev"),
-                              "logsumexp/logsumexp.cu").content;
-  const std::string forward = kernel_text(cu, "logsumexp_forward_kernel");
-  EXPECT_NE(forward.find("auto extreme_ = [&](int k_)"), std::string::npos) << forward;
-  EXPECT_NE(forward.find("acc1_ = rescaled_as(Reduce::kMax, acc1_, acc0_, moved_, s_k_);"), std::string::npos) << forward;
-  EXPECT_NE(forward.find("if (acc0_ != identity<Reduce::kMax>()) {"), std::string::npos) << forward;
-  EXPECT_NE(forward.find("constexpr int anchors_[2] = { -1, 0 };"), std::string::npos) << forward;
-  EXPECT_EQ(count(forward, "block_all_reduce_online<"), 1u) << forward;
+  EXPECT_EQ(kd::generate_tier2(analyse("def f(x): return torch.softmax(x, dim=-1)")).forward_groups.size(), 2u);
 }
 
 // The column loops do per-element work only: values that are one per row (a reciprocal of a row
@@ -425,8 +364,6 @@ TEST(KernelDevTier2Rows, RenderedKernelsCompileWithoutLocalMemory) {
   }
   if (nvcc.empty()) GTEST_SKIP() << "nvcc not found (PATH, /usr/local/cuda/bin): the rendered kernels were not compiled";
   for (const std::string source : {"def f(x): return F.log_softmax(x, dim=-1)",
-                                   // Online sums in a per-row forward and in the backward's recomputation.
-                                   "def f(x): return torch.logsumexp(x, dim=-1)",
                                    "def f(x): return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)",
                                    // A per-row output whose backward has a sum pass over dy (one per row) and x.
                                    "def row_spread(x): return x.var(-1, keepdim=True) + x.amax(-1, keepdim=True)"}) {

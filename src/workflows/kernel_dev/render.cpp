@@ -524,38 +524,10 @@ mu::data tier2_context(const KernelProfile& p, const std::filesystem::path& temp
     mu::list out;
     for (const auto& group : list) {
       mu::list members;
-      auto reduce_of = [](const std::string& op) {
-        return op == "sum" || op == "mean" ? "kSum" : op == "max" ? "kMax" : "kMin";
-      };
-      bool has_online = false;
       for (std::size_t i = 0; i < group.size(); ++i) {
         const auto& r = group[i];
         const bool sum = r.op == "sum" || r.op == "mean";
-        // Online members (RowPassCode::anchor): the anchor's running extreme takes each chunk first
-        // and rescales the sums taken against it; the block combine merges (extreme, sum) pairs.
-        mu::list dependents;
-        for (std::size_t j = 0; j < group.size(); ++j)
-          if (group[j].anchor == r.name)
-            dependents.push_back(mu::object{{"dindex", std::to_string(j)}, {"rate", group[j].rate}});
-        std::size_t anchor_index = 0;
-        std::string anchor_reduce;
-        for (std::size_t j = 0; j < group.size(); ++j)
-          if (!r.anchor.empty() && group[j].name == r.anchor) {
-            anchor_index = j;
-            anchor_reduce = reduce_of(group[j].op);
-          }
-        has_online = has_online || !r.anchor.empty();
         members.push_back(mu::object{{"name", r.name},
-                                     {"is_anchor", mu::data(!dependents.empty())},
-                                     {"not_anchor", mu::data(dependents.empty())},
-                                     {"dependents", dependents},
-                                     {"is_online", mu::data(!r.anchor.empty())},
-                                     {"not_online", mu::data(r.anchor.empty())},
-                                     {"anchor", r.anchor},
-                                     {"anchor_index", r.anchor.empty() ? "-1" : std::to_string(anchor_index)},
-                                     {"anchor_reduce", anchor_reduce},
-                                     {"rate_cuda", r.rate_cuda.empty() ? "" : indented(r.rate_cuda, 6)},
-                                     {"rate_value", r.rate.empty() ? "0.0f" : r.rate},
                                      {"op", r.op},
                                      {"expression", free_text(r.expression)},
                                      {"cuda_member", indented(r.cuda, 6)},
@@ -580,8 +552,6 @@ mu::data tier2_context(const KernelProfile& p, const std::filesystem::path& temp
       for (std::size_t i = 0; i < code.weights.size(); ++i)
         if (read.count(code.weights[i])) group_weights.push_back(weights[i]);
       out.push_back(mu::object{{"members", members},
-                               {"has_online", mu::data(has_online)},
-                               {"no_online", mu::data(!has_online)},
                                {"size", std::to_string(group.size())},
                                {"others", group_others},
                                {"weights", group_weights}});

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
-#include <optional>
 #include <regex>
 #include <set>
 #include <stdexcept>
@@ -489,89 +488,22 @@ std::vector<RowPassCode> split_sum(const std::string& name, const std::string& o
   return parts;
 }
 
-// The rate k with e(m') = e(m) * exp(k * (m' - m)) when the sum's per-column expression `e` depends
-// on the row value `m` only through exponential factors of its product whose exponents are linear
-// in m with a slope that is one per row (exp(x - m): k = -1; exp((x - m) / T): k = -1 / T). Then a
-// sum of e taken against a running m is brought to another m by one multiplication. nullptr when
-// e uses m any other way (x - m as a factor, m inside a power or another function).
-Expr rescale_rate(const Expr& e, const std::string& m, const std::set<std::string>& column_symbols) {
-  std::vector<std::pair<Expr, bool>> factors;
-  product_factors(simplify(e), false, factors);
-  Expr rate = num(0);
-  bool through_exp = false;
-  for (const auto& [factor, divides] : factors) {
-    if (!free_symbols(factor).count(m)) continue;
-    if (factor->kind != Kind::Call || factor->name != "exp" || factor->args.size() != 1) return nullptr;
-    const Expr slope = derivative(factor->args[0], m);
-    for (const auto& s : free_symbols(slope))
-      if (s == m || column_symbols.count(s)) return nullptr;
-    rate = divides ? sub(rate, slope) : add(rate, slope);
-    through_exp = true;
-  }
-  if (!through_exp) return nullptr;
-  rate = simplify(rate);
-  return is_number(rate, 0) ? nullptr : rate;
-}
-
-// The online form of a sum (RowPassCode::anchor), when its expression uses exactly one of the
-// max/min reductions before it, and that only through exponentials; nullopt otherwise. The pass is
-// generated with the anchor as a column value (the running one), so nothing that uses it is hoisted.
-std::optional<RowPassCode> online_form(const std::string& name, const std::string& op, const Expr& parsed,
-                                       const std::set<std::string>& column_symbols,
-                                       const std::vector<std::pair<std::string, std::string>>& earlier) {
-  if (op != "sum" && op != "mean") return std::nullopt;
-  const Expr e = simplify(parsed);
-  const auto uses = free_symbols(e);
-  std::string anchor;
-  for (const auto& [reduction, reduction_op] : earlier) {
-    if (!uses.count(reduction) || (reduction_op != "max" && reduction_op != "min")) continue;
-    if (!anchor.empty()) return std::nullopt;  // two running extremes: not taken online
-    anchor = reduction;
-  }
-  if (anchor.empty()) return std::nullopt;
-  const Expr rate = rescale_rate(e, anchor, column_symbols);
-  if (!rate) return std::nullopt;
-  std::set<std::string> columns = column_symbols;
-  columns.insert(anchor);
-  RowPassCode code = pass(name, op, parsed, "v_", columns);
-  code.anchor = anchor;
-  code.rate = name + "_k_";
-  code.rate_cuda = "float " + code.rate + ";  // the online rescaling rate, once per row\n{\n" +
-                   emit_statements({{code.rate, rate}}, Dialect::CudaF32, "  ").statements + "}";
-  return code;
-}
-
 // Consecutive reductions in passes: a reduction joins the current pass unless its column loop
 // uses a result of that pass (it needs the block combine first) or the pass is full. A row factor
 // applied after the combine (post_scale) may use the pass's results: each row's chain of block
-// barriers is what these kernels wait on. A sum that needs only a max/min of the current pass, and
-// that through exponentials, joins it in its online form (`online[i]`): softmax's max and sum, and
-// logsumexp's whole forward, are then one pass.
-std::vector<std::vector<RowPassCode>> passes_of(const std::vector<RowPassCode>& reductions,
-                                                const std::vector<std::optional<RowPassCode>>& online) {
+// barriers is what these kernels wait on.
+std::vector<std::vector<RowPassCode>> passes_of(const std::vector<RowPassCode>& reductions) {
   std::vector<std::vector<RowPassCode>> groups;
-  std::set<std::string> in_group, anchors_in_group;
-  auto uses_group = [&](const std::set<std::string>& uses, const std::string& except) {
-    return std::any_of(in_group.begin(), in_group.end(),
-                       [&](const std::string& n) { return n != except && uses.count(n) > 0; });
-  };
+  std::set<std::string> in_group;
   for (std::size_t i = 0; i < reductions.size(); ++i) {
-    const RowPassCode* member = &reductions[i];
-    bool depends = uses_group(member->column_uses, "");
-    const bool full = !groups.empty() && groups.back().size() == kMaxPassGroup;
-    if (depends && !full && i < online.size() && online[i] && anchors_in_group.count(online[i]->anchor) &&
-        !uses_group(online[i]->column_uses, online[i]->anchor)) {
-      member = &*online[i];
-      depends = false;
-    }
-    if (groups.empty() || depends || full) {
+    const auto& uses = reductions[i].column_uses;
+    const bool depends = std::any_of(in_group.begin(), in_group.end(), [&](const std::string& n) { return uses.count(n) > 0; });
+    if (groups.empty() || depends || groups.back().size() == kMaxPassGroup) {
       groups.emplace_back();
       in_group.clear();
-      anchors_in_group.clear();
     }
-    groups.back().push_back(*member);
-    in_group.insert(member->name);
-    if (member->op == "max" || member->op == "min") anchors_in_group.insert(member->name);
+    groups.back().push_back(reductions[i]);
+    in_group.insert(reductions[i].name);
   }
   return groups;
 }
@@ -627,42 +559,22 @@ Tier2Code generate_tier2(const KernelProfile& p) {
   for (const auto& o : c.others)
     for (const auto& [name, e] : c.input_grads)
       if (name == o) code.input_grads.push_back(pass("d" + o, "", e, "d" + o, columns));
-  // Each reduction's online form, against the max/min reductions before it in its sequence.
-  auto online_forms = [&](const std::vector<std::pair<std::string, std::pair<std::string, Expr>>>& sequence) {
-    std::vector<std::optional<RowPassCode>> forms;
-    std::vector<std::pair<std::string, std::string>> earlier;
-    for (const auto& [name, op_and_expr] : sequence) {
-      forms.push_back(op_and_expr.second ? online_form(name, op_and_expr.first, op_and_expr.second, columns, earlier)
-                                         : std::nullopt);
-      earlier.push_back({name, op_and_expr.first});
-    }
-    return forms;
-  };
-  std::vector<std::pair<std::string, std::pair<std::string, Expr>>> forward_sequence;
-  for (std::size_t i = 0; i < c.forward.size(); ++i)
-    forward_sequence.push_back({c.forward[i].first, {r.forward_reductions[i].op, c.forward[i].second}});
-  code.forward_groups = passes_of(code.forward_reductions, online_forms(forward_sequence));
+  code.forward_groups = passes_of(code.forward_reductions);
   // The backward's recomputed statistics and its own reductions form one sequence of passes, so a
   // gradient sum whose loop needs only the mean shares the variance's pass (LayerNorm), and one
   // that needs no statistic shares the first (RMSNorm's sum(dy * w * x) beside sum(x^2)).
   // The kernel's backward sums may be split into parts (split_sum); the fp64 reference keeps the
   // reductions whole (backward_reductions).
   std::vector<RowPassCode> backward_sequence = code.recomputed;
-  std::vector<std::pair<std::string, std::pair<std::string, Expr>>> backward_online(
-      forward_sequence.begin(), forward_sequence.begin() + static_cast<std::ptrdiff_t>(c.recompute));
   std::set<std::string> reduction_names;
   for (const auto& r : code.recomputed) reduction_names.insert(r.name);
   for (std::size_t i = 0; i < c.backward.size(); ++i) {
-    auto parts = split_sum(c.backward[i].first, r.backward_reductions[i].op, c.backward[i].second, columns,
-                           reduction_names);
-    // A split sum's parts are taken as they are; an unsplit one may be taken online.
-    for (auto& part : parts) {
-      backward_online.push_back({part.name, {part.op, parts.size() == 1 ? c.backward[i].second : nullptr}});
+    for (auto& part : split_sum(c.backward[i].first, r.backward_reductions[i].op, c.backward[i].second, columns,
+                                reduction_names))
       backward_sequence.push_back(std::move(part));
-    }
     reduction_names.insert(c.backward[i].first);
   }
-  code.backward_groups = passes_of(backward_sequence, online_forms(backward_online));
+  code.backward_groups = passes_of(backward_sequence);
   return code;
 }
 

@@ -38,13 +38,6 @@ struct RowPassCode {
   // A part of a split sum (see generate_tier2): the last part declares `combined` and assigns it
   // `combination` (the parts added) after its combine; "" for an unsplit reduction.
   std::string combined, combination;
-  // An online member (passes_of): a sum whose terms depend on a max/min reduction `anchor` of the
-  // same pass only through exponentials, so that expression(m') = expression(m) * exp(k * (m' - m)):
-  // the column loop sums against the running anchor and rescales the partial sum by
-  // exp(k * (new - old)) when the anchor moves (softmax's max and sum of exp(x - m) in one pass
-  // over the row, one block combine). `rate` names k (a row value) and `rate_cuda` declares and
-  // computes it before the column loop; all three are "" for an ordinary member.
-  std::string anchor, rate, rate_cuda;
   std::string reference;  // fp64 statements, same assignment
   std::string python;     // a PyTorch expression of the per-column value
 };
