@@ -218,6 +218,37 @@ TEST(KernelDevTier2Weights, WeightNamedArgumentsAreColumnParametersWithANote) {
   EXPECT_EQ(two.row_program->input_gradients[0].name, "mask");
 }
 
+// What F.layer_norm / F.rms_norm are given as weight and bias is [normalized_shape]: one value per
+// column whatever the argument is called, positional or keyword, with the role's init (1 / 0).
+TEST(KernelDevTier2Weights, NormWeightAndBiasArgumentsAreColumnParametersWhateverTheirNames) {
+  for (const std::string source : {"def f(x, g, k): return F.layer_norm(x, x.shape[-1:], g, k, eps=1e-5)",
+                                   "def f(x, g, k): return F.layer_norm(x, (x.shape[-1],), weight=g, bias=k)"}) {
+    SCOPED_TRACE(source);
+    const auto p = analyse(source);
+    ASSERT_TRUE(p.complete()) << undecided(p);
+    ASSERT_EQ(p.inputs.size(), 1u);
+    EXPECT_EQ(p.inputs[0].name, "x");
+    ASSERT_EQ(p.learnable_parameters.size(), 2u);
+    EXPECT_EQ(p.learnable_parameters[0].name, "g");
+    EXPECT_EQ(p.learnable_parameters[0].value, 1.0);
+    EXPECT_EQ(p.learnable_parameters[1].name, "k");
+    EXPECT_EQ(p.learnable_parameters[1].value, 0.0);
+    EXPECT_TRUE(p.row_program->input_gradients.empty());
+    bool noted = false;
+    for (const auto& n : p.notes) noted = noted || n.find("weight or bias of a normalisation") != std::string::npos;
+    EXPECT_TRUE(noted);
+  }
+  const auto rms = analyse("def f(h, s): return F.rms_norm(h, [h.shape[-1]], s, 1e-6)");
+  ASSERT_TRUE(rms.complete()) << undecided(rms);
+  ASSERT_EQ(rms.inputs.size(), 1u);
+  ASSERT_EQ(rms.learnable_parameters.size(), 1u);
+  EXPECT_EQ(rms.learnable_parameters[0].name, "s");
+  // The same name used as a row tensor elsewhere (not passed to a norm) stays an input.
+  const auto mixed = analyse("def f(x, k): return torch.softmax(x, dim=-1) * k");
+  ASSERT_EQ(mixed.inputs.size(), 2u);
+  EXPECT_TRUE(mixed.learnable_parameters.empty());
+}
+
 TEST(KernelDevTier2Weights, GemmaOffsetIsNotAPlainWeight) {
   const auto gemma = analyse(kGemma), llama = analyse(kLlama);
   ASSERT_TRUE(gemma.row_program && llama.row_program);

@@ -163,6 +163,10 @@ struct Program {
   // targets in [0, 1]), by sample kind (input_sampling.h): the tests draw them from there even
   // where the formula would be finite outside it (PyTorch's CUDA kernel asserts the range).
   std::map<std::string, std::string> sample_hints;
+  // Arguments the code passes where PyTorch takes a per-column tensor (F.layer_norm's weight and
+  // bias), with that role's initial value (1 for a weight, 0 for a bias): the Tier-2 analysis takes
+  // them as learnable per-column parameters whatever their names.
+  std::map<std::string, double> column_roles;
   // Inputs that are equal parts of one argument along the last dimension (`a, b = x.chunk(2, dim=-1)`,
   // F.glu(x)): input -> (argument, part index, part count). The kernel takes the parts; the Python
   // entry takes the argument (input_split.h).

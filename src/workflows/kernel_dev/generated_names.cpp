@@ -71,6 +71,10 @@ Program with_generated_code_names(const Program& program, std::vector<std::strin
       out.sample_hints[fresh] = hint->second;
       out.sample_hints.erase(hint);
     }
+    if (auto role = out.column_roles.find(in); role != out.column_roles.end()) {
+      out.column_roles[fresh] = role->second;
+      out.column_roles.erase(role);
+    }
     in = fresh;
   }
   if (renames.empty()) return out;

@@ -764,6 +764,8 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
       if (used.count(p.name)) result.program.params.push_back(p);
     for (const auto& [name, kind] : translator.sample_hints)
       if (used.count(name)) result.program.sample_hints[name] = kind;
+    for (const auto& [name, init] : translator.column_roles)
+      if (used.count(name) && translator.inputs.count(name)) result.program.column_roles[name] = init;
     const bool rows = has_row_reduction(expression);
     if (rows && !translator.split_parts.empty())
       throw Reject{"a cut of an argument into parts (" + translator.split_parts.begin()->first +

@@ -123,8 +123,11 @@ inline const std::string kParameterVector = "<parameter vector>";
 // without its torch./F. prefix, `fn` as written (for messages), `all` the arguments with a method's
 // receiver first; `fixed` the op's fixed module parameters with their values (a dim or keepdim
 // given by one is its value). Throws Reject for a reduction outside the Tier-2 form (another dim).
+// `column_roles` receives the names passed where PyTorch takes a per-column tensor (layer_norm's
+// and rms_norm's weight and bias), with the initial value of that role (Program::column_roles).
 std::optional<Value> row_function(const std::string& f, const std::string& fn, const std::vector<Arg>& all,
-                                  std::vector<std::string>& notes, const std::map<std::string, double>& fixed);
+                                  std::vector<std::string>& notes, const std::map<std::string, double>& fixed,
+                                  std::map<std::string, double>& column_roles);
 // A value's number, when it is a constant (a one-element tuple's item too).
 std::optional<double> constant(const Value& v);
 // A dim counted from the rank (x.ndim - 1, x.dim() - 2) as the negative dim it is (-1, -2).

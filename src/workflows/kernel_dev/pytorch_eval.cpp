@@ -679,7 +679,7 @@ Value Translator::elementwise(const std::string& fn, const std::vector<Arg>& arg
   if (declared)
     for (const auto& p : *declared)
       if (!p.learnable) fixed[p.name] = p.init;
-  if (auto reduction = row_function(f, fn, all, notes_, fixed)) {
+  if (auto reduction = row_function(f, fn, all, notes_, fixed, column_roles)) {
     if (f != "size" && std::find(row_callees.begin(), row_callees.end(), f) == row_callees.end())
       row_callees.push_back(f);
     return *reduction;

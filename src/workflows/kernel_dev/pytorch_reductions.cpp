@@ -70,7 +70,8 @@ std::optional<double> dim_value(const Value& v) {
 
 
 std::optional<Value> row_function(const std::string& f, const std::string& fn, const std::vector<Arg>& all,
-                                  std::vector<std::string>& notes, const std::map<std::string, double>& fixed) {
+                                  std::vector<std::string>& notes, const std::map<std::string, double>& fixed,
+                                  std::map<std::string, double>& column_roles) {
   if (f == "size") {  // x.size(-1): the row length
     if (all.size() == 2 && all[1].keyword.empty() && constant(all[1].value) == -1.0) return tensor(sym("n"));
     throw Reject{fn + "(): only size(-1), the row length n, is translated", 0};
@@ -227,7 +228,11 @@ std::optional<Value> row_function(const std::string& f, const std::string& fn, c
       auto it = bound.find(name);
       if (it == bound.end() || it->second.type == Value::None) continue;
       if (it->second.type != Value::Tensor) throw Reject{fn + "(): " + name + " must be a tensor", 0};
-      normalised = std::string(name) == "weight" ? mul(normalised, it->second.expr) : add(normalised, it->second.expr);
+      const bool weight = std::string(name) == "weight";
+      // PyTorch takes these as [normalized_shape]: a name passed here is one value per column,
+      // whatever it is called (def f(x, g, b): F.layer_norm(x, x.shape[-1:], g, b)).
+      if (it->second.expr->kind == Kind::Symbol) column_roles[it->second.expr->name] = weight ? 1.0 : 0.0;
+      normalised = weight ? mul(normalised, it->second.expr) : add(normalised, it->second.expr);
     }
     return tensor(normalised);
   };

@@ -40,6 +40,7 @@ class Translator {
   std::set<std::string> methods;          // the module's own methods, called as self.<name>(...)
   std::vector<std::string> row_callees;   // row functions called, first call first
   std::map<std::string, std::string> sample_hints;  // input -> sample kind (Program::sample_hints)
+  std::map<std::string, double> column_roles;       // argument -> init (Program::column_roles)
   // Arguments cut into equal parts along the last dimension (x.chunk(2, dim=-1), F.glu(x)):
   // argument -> its parts' input names, part 0 first (Program::splits), and the line of the cut.
   std::map<std::string, std::vector<std::string>> split_parts;

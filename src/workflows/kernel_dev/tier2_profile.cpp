@@ -70,21 +70,30 @@ Program named_weights_as_parameters(const Program& given, std::vector<std::strin
   if (given.inputs.size() < 2) return given;
   Program program = given;
   program.inputs.clear();
-  std::vector<std::string> taken;
+  std::vector<std::string> taken, by_role;
   for (const auto& in : given.inputs) {
     auto guess = default_param_for_name(in);
-    if (guess && guess->shape == ParamShape::Channel && in != given.inputs.front()) {
+    const auto role = given.column_roles.find(in);
+    if (in != given.inputs.front() && role != given.column_roles.end()) {
+      program.params.push_back(ParamDecl{in, ParamShape::Channel, role->second, true});
+      by_role.push_back(in);
+    } else if (guess && guess->shape == ParamShape::Channel && in != given.inputs.front()) {
       program.params.push_back(*guess);
       taken.push_back(in);
     } else {
       program.inputs.push_back(in);
     }
   }
-  if (taken.empty() || program.inputs.empty()) return given;
-  notes.push_back("the argument(s) " + joined(taken, ", ") + " of the code are taken as learnable per-column " +
-                  "parameters [cols] (their names, as in the expression language), the reduced tensor being " +
-                  program.inputs.front() + "; if one is a tensor of the row's shape [rows, cols], rename it and it " +
-                  "becomes an input tensor of the row program with its own gradient");
+  if ((taken.empty() && by_role.empty()) || program.inputs.empty()) return given;
+  if (!by_role.empty())
+    notes.push_back("the argument(s) " + joined(by_role, ", ") + " are passed as the weight or bias of a " +
+                    "normalisation (F.layer_norm / F.rms_norm take those as [normalized_shape]): taken as learnable " +
+                    "per-column parameters [cols], the reduced tensor being " + program.inputs.front());
+  if (!taken.empty())
+    notes.push_back("the argument(s) " + joined(taken, ", ") + " of the code are taken as learnable per-column " +
+                    "parameters [cols] (their names, as in the expression language), the reduced tensor being " +
+                    program.inputs.front() + "; if one is a tensor of the row's shape [rows, cols], rename it and it " +
+                    "becomes an input tensor of the row program with its own gradient");
   return program;
 }
 
