@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -151,6 +152,12 @@ const std::vector<std::pair<std::string, std::string>>& sources() {
   return s;
 }
 
+// Whether one of the checkpoint notes says `text`.
+bool has_note(const kd::KernelProfile& p, const std::string& text) {
+  return std::any_of(p.notes.begin(), p.notes.end(),
+                     [&](const std::string& n) { return n.find(text) != std::string::npos; });
+}
+
 }  // namespace
 
 TEST(KernelDevTier2Weights, ProfilesAreCompleteWithAGradientPerWeight) {
@@ -204,9 +211,7 @@ TEST(KernelDevTier2Weights, WeightNamedArgumentsAreColumnParametersWithANote) {
   ASSERT_EQ(p.learnable_parameters.size(), 1u);
   EXPECT_EQ(p.learnable_parameters[0].name, "w");
   EXPECT_EQ(p.op_name, "rms_norm_offset");  // recognised with the parameter in place
-  bool noted = false;
-  for (const auto& n : p.notes) noted = noted || n.find("taken as learnable per-column parameters") != std::string::npos;
-  EXPECT_TRUE(noted);
+  EXPECT_TRUE(has_note(p, "taken as learnable per-column parameters"));
   // An argument not named like a weight stays a [rows, cols] tensor with its own gradient
   // (kernel_dev_tier2_inputs_test.cpp).
   const auto two = analyse("def f(x, mask): return torch.softmax(x, dim=-1) * mask");
@@ -234,9 +239,7 @@ TEST(KernelDevTier2Weights, NormWeightAndBiasArgumentsAreColumnParametersWhateve
     EXPECT_EQ(p.learnable_parameters[1].name, "k");
     EXPECT_EQ(p.learnable_parameters[1].value, 0.0);
     EXPECT_TRUE(p.row_program->input_gradients.empty());
-    bool noted = false;
-    for (const auto& n : p.notes) noted = noted || n.find("weight or bias of a normalisation") != std::string::npos;
-    EXPECT_TRUE(noted);
+    EXPECT_TRUE(has_note(p, "weight or bias of a normalisation"));
   }
   const auto rms = analyse("def f(h, s): return F.rms_norm(h, [h.shape[-1]], s, 1e-6)");
   ASSERT_TRUE(rms.complete()) << undecided(rms);

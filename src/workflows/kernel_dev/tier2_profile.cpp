@@ -72,12 +72,13 @@ Program named_weights_as_parameters(const Program& given, std::vector<std::strin
   program.inputs.clear();
   std::vector<std::string> taken, by_role;
   for (const auto& in : given.inputs) {
-    auto guess = default_param_for_name(in);
+    const bool reduced = in == given.inputs.front();  // the first argument stays the reduced tensor
+    const auto guess = default_param_for_name(in);
     const auto role = given.column_roles.find(in);
-    if (in != given.inputs.front() && role != given.column_roles.end()) {
+    if (!reduced && role != given.column_roles.end()) {
       program.params.push_back(ParamDecl{in, ParamShape::Channel, role->second, true});
       by_role.push_back(in);
-    } else if (guess && guess->shape == ParamShape::Channel && in != given.inputs.front()) {
+    } else if (!reduced && guess && guess->shape == ParamShape::Channel) {
       program.params.push_back(*guess);
       taken.push_back(in);
     } else {
