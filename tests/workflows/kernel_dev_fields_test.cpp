@@ -141,7 +141,11 @@ const std::vector<FieldCase> kCases = {
     {"tiling.strategy", "dyt", "tiling.strategy", "edited"},
     {"tiling.threads_per_block", "dyt", "tiling.threads_per_block", "128"},
     {"tiling.vector_bytes", "dyt", "tiling.vector_bytes", "8"},
+    // Tier 1 launches its own grid: refused at Act, naming the field (the Tier-2 edit is in
+    // TilingSetsTheDefaultLaunchOfTheGeneratedKernel).
     {"tiling.rows_per_block", "dyt", "tiling.rows_per_block", "4"},
+    {"tiling.backward_threads_per_block", "softmax", "tiling.backward_threads_per_block", "512"},
+    {"tiling.backward_rows_per_block", "softmax", "tiling.backward_rows_per_block", "4"},
     {"tiling.grid", "dyt", "tiling.grid", "edited"},
     {"tiling.parameter_gradients", "dyt", "tiling.parameter_gradients", "edited"},
     {"tiling.reason", "dyt", "tiling.reason", "edited"},
@@ -290,9 +294,58 @@ TEST(KernelDevProfileFields, TilingSetsTheDefaultLaunchOfTheGeneratedKernel) {
   YAML::Node row = base("softmax");
   row["tiling"]["threads_per_block"] = 512;
   const std::string rows = tuning(row);
-  EXPECT_NE(rows.find("{80, 256, {128}}"), std::string::npos) << rows;
-  EXPECT_NE(rows.find("{90, 4096, {512}}"), std::string::npos) << rows;
-  EXPECT_NE(rows.find("{90, INT64_MAX, {1024}}"), std::string::npos) << rows;
+  EXPECT_NE(rows.find("{80, 256, {128, 1}}"), std::string::npos) << rows;
+  EXPECT_NE(rows.find("{90, 4096, {512, 1}}"), std::string::npos) << rows;
+  EXPECT_NE(rows.find("{90, INT64_MAX, {1024, 1}}"), std::string::npos) << rows;
+  // Absent backward fields: the backward launches as the forward does.
+  const std::string backward = rows.substr(rows.find("kBackwardTuning[]"));
+  EXPECT_NE(backward.find("{90, 4096, {512, 1}}"), std::string::npos) << rows;
+
+  // Each direction its own launch: rows per block and the backward's block reach their tables.
+  row["tiling"]["rows_per_block"] = 2;
+  row["tiling"]["backward_threads_per_block"] = 128;
+  row["tiling"]["backward_rows_per_block"] = 4;
+  const std::string split = tuning(row);
+  const std::string forward_table = split.substr(split.find("kForwardTuning[]"), split.find("kBackwardTuning[]") - split.find("kForwardTuning[]"));
+  const std::string backward_table = split.substr(split.find("kBackwardTuning[]"));
+  EXPECT_NE(forward_table.find("{90, 4096, {512, 2}}"), std::string::npos) << split;
+  EXPECT_NE(backward_table.find("{90, 4096, {128, 4}}"), std::string::npos) << split;
+  EXPECT_NE(backward_table.find("{90, 256, {64, 4}}"), std::string::npos) << split;
+  EXPECT_NE(split.find("Config{512, 4}"), std::string::npos) << "the longest rows' backward: " << split;
+  row["tiling"]["backward_threads_per_block"] = 96 + 4;  // not a multiple of 32
+  EXPECT_THROW(staged(row), std::invalid_argument);
+  row["tiling"]["backward_threads_per_block"] = 128;
+  row["tiling"]["rows_per_block"] = 0;  // the schema's minimum for the other tiers; a row kernel needs 1..4096
+  EXPECT_NO_THROW(staged(row)) << "0 reads as one row per block";
+
+  // Tier 1 launches its own grid: a row-kernel field there is refused, naming it.
+  YAML::Node element_wise = base("dyt");
+  element_wise["tiling"]["backward_threads_per_block"] = 128;
+  try {
+    staged(element_wise);
+    ADD_FAILURE() << "a Tier-1 profile with tiling.backward_threads_per_block rendered";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("tiling.backward_threads_per_block"), std::string::npos) << e.what();
+  }
+}
+
+// The built-in Tier-2 profile's launch per direction (tier2_profile.cpp, measured on an H100): a
+// forward with one value per row runs 128 threads, a forward writing a row 256; both backwards 256
+// threads, one row per block.
+TEST(KernelDevProfileFields, Tier2LaunchDefaultsFollowWhatTheForwardWrites) {
+  auto tiling = [](const std::string& source) {
+    return kd::profile_to_yaml(kd::analyse({source, kd::InputKind::Auto, ""}, kb()))["tiling"];
+  };
+  const YAML::Node per_row = tiling("def f(x): return torch.logsumexp(x, dim=-1)");
+  EXPECT_EQ(per_row["threads_per_block"].as<int>(), 128);
+  EXPECT_EQ(per_row["backward_threads_per_block"].as<int>(), 256);
+  EXPECT_EQ(per_row["backward_rows_per_block"].as<int>(), 1);
+  const YAML::Node row_out = tiling("def f(x): return torch.softmax(x, dim=-1)");
+  EXPECT_EQ(row_out["threads_per_block"].as<int>(), 256);
+  EXPECT_EQ(row_out["rows_per_block"].as<int>(), 2);
+  EXPECT_EQ(row_out["backward_threads_per_block"].as<int>(), 256);
+  EXPECT_EQ(row_out["backward_rows_per_block"].as<int>(), 1);
+  EXPECT_FALSE(tiling("dynamic tanh")["backward_threads_per_block"]) << "Tier 1 has one launch";
 }
 
 // Tier 2: vector_bytes is the width of the row passes' accesses (kVectorBytes in tuning.h, read by

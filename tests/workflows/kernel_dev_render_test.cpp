@@ -356,10 +356,12 @@ TEST(KernelDevRender, Tier2RendersRowKernelFromTheRowProgram) {
                                "block_all_reduce<Reduce::kSum>(all_, shared_)", "v_ = M::exp((x - m));",
                                "y_r0_ = M::div(1.0f, s);", "y = (M::exp((x - m)) * y_r0_);", "dx = (y * (dy - g));",
                                "DeviceGuard guard(p.out);",
-                               "default_config(current_sm_arch(), p.cols, dtype)", "LIGER_STATUS_UNSUPPORTED_DTYPE"})
+                               "default_config(current_sm_arch(), p.cols, dtype, BACKWARD)", "LIGER_STATUS_UNSUPPORTED_DTYPE",
+                               "liger_softmax_backward_default_tunables"})
     EXPECT_NE(cu.content.find(expected), std::string::npos) << expected << "\n" << cu.content;
   EXPECT_EQ(cu.content.find("{{"), std::string::npos) << "unrendered tag";
-  EXPECT_NE(file(files, "softmax/tuning.h").content.find("kTuning[]"), std::string::npos);
+  for (const char* table : {"kForwardTuning[]", "kBackwardTuning[]"})
+    EXPECT_NE(file(files, "softmax/tuning.h").content.find(table), std::string::npos) << table;
   EXPECT_NE(file(files, "softmax_ref.cpp").content.find("dx = (y * (dy - g));"), std::string::npos);
   EXPECT_NE(file(files, "softmax_ref.h").content.find("//   per row: g = sum(dy * y); dx = y * (dy - g)"), std::string::npos)
       << file(files, "softmax_ref.h").content;

@@ -77,7 +77,10 @@ struct TilingSpec {
   std::string strategy;
   int threads_per_block = 256;
   int vector_bytes = 16;
-  int rows_per_block = 0;  // 0: not row-wise
+  int rows_per_block = 0;  // 0: not row-wise (Tier 2: rows one forward block strides over)
+  // Tier 2: the backward's own launch (0: the forward's threads_per_block / rows_per_block).
+  int backward_threads_per_block = 0;
+  int backward_rows_per_block = 0;
   std::string grid;
   std::string parameter_gradients;  // how parameter gradients are reduced
   std::string reason;

@@ -197,6 +197,8 @@ YAML::Node profile_to_yaml(const KernelProfile& p) {
     n["threads_per_block"] = t.threads_per_block;
     n["vector_bytes"] = t.vector_bytes;
     n["rows_per_block"] = t.rows_per_block;
+    if (t.backward_threads_per_block) n["backward_threads_per_block"] = t.backward_threads_per_block;
+    if (t.backward_rows_per_block) n["backward_rows_per_block"] = t.backward_rows_per_block;
     n["grid"] = t.grid;
     n["parameter_gradients"] = t.parameter_gradients;
     n["reason"] = t.reason;
@@ -345,6 +347,8 @@ KernelProfile profile_from_yaml(const YAML::Node& root) {
       spec.threads_per_block = t["threads_per_block"].as<int>();
       spec.vector_bytes = t["vector_bytes"].as<int>();
       spec.rows_per_block = t["rows_per_block"] ? t["rows_per_block"].as<int>() : 0;
+      spec.backward_threads_per_block = t["backward_threads_per_block"] ? t["backward_threads_per_block"].as<int>() : 0;
+      spec.backward_rows_per_block = t["backward_rows_per_block"] ? t["backward_rows_per_block"].as<int>() : 0;
       spec.grid = str(t, "grid");
       spec.parameter_gradients = str(t, "parameter_gradients");
       spec.reason = str(t, "reason");

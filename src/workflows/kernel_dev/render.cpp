@@ -24,6 +24,21 @@ namespace liger::kernel_dev {
 
 namespace mu = kainjow::mustache;
 
+void require_no_row_launch_fields(const KernelProfile& p, int fixed_rows_per_block, const std::string& kernel) {
+  if (!p.tiling) return;
+  const auto& t = *p.tiling;
+  // 0 and 1 both say "no block strides over rows"; a profile written by an LLM may carry either.
+  if (t.rows_per_block > 1)
+    throw std::invalid_argument("render: tiling.rows_per_block = " + std::to_string(t.rows_per_block) + ": " + kernel +
+                                " launches its own grid; set it back to " + std::to_string(fixed_rows_per_block) +
+                                " (rows per block are a Tier-2 row-kernel setting)");
+  for (const auto& [field, value] : {std::pair<const char*, int>{"backward_threads_per_block", t.backward_threads_per_block},
+                                     {"backward_rows_per_block", t.backward_rows_per_block}})
+    if (value != 0)
+      throw std::invalid_argument(std::string("render: tiling.") + field + " = " + std::to_string(value) + ": " + kernel +
+                                  " has one launch configuration (threads_per_block); remove the field");
+}
+
 namespace {
 
 std::string number_text(double value) {
@@ -145,6 +160,7 @@ void shared_fields(const KernelProfile& p, mu::data& d, const std::string& defau
 // resident threads per SM; problems up to 2^20 elements use half the block (at least 64) so
 // more SMs get work. (256 threads and 16 bytes give the library's {256, 16, 8} / {128, 16, 16}.)
 void tier1_tuning(const KernelProfile& p, mu::data& d) {
+  require_no_row_launch_fields(p, 0, "the Tier-1 element-wise kernel");
   const int threads = p.tiling ? p.tiling->threads_per_block : 256;
   const int vector = p.tiling ? p.tiling->vector_bytes : 16;
   if (threads < 64 || threads > 1024 || threads % 32 != 0)
@@ -161,38 +177,55 @@ void tier1_tuning(const KernelProfile& p, mu::data& d) {
   d.set("vector_bytes", std::to_string(vector));
 }
 
-// Tier 2: one block per row; threads_per_block is the block for rows of up to 4096 columns and
-// the other row-length classes scale with it (64..1024), as 64/128/256/512/1024 do around 256.
-// vector_bytes is the width of the row passes' accesses (kVectorBytes).
+// Tier 2: blocks of rows, a launch per direction. threads_per_block / backward_threads_per_block
+// are the blocks for rows of up to 4096 columns and the other row-length classes scale with them
+// (64..1024), as 64/128/256/512/1024 do around 256; rows_per_block / backward_rows_per_block are
+// the rows one block strides over. vector_bytes is the width of the row passes' accesses
+// (kVectorBytes).
 void tier2_tuning(const KernelProfile& p, mu::data& d) {
-  const int threads = p.tiling ? p.tiling->threads_per_block : 256;
   const int vector = p.tiling ? p.tiling->vector_bytes : 16;
   if (vector != 2 && vector != 4 && vector != 8 && vector != 16)
     throw std::invalid_argument("render: tiling.vector_bytes = " + std::to_string(vector) + " (want 16, 8, 4 or 2)");
   d.set("vector_bytes", std::to_string(vector));
-  if (threads < 64 || threads > 1024 || threads % 32 != 0)
-    throw std::invalid_argument("render: tiling.threads_per_block = " + std::to_string(threads) +
-                                " is not a block the row kernel launches (64..1024, a multiple of 32)");
+  const int forward_threads = p.tiling ? p.tiling->threads_per_block : 256;
+  const int forward_rows = p.tiling ? std::max(1, p.tiling->rows_per_block) : 1;
+  const int backward_threads = p.tiling && p.tiling->backward_threads_per_block ? p.tiling->backward_threads_per_block : forward_threads;
+  const int backward_rows = p.tiling && p.tiling->backward_rows_per_block ? p.tiling->backward_rows_per_block : forward_rows;
+  auto check_threads = [](const char* field, int threads) {
+    if (threads < 64 || threads > 1024 || threads % 32 != 0)
+      throw std::invalid_argument(std::string("render: tiling.") + field + " = " + std::to_string(threads) +
+                                  " is not a block the row kernel launches (64..1024, a multiple of 32)");
+  };
+  auto check_rows = [](const char* field, int rows) {
+    if (rows < 1 || rows > 4096)
+      throw std::invalid_argument(std::string("render: tiling.") + field + " = " + std::to_string(rows) + " (want 1..4096)");
+  };
+  check_threads("threads_per_block", forward_threads);
+  check_threads("backward_threads_per_block", backward_threads);
+  check_rows("rows_per_block", forward_rows);
+  check_rows("backward_rows_per_block", backward_rows);
   const std::vector<std::pair<std::string, int>> classes = {
       {"256", 64}, {"1024", 128}, {"4096", 256}, {"16384", 512}, {"INT64_MAX", 1024}};
-  auto scaled = [&](int base) { return std::clamp(base * threads / 256 / 32 * 32, 64, 1024); };
-  for (const char* arch : {"80", "90"}) {
-    std::string row = "    ";
+  auto scaled = [](int base, int threads) { return std::clamp(base * threads / 256 / 32 * 32, 64, 1024); };
+  auto table = [&](const char* arch, int threads, int rows) {
+    std::string line = "    ";
     for (std::size_t i = 0; i < classes.size(); ++i) {
-      std::string cell = "{" + std::string(arch) + ", " + classes[i].first + ", {" + std::to_string(scaled(classes[i].second)) + "}},";
+      std::string cell = "{" + std::string(arch) + ", " + classes[i].first + ", {" +
+                         std::to_string(scaled(classes[i].second, threads)) + ", " + std::to_string(rows) + "}},";
       // the columns line up as in the hand-written tables
-      if (i + 1 < classes.size()) cell += std::string(cell.size() < 18 ? 18 - cell.size() : 1, ' ');
-      row += cell;
+      if (i + 1 < classes.size()) cell += std::string(cell.size() < 21 ? 21 - cell.size() : 1, ' ');
+      line += cell;
     }
-    d.set(std::string("tuning_row_") + arch, row);
+    return line;
+  };
+  for (const char* arch : {"80", "90"}) {
+    d.set(std::string("forward_row_") + arch, table(arch, forward_threads, forward_rows));
+    d.set(std::string("backward_row_") + arch, table(arch, backward_threads, backward_rows));
   }
-  d.set("config_longest", "{" + std::to_string(scaled(1024)) + "}");
-  // tiling.rows_per_block: rows one block strides over. The next-row prefetch of the resident
-  // kernel (pipeline depth 2) measured slower and stays a tunable, off by default.
-  const int rows_per_block = p.tiling ? std::max(1, p.tiling->rows_per_block) : 1;
-  if (rows_per_block > 4096)
-    throw std::invalid_argument("render: tiling.rows_per_block = " + std::to_string(rows_per_block) + " (want 1..4096)");
-  d.set("rows_per_block", std::to_string(rows_per_block));
+  d.set("forward_longest", "{" + std::to_string(scaled(1024, forward_threads)) + ", " + std::to_string(forward_rows) + "}");
+  d.set("backward_longest", "{" + std::to_string(scaled(1024, backward_threads)) + ", " + std::to_string(backward_rows) + "}");
+  // The next-row prefetch of the resident kernel (pipeline depth 2) measured slower and stays a
+  // tunable, off by default.
   d.set("pipeline_depth", "1");
   // Streamed passes by default: on an H100 (bf16 16384x4096, 256 threads, 2026-11-26) softmax took
   // 104.7 us forward / 149.3 us backward (2 rows per block; 106.9 / 148.8 with 1) against 124.5 /
@@ -200,6 +233,7 @@ void tier2_tuning(const KernelProfile& p, mu::data& d) {
   // and the later passes hit L1/L2.
   d.set("row_stages", "1");
 }
+
 
 mu::data context(const KernelProfile& p) {
   if (p.tier != 1) throw std::invalid_argument("render: profile '" + p.op_name + "' is not Tier 1 (tier " + std::to_string(p.tier) + ")");

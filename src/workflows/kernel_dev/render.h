@@ -24,6 +24,12 @@ struct RenderedFile {
 // undecided fields) and std::runtime_error when a template is missing or malformed.
 std::vector<RenderedFile> render(const KernelProfile& profile, const std::filesystem::path& templates_dir);
 
+// The kernels that launch their own grid (Tier 1 element-wise, segments, fused linear) take no
+// row-kernel launch fields: tiling.rows_per_block must be 0 or 1 (`fixed_rows_per_block` is the
+// one the analyser writes, named in the error) and the backward_* fields absent. Throws std::invalid_argument naming the field otherwise, so an edit
+// the kernel cannot act on is refused at Act instead of silently ignored.
+void require_no_row_launch_fields(const KernelProfile& profile, int fixed_rows_per_block, const std::string& kernel);
+
 // The new files (not inserts) of `files` that already exist under `repo_root`: a generated op
 // must not overwrite a library kernel (e.g. the hand-written swiglu) unless the run is --modify.
 std::vector<std::string> existing_paths(const std::vector<RenderedFile>& files, const std::filesystem::path& repo_root);

@@ -66,6 +66,7 @@ mu::data context(const KernelProfile& p) {
   d.set("learnable", mu::list{});
   d.set("hyperparameters", mu::list{});
 
+  require_no_row_launch_fields(p, 0, "the segment kernel");
   const int threads = p.tiling ? p.tiling->threads_per_block : 256;
   const int vector = p.tiling ? p.tiling->vector_bytes : 16;
   if (threads < 64 || threads > 1024 || threads % 32 != 0)

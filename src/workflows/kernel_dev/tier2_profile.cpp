@@ -149,8 +149,8 @@ void derive_tier2(KernelProfile& p, const Program& program, const KnowledgeBase&
 
   ForwardSpec f;
   f.expression = joined(d.forward_text, "; ");
-  f.cuda = "// generated from row_program: the row loaded once into registers, one pass over them per reduction (fp32 "
-           "block reduction), then the output pass\n";
+  f.cuda = "// generated from row_program: one pass over the row per reduction (fp32 block reduction), then the "
+           "output pass\n";
   f.reference = "// generated from row_program, in fp64\n";
   p.forward = f;
   BackwardSpec b;
@@ -214,25 +214,30 @@ void derive_tier2(KernelProfile& p, const Program& program, const KnowledgeBase&
   p.gradients = gradients;
 
   TilingSpec t;
-  t.strategy = "one row per block, the row held in registers (chunks of 16 bytes per thread, loaded once); one pass "
-               "over the registers per reduction with an fp32 warp-shuffle + shared-memory block reduction, then the "
-               "element-wise pass; rows too long for the registers take a strided multi-pass fallback";
-  // 256 threads (two 16-byte chunks per thread at 4096 columns). H200 sweep of the generated ops,
-  // bf16 16384x4096, forward / backward us at 128 / 256 / 512 / 1024 threads (2026-11-26):
-  // softmax 122 / 139 / 161 / 430 and 194 / 168 / 181 / 354; layer_norm 107 / 119 / 145 / 415 and
-  // 272 / 247 / 314 / 739. These kernels are bound by instructions per element, not by loads in
-  // flight (unlike the library's RMSNorm, best at 512 threads of one vector), so fewer threads with
-  // more columns each win the forward and 256 the sum of both.
-  t.threads_per_block = 256;
+  t.strategy = "blocks of rows, a launch per direction: a block owns one row at a time and strides over rows_per_block "
+               "rows; each reduction is a pass over the row streamed from memory (the first from DRAM, the others "
+               "from L1/L2) with an fp32 warp-shuffle + shared-memory block reduction, then the element-wise pass; "
+               "16-byte accesses (narrowed for unaligned rows)";
+  // The launch per direction, from one H100 build of six generated ops (bf16 16384x4096, every
+  // shape measured in one process, 2026-11-27: docs/benchmarks/raw/2026-11-27-h100-session21-row-
+  // block-shapes.md). Streamed passes are bound by instructions per element and loads in flight:
+  // - a forward whose only output is one value per row (logsumexp, a row's entropy, KL between
+  //   rows) reads and writes no row: 128 threads with 4 chunks each beat 256 by 1.13-1.22x
+  //   (66.1 -> 57.4, 98.0 -> 80.3, 168.1 -> 148.4 us at 2 rows per block), while the forwards
+  //   that write a row lose at 128 (softmax 103.3 -> 163.1, LayerNorm 100.8 -> 169.9);
+  // - 256 threads x 2 rows: the best of the row-writing forwards within 2.1%;
+  // - backward, 256 threads x 1 row: softmax's (reads y and dy, writes dx) 173.7 -> 142.0 us
+  //   against 2 rows per block, the other five within 1% of their best at 256 threads.
+  t.threads_per_block = d.per_row_output ? 128 : 256;
   t.vector_bytes = 16;
-  // Two rows per block: 104.7 against 106.9 us for softmax forward (H100, bf16 16384x4096,
-  // streamed passes, 2026-11-26), the same within 0.3% backward.
   t.rows_per_block = 2;
-  t.grid = "x: rows / rows_per_block (each block strides over its rows)";
+  t.backward_threads_per_block = 256;
+  t.backward_rows_per_block = 1;
+  t.grid = "x: forward rows / rows_per_block, backward rows / backward_rows_per_block (each block strides over its rows)";
   if (r.param_gradients.empty()) {
     t.parameter_gradients = "none (no learnable parameters)";
   } else {
-    t.grid = "x: in the backward one wave of the blocks that fit on the SMs at once, at most 8 per SM (each block strides over rows and sums its weight gradients)";
+    t.grid = "x: forward rows / rows_per_block; in the backward one wave of the blocks that fit on the SMs at once, at most 8 per SM (each block strides over rows and sums its weight gradients)";
     t.parameter_gradients = "each backward block accumulates its rows' weight-gradient contributions per column in fp32 "
                             "(by default the row streams and the sums live in the block's shared memory when all weights' columns fit "
                             "48 KB; else the row is held and the sums are in registers, or in the block's own row of the fp32 "
@@ -240,8 +245,8 @@ void derive_tier2(KernelProfile& p, const Program& program, const KnowledgeBase&
                             "partial row per weight, and a second kernel sums the partials over the blocks in a fixed "
                             "order (deterministic)";
   }
-  t.reason = "a row is reduced inside one block, so no inter-block synchronisation; with the row in registers each "
-             "tensor crosses DRAM once however many reductions the row program has";
+  t.reason = "a row is reduced inside one block, so no inter-block synchronisation; the later passes over a row "
+             "hit L1/L2, so each tensor crosses DRAM about once however many reductions the row program has";
   p.tiling = t;
 
   BenchmarkSpec bench;

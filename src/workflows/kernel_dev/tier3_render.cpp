@@ -86,6 +86,7 @@ mu::data context(const KernelProfile& p) {
   d.set("bench_tokens", std::to_string(s.bench_tokens));
   d.set("bench_hidden", std::to_string(s.bench_hidden));
   d.set("bench_vocab", std::to_string(s.bench_vocab));
+  require_no_row_launch_fields(p, 1, "the fused-linear kernel");
   const int threads = p.tiling ? p.tiling->threads_per_block : 1024;
   if (threads < 32 || threads > 1024 || threads % 32 != 0)
     throw std::invalid_argument("render: tiling.threads_per_block = " + std::to_string(threads) +
