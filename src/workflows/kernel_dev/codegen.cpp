@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <map>
 #include <set>
+#include <sstream>
 
 namespace liger::kernel_dev {
 
@@ -36,7 +37,8 @@ namespace {
 
 class Emitter {
  public:
-  Emitter(Dialect dialect, std::string indent) : d_(dialect), indent_(std::move(indent)) {}
+  Emitter(Dialect dialect, std::string indent, std::set<std::string> invariants)
+      : d_(dialect), indent_(std::move(indent)), invariants_(std::move(invariants)) {}
 
   void count(const Expr& e) {
     if (e->args.empty()) return;
@@ -50,6 +52,16 @@ class Emitter {
     std::string key = to_string(e);
     auto known = temps_.find(key);
     if (known != temps_.end()) return known->second;
+    // A subexpression of parameters and constants alone (softplus(alpha), 1 - sigmoid(g)) gets its
+    // own statement ahead of every element-dependent branch: the same value for every element, so
+    // the compiler evaluates it once per thread instead of inside each element's conditional code
+    // (XIELU's two softplus and two sigmoid of learnable scalars were recomputed per element).
+    if (!inside_invariant_ && invariant(e)) {
+      inside_invariant_ = true;
+      std::string code = build(e);
+      inside_invariant_ = false;
+      return bind(key, code);
+    }
     std::string code = build(e);
     if (uses_[key] > 1) return bind(key, code);
     return code;
@@ -146,8 +158,17 @@ class Emitter {
     return std::string(d_ == Dialect::CudaF32 ? it->second.first : it->second.second) + "(" + x + ")";
   }
 
+  bool invariant(const Expr& e) const {
+    if (invariants_.empty() || e->args.empty()) return false;
+    for (const auto& symbol : free_symbols(e))
+      if (!invariants_.count(symbol)) return false;
+    return true;
+  }
+
   Dialect d_;
   std::string indent_;
+  std::set<std::string> invariants_;
+  bool inside_invariant_ = false;
   std::map<std::string, int> uses_;
   std::map<std::string, std::string> temps_;
 };
@@ -155,8 +176,8 @@ class Emitter {
 }  // namespace
 
 EmittedCode emit_statements(const std::vector<std::pair<std::string, Expr>>& outputs, Dialect dialect,
-                            const std::string& indent) {
-  Emitter emitter(dialect, indent);
+                            const std::string& indent, const std::set<std::string>& invariants) {
+  Emitter emitter(dialect, indent, invariants);
   for (const auto& [name, e] : outputs) emitter.count(e);
   std::string assignments;
   for (const auto& [name, e] : outputs) {
@@ -308,9 +329,13 @@ Tier1Code generate_tier1(const Program& program, const CodegenOptions& options) 
     if (p.learnable) code.backward.push_back({"d" + p.name, simplify(mul(sym(upstream), derivative(forward, p.name)))});
   code.forward_device = options.rewrites ? rewrite_for_device(code.forward, &code.rewrites_applied) : code.forward;
   code.backward_device = options.rewrites ? rewrite_for_device(code.backward, &code.rewrites_applied) : code.backward;
-  code.forward_cuda = emit_statements(code.forward_device, Dialect::CudaF32);
+  // Scalar parameters (learnable or the module's) are the same for every element.
+  std::set<std::string> invariants;
+  for (const auto& p : program.params)
+    if (p.shape == ParamShape::Scalar) invariants.insert(p.name);
+  code.forward_cuda = emit_statements(code.forward_device, Dialect::CudaF32, "  ", invariants);
   code.forward_reference = emit_statements(code.forward, Dialect::CppF64);
-  code.backward_cuda = emit_statements(code.backward_device, Dialect::CudaF32);
+  code.backward_cuda = emit_statements(code.backward_device, Dialect::CudaF32, "  ", invariants);
   code.backward_reference = emit_statements(code.backward, Dialect::CppF64);
   return code;
 }
@@ -341,6 +366,58 @@ std::set<std::string> identifiers(const std::string& code) {
     }
   }
   return out;
+}
+
+SplitStatements split_per_thread_statements(const std::string& cuda, const std::set<std::string>& invariant_symbols) {
+  SplitStatements split;
+  std::set<std::string> known = invariant_symbols;
+  // Every name the expression reads is a per-thread value, or a function it calls.
+  auto reads_only_known = [&](const std::string& expression) {
+    for (std::size_t i = 0; i < expression.size();) {
+      const unsigned char c = static_cast<unsigned char>(expression[i]);
+      if (std::isdigit(c)) {
+        while (i < expression.size() && (std::isalnum(static_cast<unsigned char>(expression[i])) || expression[i] == '.')) ++i;
+        continue;
+      }
+      if (!std::isalpha(c) && c != '_') {
+        ++i;
+        continue;
+      }
+      std::size_t j = i + 1;
+      while (j < expression.size() && (std::isalnum(static_cast<unsigned char>(expression[j])) || expression[j] == '_')) ++j;
+      const std::size_t next = expression.find_first_not_of(' ', j);
+      const bool call = next != std::string::npos && expression[next] == '(';
+      const bool member = i >= 2 && expression.compare(i - 2, 2, "::") == 0;
+      const std::string id = expression.substr(i, j - i);
+      if (!call && !member && !(id == "M" && expression.compare(j, 2, "::") == 0) && !known.count(id)) return false;
+      i = j;
+    }
+    return true;
+  };
+  int depth = 0;
+  std::stringstream lines(cuda);
+  for (std::string line; std::getline(lines, line);) {
+    const std::size_t begin = line.find_first_not_of(" \t");
+    const std::string text = begin == std::string::npos ? "" : line.substr(begin);
+    static const std::string prefix = "const float ";
+    if (depth == 0 && text.compare(0, prefix.size(), prefix) == 0 && text.back() == ';' &&
+        text.find_first_of("{}") == std::string::npos) {
+      const std::size_t name_end =
+          text.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_", prefix.size());
+      const std::string name = text.substr(prefix.size(), name_end - prefix.size());
+      const std::size_t equals = name_end == std::string::npos ? name_end : text.find_first_not_of(' ', name_end);
+      if (!name.empty() && equals != std::string::npos && text[equals] == '=' && text.compare(equals, 2, "==") != 0 &&
+          reads_only_known(text.substr(equals + 1, text.size() - equals - 2))) {
+        split.per_thread += line + "\n";
+        split.names.push_back(name);
+        known.insert(name);
+        continue;
+      }
+    }
+    for (char c : text) depth += c == '{' ? 1 : c == '}' ? -1 : 0;
+    split.per_element += line + "\n";
+  }
+  return split;
 }
 
 Tier1Traffic tier1_traffic(const std::vector<std::string>& inputs, const std::string& output, int channel_params,

@@ -23,9 +23,11 @@ struct EmittedCode {
   int temporaries = 0;
 };
 
-// Outputs are assigned in order; `indent` prefixes every line.
+// Outputs are assigned in order; `indent` prefixes every line. Each largest subexpression whose
+// symbols are all `invariants` (scalar parameters: the same for every element) is a named
+// temporary of its own, computed before any element-dependent code.
 EmittedCode emit_statements(const std::vector<std::pair<std::string, Expr>>& outputs, Dialect dialect,
-                            const std::string& indent = "  ");
+                            const std::string& indent = "  ", const std::set<std::string>& invariants = {});
 
 // A literal in the dialect ("1.702f", "(-0.5f)", "1.702").
 std::string emit_literal(double value, Dialect dialect);
@@ -73,6 +75,20 @@ const std::vector<RewriteRule>& rewrite_rules();
 // function); `applied` collects the names of the rules that fired.
 std::vector<std::pair<std::string, Expr>> rewrite_for_device(const std::vector<std::pair<std::string, Expr>>& outputs,
                                                              std::vector<std::string>* applied = nullptr);
+
+// ---------------------------------------------------------------------------------------------
+// The statements of a Tier-1 direction (profile forward.cuda / backward.cuda, generated or edited)
+// split into what is the same for every element and what is not. A line `const float NAME = ...;`
+// at brace depth 0 that reads only `invariant_symbols` (scalar parameters, module parameters),
+// earlier such names, literals and function calls is a per-thread value: the kernel computes it
+// once per thread before its loop over elements (nvcc neither hoists nor shares the SFU
+// instructions of such a value between the elements of a vector).
+struct SplitStatements {
+  std::string per_thread;          // the per-thread declarations, in order
+  std::vector<std::string> names;  // the names they declare
+  std::string per_element;         // every other line, in order
+};
+SplitStatements split_per_thread_statements(const std::string& cuda, const std::set<std::string>& invariant_symbols);
 
 // ---------------------------------------------------------------------------------------------
 // Memory traffic of a generated Tier-1 op: which tensors each direction must read and write.

@@ -369,7 +369,21 @@ mu::data context(const KernelProfile& p) {
   d.set("tanh_approx_fp16", approx.tanh_approx_fp16 ? "1" : "0");
   d.set("fast_log_fp32", approx.fast_log_fp32 ? "1" : "0");
 
-  d.set("forward_cuda", indent_lines(p.forward->cuda, ""));
+  // Values of the scalar parameters alone are computed once per thread (forward_invariants /
+  // backward_invariants in the kernel), the rest per element.
+  std::set<std::string> invariant_symbols;
+  for (const auto& l : p.learnable_parameters)
+    if (l.shape != "channel") invariant_symbols.insert(l.name);
+  for (const auto& m : p.module_parameters) invariant_symbols.insert(m.name);
+  auto per_thread = [&](const std::string& direction, const std::string& cuda) {
+    const SplitStatements split = split_per_thread_statements(cuda, invariant_symbols);
+    mu::list names;
+    for (const auto& name : split.names) names.push_back(mu::object{{"name", name}});
+    d.set(direction + "_invariants", names);
+    d.set(direction + "_invariant_cuda", indent_lines(split.per_thread, ""));
+    d.set(direction + "_cuda", indent_lines(split.per_element, ""));
+  };
+  per_thread("forward", p.forward->cuda);
   // A backward whose every statement is d<input> = d<output> (a straight-through estimator, x + c):
   // the binding returns the upstream gradient without a launch.
   bool identity_backward = learnable.empty();
@@ -389,7 +403,7 @@ mu::data context(const KernelProfile& p) {
   // The packed entry of a cut argument always launches the backward (it writes into the
   // argument's gradient); the parts entry keeps the shortcut.
   d.set("identity_backward", mu::data(identity_backward));
-  d.set("backward_cuda", indent_lines(p.backward->cuda, ""));
+  per_thread("backward", p.backward->cuda);
   d.set("forward_reference", indent_lines(p.forward->reference, "    "));
   d.set("backward_reference", indent_lines(p.backward->reference, "    "));
 
