@@ -372,3 +372,100 @@ TEST(KernelDevRoofline, GeneratedKernelsMove16ByteVectors) {
     std::filesystem::remove_all(root);
   }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Values of the scalar parameters alone, once per thread.
+
+TEST(KernelDevRoofline, ParameterOnlyStatementsAreSplitOffPerThread) {
+  const std::string cuda =
+      "const float t0 = (beta * input);\n"
+      "const float t1 = (beta + ((alpha > 2e+01f) ? alpha : M::softplus(alpha)));\n"
+      "const float t2 = (t1 * 0.5f);\n"
+      "const float t3 = (t0 * t1);\n"
+      "{\n"
+      "  const float t4 = beta;\n"
+      "}\n"
+      "const float t5 = static_cast<float>(beta);\n"
+      "y = ((input > 0.0f) ? (t2 * input) : t3);\n";
+  const kd::SplitStatements split = kd::split_per_thread_statements(cuda, {"alpha", "beta"});
+  EXPECT_EQ(split.names, (std::vector<std::string>{"t1", "t2"}));
+  EXPECT_EQ(split.per_thread,
+            "const float t1 = (beta + ((alpha > 2e+01f) ? alpha : M::softplus(alpha)));\nconst float t2 = (t1 * 0.5f);\n");
+  // What reads the element (t0 = beta * input, then t3), sits in a block, or reads something the
+  // split does not know (a cast) stays per element, in order.
+  EXPECT_EQ(split.per_element,
+            "const float t0 = (beta * input);\nconst float t3 = (t0 * t1);\n{\n  const float t4 = beta;\n}\n"
+            "const float t5 = static_cast<float>(beta);\ny = ((input > 0.0f) ? (t2 * input) : t3);\n");
+  EXPECT_TRUE(kd::split_per_thread_statements(cuda, {}).names.empty()) << "no parameters: nothing is per thread";
+}
+
+// XIELU (transformers' activations.py): softplus of two learnable scalars. The generated statements
+// name them as values of their own, the kernel computes them once per thread, and in the PTX of
+// the bf16 8-wide forward the log of each softplus appears once (per element: 8 times each, or more).
+TEST(KernelDevRoofline, SoftplusOfALearnableScalarIsComputedOncePerThread) {
+  const std::string xielu =
+      "class XIELU(nn.Module):\n"
+      "    def __init__(self, alpha_p_init=0.8, alpha_n_init=0.8, beta=0.5, eps=-1e-6):\n"
+      "        super().__init__()\n"
+      "        self.alpha_p = nn.Parameter(torch.log(torch.expm1(torch.tensor(alpha_p_init))).unsqueeze(0))\n"
+      "        self.alpha_n = nn.Parameter(torch.log(torch.expm1(torch.tensor(alpha_n_init - beta))).unsqueeze(0))\n"
+      "        self.beta = beta\n"
+      "        self.eps = eps\n"
+      "    def forward(self, x):\n"
+      "        alpha_p = nn.functional.softplus(self.alpha_p)\n"
+      "        alpha_n = self.beta + nn.functional.softplus(self.alpha_n)\n"
+      "        return torch.where(x > 0, alpha_p * x * x + self.beta * x,\n"
+      "                           (torch.expm1(torch.min(x, torch.tensor(self.eps))) - x) * alpha_n + self.beta * x)\n";
+  kd::KernelProfile p = kd::analyse({xielu, kd::InputKind::Auto, ""}, kb());
+  ASSERT_EQ(p.tier, 1) << p.tier_reason;
+  auto files = kd::render(p, kSource / "templates/kernel_dev");
+  const std::string kernel = rendered(files, "kernels/src/" + p.op_name + "/" + p.op_name + ".cu").content;
+  const std::size_t forward_values = kernel.find("struct ForwardInvariants {");
+  ASSERT_NE(forward_values, std::string::npos);
+  const std::string fields = kernel.substr(forward_values, kernel.find("};", forward_values) - forward_values);
+  EXPECT_EQ(std::count(fields.begin(), fields.end(), ';'), 2) << fields;
+  EXPECT_NE(kernel.find("forward_values = forward_invariants<T>(sc, p.options);"), std::string::npos);
+
+  std::string nvcc;
+  if (std::system("command -v nvcc >/dev/null 2>&1") == 0) nvcc = "nvcc";
+  else if (std::filesystem::exists("/usr/local/cuda/bin/nvcc")) nvcc = "/usr/local/cuda/bin/nvcc";
+  if (nvcc.empty()) GTEST_SKIP() << "nvcc not found (PATH, /usr/local/cuda/bin): the PTX was not inspected";
+  const std::filesystem::path root =
+      std::filesystem::temp_directory_path() / ("liger_kdev_invariants_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(root);
+  for (const auto& f : files) {
+    if (f.insert) continue;
+    std::filesystem::create_directories((root / f.path).parent_path());
+    std::ofstream(root / f.path) << f.content;
+  }
+  // log2 instructions in the bf16, 8-wide forward kernel, built once per thread and per element.
+  auto forward_logs = [&](int per_thread) {
+    const std::string ptx = (root / ("kernel" + std::to_string(per_thread) + ".ptx")).string();
+    const std::string command = nvcc + " -std=c++17 -ptx -O3 --expt-relaxed-constexpr -arch=sm_90 -DLIGER_KD_PER_THREAD_INVARIANTS=" +
+                                std::to_string(per_thread) + " -I" + (root / "kernels/include").string() + " -I" +
+                                (root / "kernels/src").string() + " -I" + (kSource / "kernels/include").string() + " -I" +
+                                (kSource / "kernels/src").string() + " " +
+                                (root / ("kernels/src/" + p.op_name + "/" + p.op_name + ".cu")).string() + " -o " + ptx + " >" +
+                                (root / "nvcc.log").string() + " 2>&1";
+    EXPECT_EQ(std::system(command.c_str()), 0) << command;
+    std::ifstream in(ptx);
+    std::stringstream text;
+    text << in.rdbuf();
+    const std::string all = text.str();
+    for (std::size_t at = all.find(".entry "); at != std::string::npos;) {
+      const std::size_t next = all.find(".entry ", at + 1);
+      const std::string body = all.substr(at, next == std::string::npos ? std::string::npos : next - at);
+      at = next;
+      const std::string name = body.substr(0, body.find('('));
+      if (name.find("_kernelI13__nv_bfloat16") == std::string::npos || name.find("Li8ELb0E") == std::string::npos) continue;
+      int logs = 0;
+      for (std::size_t k = body.find("lg2.approx"); k != std::string::npos; k = body.find("lg2.approx", k + 1)) ++logs;
+      return logs;
+    }
+    ADD_FAILURE() << "no bf16 8-wide forward kernel in " << ptx;
+    return -1;
+  };
+  EXPECT_EQ(forward_logs(1), 2) << "one log per softplus of a parameter, per thread";
+  EXPECT_GE(forward_logs(0), 16) << "the per-element baseline (LIGER_KD_PER_THREAD_INVARIANTS=0) is what it replaced";
+  std::filesystem::remove_all(root);
+}
