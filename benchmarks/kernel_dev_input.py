@@ -103,17 +103,32 @@ def _module_function(torch, cls, names, params, module_params, cols):
         module = cls(**kwargs)
     except Exception as exc:  # noqa: BLE001 - reported as the reason for the fallback
         raise InputCodeError(f"{cls.__name__}(**{kwargs}) failed: {exc.__class__.__name__}: {exc}") from None
-    state_names = [k for k, _ in module.named_parameters()] + [k for k, _ in module.named_buffers()]
+    tensors = dict(module.named_buffers())
+    tensors.update(dict(module.named_parameters()))
+    state_names = list(tensors)
+
+    def owner(n):
+        hits = [k for k in state_names if k == n or k.split(".")[-1] == n or k.replace(".", "_") == n]
+        return hits[0] if len(hits) == 1 else None
+
+    # The op's parameter -> (state key, element index or None). An element of a parameter the code
+    # indexes (PolyNorm's self.weight[0]) is a scalar of the op named <parameter>_<index>.
     mapping = {}
     for n in params:
-        if n in state_names:
-            mapping[n] = n
-        else:
-            tails = [k for k in state_names if k.split(".")[-1] == n or k.replace(".", "_") == n]
-            if len(tails) != 1:
-                raise InputCodeError(f"the op's parameter '{n}' matches {tails or 'nothing'} in {cls.__name__}")
-            mapping[n] = tails[0]
-    unmatched = [k for k, _ in module.named_parameters() if k not in mapping.values()]
+        key = owner(n)
+        if key is not None:
+            mapping[n] = (key, None)
+            continue
+        base, _, index = n.rpartition("_")
+        key = owner(base) if index.isdigit() else None
+        if key is None:
+            raise InputCodeError(f"the op's parameter '{n}' matches nothing (or several) in {cls.__name__}")
+        mapping[n] = (key, int(index))
+    for key in {k for k, i in mapping.values() if i is not None}:
+        given = sorted(i for k, i in mapping.values() if k == key)
+        if given != list(range(tensors[key].numel())):
+            raise InputCodeError(f"{cls.__name__}.{key} has {tensors[key].numel()} elements; the op gives elements {given}")
+    unmatched = [k for k, _ in module.named_parameters() if k not in {key for key, _ in mapping.values()}]
     if unmatched:
         raise InputCodeError(f"{cls.__name__} has parameters the op does not take: {unmatched}")
     forward = _bind(module.forward, names, {})
@@ -123,11 +138,15 @@ def _module_function(torch, cls, names, params, module_params, cols):
         module.to(first.device)
         state = {k: v.to(first.dtype) if v.is_floating_point() else v
                  for k, v in list(module.named_buffers())}
-        for n, key in mapping.items():
-            own = dict(module.named_parameters()).get(key)
-            if own is None:
-                own = dict(module.named_buffers())[key]
-            state[key] = values[n].reshape(own.shape)
+        elements = {}
+        for n, (key, index) in mapping.items():
+            if index is None:
+                state[key] = values[n].reshape(tensors[key].shape)
+            else:
+                elements.setdefault(key, {})[index] = values[n].reshape(())
+        for key, parts in elements.items():
+            # stacked from the op's scalars, so the gradients reach them
+            state[key] = torch.stack([parts[i] for i in range(len(parts))]).reshape(tensors[key].shape)
         return torch.func.functional_call(module, state, tuple(values[k] for k in names))
 
     return call

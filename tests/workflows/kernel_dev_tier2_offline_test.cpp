@@ -350,10 +350,8 @@ TEST(KernelDevTier2Offline, DeclinesWhatTheRowTemplateCannotGenerate) {
     std::string source, says;
   };
   const std::vector<Case> cases = {
-      // A learnable scalar (several input tensors are generated: kernel_dev_tier2_inputs_test.cpp).
-      {"class ScaledSoftmax(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.scale = nn.Parameter(torch.tensor(1.0))\n"
-       "    def forward(self, x):\n        return torch.softmax(self.scale * x, dim=-1)",
-       "learnable scalar"},
+      // (Learnable scalars and several input tensors are generated: kernel_dev_tier2_weights_test.cpp,
+      // kernel_dev_tier2_inputs_test.cpp.)
       // A norm module built inside forward: fresh parameters on every call (one built in __init__
       // is generated: kernel_dev_tier2_modules_test.cpp).
       {"def f(x):\n    return nn.LayerNorm(x.shape[-1])(x)", "build it once in __init__"},

@@ -284,13 +284,37 @@ TEST(KernelDevTier2Weights, NamesKeepTheLibraryRule) {
   EXPECT_TRUE(p.complete()) << undecided(p);
 }
 
-TEST(KernelDevTier2Weights, LearnableScalarIsDeclinedWithTheReason) {
+// A learnable scalar (PolyNorm's coefficients, a softmax's learnable temperature) is a per-column
+// weight with every column equal: the kernel takes it broadcast, the binding sums its gradient over
+// the columns, and the module holds one element.
+TEST(KernelDevTier2Weights, LearnableScalarsAreBroadcastWeightsSummedOverColumns) {
   const auto p = analyse("class ScaledSoftmax(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
                          "        self.scale = nn.Parameter(torch.tensor(1.0))\n    def forward(self, x):\n"
                          "        return torch.softmax(self.scale * x, dim=-1)");
-  EXPECT_FALSE(p.complete());
-  ASSERT_TRUE(p.undecided.count("row_program")) << undecided(p);
-  EXPECT_NE(p.undecided.at("row_program").find("'scale' is a learnable scalar"), std::string::npos) << undecided(p);
+  ASSERT_TRUE(p.complete()) << undecided(p);
+  ASSERT_EQ(p.tier, 2);
+  ASSERT_EQ(p.learnable_parameters.size(), 1u);
+  EXPECT_EQ(p.learnable_parameters[0].shape, "scalar");
+  ASSERT_TRUE(p.row_program);
+  ASSERT_EQ(p.row_program->param_gradients.size(), 1u);
+  EXPECT_EQ(p.row_program->param_gradients[0].name, "scale");
+  bool summed_over_both = false;
+  for (const auto& g : *p.gradients)
+    if (g.wrt == "scale") summed_over_both = g.expression.rfind("sum over rows and columns of (", 0) == 0;
+  EXPECT_TRUE(summed_over_both);
+
+  const fs::path root = fs::temp_directory_path() / ("liger_tier2_scalar_py_" + std::to_string(::getpid()));
+  write_tree(p, root);
+  std::stringstream text;
+  text << std::ifstream(root / ("kernels/python/liger_kernels/ops/" + p.op_name + ".py")).rdbuf();
+  const std::string py = text.str();
+  for (const char* expected : {"scale = _weight(scale, x, cols, \"scale\", scalar=True)",
+                               "return w.reshape(1).to(like.dtype).expand(cols).contiguous()",
+                               "dscale.float().sum().reshape(scale_shape).to(like.dtype)", "like.new_empty(scale.shape)",
+                               "self.scale = torch.nn.Parameter(torch.full((1,), 1.0))"})
+    EXPECT_NE(py.find(expected), std::string::npos) << expected << "\n" << py;
+  EXPECT_EQ(py.find("hidden_size"), std::string::npos) << "no per-column weight: the module takes no width";
+  fs::remove_all(root);
 }
 
 TEST(KernelDevTier2Weights, ParamGradientsRoundTripAndAreChecked) {

@@ -527,11 +527,13 @@ mu::data tier2_context(const KernelProfile& p, const std::filesystem::path& temp
     for (const auto& l : p.learnable_parameters)
       if (l.name == w) init = l.value;
     const RowPassCode& g = code.param_grads[i];
+    const bool scalar = code.scalar_weights.count(w) > 0;
     weights.push_back(mu::object{{"name", w},
                                  {"cindex", std::to_string(i)},
                                  {"pindex", std::to_string(i)},
                                  {"init_text", number_text(init)},
-                                 {"shape", "channel"},
+                                 {"shape", scalar ? "scalar" : "channel"},
+                                 {"scalar", mu::data(scalar)},
                                  {"grad_expression", free_text(g.expression)},
                                  {"grad_cuda_inner", indented(g.cuda, 2)},
                                  {"grad_row_cuda", g.row_cuda.empty() ? "" : indented(g.row_cuda, 4)},
@@ -544,6 +546,8 @@ mu::data tier2_context(const KernelProfile& p, const std::filesystem::path& temp
   d.set("weights", weights);
   d.set("has_weights", mu::data(!code.weights.empty()));
   d.set("no_weights", mu::data(code.weights.empty()));
+  d.set("has_scalar_weights", mu::data(!code.scalar_weights.empty()));
+  d.set("has_channel_weights", mu::data(code.scalar_weights.size() < code.weights.size()));
   d.set("n_weights", std::to_string(code.weights.size()));
   // The backward returns a list (dx, the other inputs' gradients, the weights') when it has more than dx.
   d.set("multi_grad", mu::data(!code.weights.empty() || !code.others.empty()));

@@ -48,6 +48,7 @@ struct Checked {
   Expr output, grad;
   std::vector<std::pair<std::string, Expr>> param_grads;  // (weight, its per-row contribution)
   std::vector<std::string> weights;                      // learnable per-column parameters
+  std::set<std::string> scalar_weights;                  // those of them that are one learnable scalar
   std::vector<std::string> others;                       // the input tensors after the first
   std::vector<std::pair<std::string, Expr>> input_grads;  // (input, its gradient per column)
   std::size_t recompute = 0;  // forward reductions the backward needs (a prefix of them)
@@ -84,17 +85,18 @@ Checked check(const KernelProfile& p) {
     others.insert(o);
     c.others.push_back(o);
   }
-  // Learnable per-column weights are read per column by every pass (row_program.h); a learnable
-  // scalar's gradient would be a sum over every element, which the template does not make.
+  // Learnable per-column weights are read per column by every pass (row_program.h). A learnable
+  // scalar is the same per-column weight with every column equal: the binding passes it broadcast
+  // to [cols] and sums its per-column gradient over the columns (the kernel sums over the rows).
   std::set<std::string> params, weights;
   for (const auto& m : p.module_parameters) params.insert(m.name);
   for (const auto& l : p.learnable_parameters) {
-    if (l.shape != "channel") {
-      problem("learnable parameter '" + l.name + "' is a " + l.shape + ": generated Tier-2 kernels take learnable "
-              "per-column (channel) weights only (a scalar's gradient sums every element); make it a module "
-              "parameter, a channel weight, or leave row_program undecided");
+    if (l.shape != "channel" && l.shape != "scalar") {
+      problem("learnable parameter '" + l.name + "' has shape '" + l.shape + "': generated Tier-2 kernels take "
+              "learnable per-column (channel) weights and scalars");
       continue;
     }
+    if (l.shape == "scalar") c.scalar_weights.insert(l.name);
     if (!identifier(l.name) || reserved_name(l.name) || l.name == x || l.name == y || l.name == dy || l.name == dx ||
         params.count(l.name) || weights.count(l.name) || l.name == "d" + x || others.count(l.name) ||
         others.count("d" + l.name))
@@ -543,6 +545,7 @@ Tier2Code generate_tier2(const KernelProfile& p) {
   columns.insert(c.weights.begin(), c.weights.end());
   columns.insert(c.others.begin(), c.others.end());
   code.weights = c.weights;
+  code.scalar_weights = c.scalar_weights;
   code.others = c.others;
   for (std::size_t i = 0; i < c.forward.size(); ++i)
     code.forward_reductions.push_back(

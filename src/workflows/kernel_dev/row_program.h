@@ -61,6 +61,9 @@ struct Tier2Code {
   // one's gradient (named d<weight>; summed over the rows by the kernel's second reduction).
   std::vector<std::string> weights;
   std::vector<RowPassCode> param_grads;
+  // The weights that are one learnable scalar (the binding broadcasts them to [cols] and sums
+  // their gradient over the columns).
+  std::set<std::string> scalar_weights;
   // The input tensors after the first ([rows, cols], read per column like x from their own rows)
   // and their gradients (named d<input>, one value per element, stored like dx).
   std::vector<std::string> others;

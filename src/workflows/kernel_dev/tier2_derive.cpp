@@ -181,14 +181,9 @@ RowDerivation derive_row_program(const Program& program) {
   // column loops) whose gradient is the sum over the rows of its per-row contribution.
   std::set<std::string> parameters;
   std::vector<std::string> channel;
+  // A learnable scalar is such a weight with every column equal: the same chain rule per column,
+  // its gradient the sum of the per-column sums (the binding adds the columns up).
   for (const auto& p : program.params) {
-    if (p.learnable && p.shape != ParamShape::Channel) {
-      d.declined = "'" + p.name + "' is a learnable scalar: its gradient is a sum over every element of every row, "
-                   "which the Tier-2 row-program template does not generate (it sums per-column parameter gradients "
-                   "over rows only); make it a per-column weight, a fixed module parameter, or apply it outside the "
-                   "op (a Tier-1 multiply/add)";
-      return d;
-    }
     if (p.learnable) channel.push_back(p.name);
     else parameters.insert(p.name);
   }
@@ -385,7 +380,9 @@ RowDerivation derive_row_program(const Program& program) {
   d.backward_text.push_back(dx + " = " + spec.grad_input);
   for (const auto& [w, g] : param_grads) {
     spec.param_gradients.push_back({w, to_string(g)});
-    d.backward_text.push_back("d" + w + " = sum over rows(" + to_string(g) + ")");
+    const bool scalar = std::any_of(program.params.begin(), program.params.end(),
+                                    [&](const ParamDecl& p) { return p.name == w && p.shape == ParamShape::Scalar; });
+    d.backward_text.push_back("d" + w + (scalar ? " = sum over rows and columns(" : " = sum over rows(") + to_string(g) + ")");
     collect_functions(g, functions);
   }
   for (const auto& [o, g] : input_grads) {

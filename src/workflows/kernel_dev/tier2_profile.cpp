@@ -202,13 +202,20 @@ void derive_tier2(KernelProfile& p, const Program& program, const KnowledgeBase&
     gradients.push_back(other);
   }
   for (const auto& pg : r.param_gradients) {
+    const bool scalar = std::any_of(program.params.begin(), program.params.end(), [&](const ParamDecl& param) {
+      return param.name == pg.name && param.shape == ParamShape::Scalar;
+    });
     GradientSpec w;
     w.wrt = pg.name;
     w.kind = "learnable";
-    w.expression = "sum over rows of (" + pg.expression + ")";
+    w.expression = (scalar ? "sum over rows and columns of (" : "sum over rows of (") + pg.expression + ")";
     w.reduction = true;
-    w.reduction_note = "per-column weight: its contributions from every row are summed (fp32 partial sums per block "
-                       "of rows, then a second kernel sums the blocks in a fixed order: deterministic)";
+    w.reduction_note = scalar ? "learnable scalar: the kernel takes it as a per-column weight with every column equal "
+                                "(the binding broadcasts it), sums each column's contributions over the rows (fp32 "
+                                "partial sums per block, then a fixed-order second kernel), and the binding adds the "
+                                "columns up in fp32"
+                              : "per-column weight: its contributions from every row are summed (fp32 partial sums "
+                                "per block of rows, then a second kernel sums the blocks in a fixed order: deterministic)";
     gradients.push_back(w);
   }
   p.gradients = gradients;
