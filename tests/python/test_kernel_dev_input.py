@@ -55,6 +55,37 @@ def test_module_parameters_are_the_ops_tensors(tmp_path):
     assert w.grad is not None and w.grad.abs().sum() > 0  # the gradient reaches the op's leaf
 
 
+def test_indexed_parameter_elements_are_the_ops_scalars(tmp_path):
+    # PolyNorm's self.weight[k] is the op's scalar weight_k: the module's weight is stacked from
+    # them, so the gradients reach each one.
+    path = _write(tmp_path, (
+        "import torch\nfrom torch import nn\n\n"
+        "class PolyNorm(nn.Module):\n"
+        "    def __init__(self, eps=1e-6):\n"
+        "        super().__init__()\n"
+        "        self.weight = nn.Parameter(torch.ones(3) / 3)\n"
+        "        self.bias = nn.Parameter(torch.zeros(1))\n"
+        "        self.eps = eps\n\n"
+        "    def _norm(self, x):\n"
+        "        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)\n\n"
+        "    def forward(self, x):\n"
+        "        return self.weight[0] * self._norm(x**3) + self.weight[1] * self._norm(x**2) + "
+        "self.weight[2] * self._norm(x) + self.bias\n"))
+    names = ["weight_0", "weight_1", "weight_2", "bias"]
+    fn = K.load(torch, path, "PolyNorm.forward", ["x"], names, {"eps": 1e-6}, 16)
+    x = torch.randn(4, 16, device=DEV, dtype=torch.float64)
+    ps = [torch.tensor([v], device=DEV, dtype=torch.float64, requires_grad=True) for v in (0.2, 0.3, 0.4, 0.1)]
+    y = fn(x, *ps)
+
+    def norm(t):
+        return t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + 1e-6)
+    torch.testing.assert_close(y, ps[0] * norm(x ** 3) + ps[1] * norm(x ** 2) + ps[2] * norm(x) + ps[3])
+    y.sum().backward()
+    assert all(p.grad is not None for p in ps)
+    with pytest.raises(K.InputCodeError, match="elements"):
+        K.load(torch, path, "PolyNorm.forward", ["x"], ["weight_0", "weight_2", "bias"], {}, 16)
+
+
 def test_snippet_last_line_is_the_result(tmp_path):
     path = _write(tmp_path, "n = x.norm(dim=-1, keepdim=True)\nx / n\n")
     fn = K.load(torch, path, "<snippet>", ["x"], [], {}, 16)

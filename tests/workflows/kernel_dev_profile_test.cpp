@@ -436,8 +436,8 @@ TEST(KernelDevProfile, Tier2RowProgramProblemsNameTheFieldAndTheFix) {
   EXPECT_NE(problems.find("op 'prod' is not one of sum, mean, max, min"), std::string::npos) << problems;
   problems = problems_of(softmax_profile([](YAML::Node& n) { n["row_program"]["backward"]["reductions"][0]["name"] = "t0"; }));
   EXPECT_NE(problems.find("name 't0' is reserved"), std::string::npos) << problems;
-  // A learnable per-column weight needs its gradient in backward.param_gradients; a learnable
-  // scalar is out of scope; a row program needs Tier 2 and one tensor each way.
+  // A learnable per-column weight or scalar needs its gradient in backward.param_gradients; a row
+  // program needs Tier 2 and one tensor each way.
   problems = problems_of(softmax_profile([](YAML::Node& n) {
     YAML::Node w;
     w["name"] = "w";
@@ -453,7 +453,8 @@ TEST(KernelDevProfile, Tier2RowProgramProblemsNameTheFieldAndTheFix) {
     w["init"] = 1.0;
     n["learnable_parameters"].push_back(w);
   }));
-  EXPECT_NE(problems.find("learnable parameter 'w' is a scalar"), std::string::npos) << problems;
+  // A learnable scalar is a weight like any other here (broadcast over the columns): it needs its gradient too.
+  EXPECT_NE(problems.find("no gradient for the learnable parameter 'w'"), std::string::npos) << problems;
   problems = problems_of(softmax_profile([](YAML::Node& n) { n["tier"]["value"] = 1; }));
   EXPECT_NE(problems.find("only a Tier-2 (row reduction) profile has a row program"), std::string::npos) << problems;
   // A second input needs its gradient, and may not repeat the first's name.
