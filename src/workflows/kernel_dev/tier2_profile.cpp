@@ -251,6 +251,16 @@ void derive_tier2(KernelProfile& p, const Program& program, const KnowledgeBase&
                             "workspace), writes one "
                             "partial row per weight, and a second kernel sums the partials over the blocks in a fixed "
                             "order (deterministic)";
+    // Learnable scalars travel as [cols] weights: they count against the 48 KB like any weight.
+    const std::size_t weights = r.param_gradients.size();
+    const long long smem_cols = 48 * 1024 / 4 / static_cast<long long>(weights);
+    if (std::any_of(program.params.begin(), program.params.end(),
+                    [](const ParamDecl& param) { return param.learnable && param.shape == ParamShape::Scalar; }))
+      p.notes.push_back("learnable scalars go to the kernel as [cols] weights with every column equal (the binding "
+                        "broadcasts them and sums their gradient over the columns); with " + std::to_string(weights) +
+                        " weights the backward's per-column gradient sums fit shared memory up to " +
+                        std::to_string(smem_cols) + " columns, and longer rows sum through the workspace, which is "
+                        "slow (PolyNorm's four scalars at 4096 columns: 4.7% of copy on an H100)");
   }
   t.reason = "a row is reduced inside one block, so no inter-block synchronisation; the later passes over a row "
              "hit L1/L2, so each tensor crosses DRAM about once however many reductions the row program has";
