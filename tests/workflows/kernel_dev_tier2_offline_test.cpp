@@ -385,6 +385,8 @@ TEST(KernelDevTier2Offline, UnsupportedReductionsAreNamedWithTheirLine) {
       {"def f(x):\n    return x - x.sum()", "pass dim=-1"},
       {"def f(x):\n    return F.normalize(x)", "dim=1 by default"},
       {"def f(x):\n    return torch.cumsum(x, -1)", "scan"},
+      {"def f(x):\n    return torch.logcumsumexp(x, -1)", "scan"},
+      {"def f(x):\n    return torch.cummax(x, dim=-1).values", "scan"},
   };
   // The column of the refused call, and the alternatives.
   const auto cumsum = analyse("def f(x):\n    return torch.cumsum(x, -1)");

@@ -234,7 +234,6 @@ void tier2_tuning(const KernelProfile& p, mu::data& d) {
   d.set("row_stages", "1");
 }
 
-
 mu::data context(const KernelProfile& p) {
   if (p.tier != 1) throw std::invalid_argument("render: profile '" + p.op_name + "' is not Tier 1 (tier " + std::to_string(p.tier) + ")");
   require_complete(p);

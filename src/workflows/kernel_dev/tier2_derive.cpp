@@ -380,8 +380,9 @@ RowDerivation derive_row_program(const Program& program) {
   d.backward_text.push_back(dx + " = " + spec.grad_input);
   for (const auto& [w, g] : param_grads) {
     spec.param_gradients.push_back({w, to_string(g)});
+    const std::string& weight = w;  // a structured binding is not capturable before C++20 (clang's fuzz build)
     const bool scalar = std::any_of(program.params.begin(), program.params.end(),
-                                    [&](const ParamDecl& p) { return p.name == w && p.shape == ParamShape::Scalar; });
+                                    [&](const ParamDecl& p) { return p.name == weight && p.shape == ParamShape::Scalar; });
     d.backward_text.push_back("d" + w + (scalar ? " = sum over rows and columns(" : " = sum over rows(") + to_string(g) + ")");
     collect_functions(g, functions);
   }
