@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <sstream>
 #include <vector>
 
@@ -79,6 +80,50 @@ double max_relative_error(const kd::Expr& original, const kd::Expr& rewritten, c
     }
   }
   return worst;
+}
+
+// nvcc on PATH or in /usr/local/cuda/bin; empty when neither has it.
+std::string find_nvcc() {
+  if (std::system("command -v nvcc >/dev/null 2>&1") == 0) return "nvcc";
+  if (std::filesystem::exists("/usr/local/cuda/bin/nvcc")) return "/usr/local/cuda/bin/nvcc";
+  return "";
+}
+
+// Writes the rendered files (not the inserts) under a fresh `root`.
+void write_rendered(const std::vector<kd::RenderedFile>& files, const std::filesystem::path& root) {
+  std::filesystem::remove_all(root);
+  for (const auto& f : files) {
+    if (f.insert) continue;
+    std::filesystem::create_directories((root / f.path).parent_path());
+    std::ofstream(root / f.path) << f.content;
+  }
+}
+
+// The PTX (nvcc -ptx for sm_90, `flags` added) of the op's kernel under `root`, split into entries:
+// entry name -> body, for the bf16 (13__nv_bfloat16), 8-wide (Li8E) instantiations of its kernels.
+std::map<std::string, std::string> bf16_wide_entries(const std::string& nvcc, const std::filesystem::path& root,
+                                                     const std::string& op, const std::string& flags) {
+  const std::string ptx = (root / "kernel.ptx").string();
+  const std::string command = nvcc + " -std=c++17 -ptx --expt-relaxed-constexpr -arch=sm_90 " + flags + " -I" +
+                              (root / "kernels/include").string() + " -I" + (root / "kernels/src").string() + " -I" +
+                              (kSource / "kernels/include").string() + " -I" + (kSource / "kernels/src").string() + " " +
+                              (root / ("kernels/src/" + op + "/" + op + ".cu")).string() + " -o " + ptx + " >" +
+                              (root / "nvcc.log").string() + " 2>&1";
+  EXPECT_EQ(std::system(command.c_str()), 0) << command;
+  std::ifstream in(ptx);
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string all = text.str();
+  std::map<std::string, std::string> entries;
+  for (std::size_t at = all.find(".entry "); at != std::string::npos;) {
+    const std::size_t next = all.find(".entry ", at + 1);
+    const std::string body = all.substr(at, next == std::string::npos ? std::string::npos : next - at);
+    at = next;
+    const std::string name = body.substr(0, body.find('('));
+    if (name.find("_kernelI13__nv_bfloat16") != std::string::npos && name.find("Li8E") != std::string::npos)
+      entries[name] = body;
+  }
+  return entries;
 }
 
 }  // namespace
@@ -327,48 +372,22 @@ TEST(KernelDevRoofline, RenderedKernelCarriesThePolicyAndItsOffSwitch) {
 // A Vec of __nv_bfloat16 stored as a struct compiled to 2- and 4-byte stores (st.global.v2.u16),
 // four store instructions per vector.
 TEST(KernelDevRoofline, GeneratedKernelsMove16ByteVectors) {
-  std::string nvcc;
-  if (std::system("command -v nvcc >/dev/null 2>&1") == 0) nvcc = "nvcc";
-  else if (std::filesystem::exists("/usr/local/cuda/bin/nvcc")) nvcc = "/usr/local/cuda/bin/nvcc";
+  const std::string nvcc = find_nvcc();
   if (nvcc.empty()) GTEST_SKIP() << "nvcc not found (PATH, /usr/local/cuda/bin): the PTX was not inspected";
   for (const char* request : {"Mish", "z = a * sigmoid(b) + c", "DyT"}) {
     SCOPED_TRACE(request);
     kd::KernelProfile p = kd::analyse({request, kd::InputKind::Auto, ""}, kb());
-    auto files = kd::render(p, kSource / "templates/kernel_dev");
     const std::filesystem::path root =
         std::filesystem::temp_directory_path() / ("liger_kdev_roofline_" + std::to_string(::getpid()) + "_" + p.op_name);
-    std::filesystem::remove_all(root);
-    for (const auto& f : files) {
-      if (f.insert) continue;
-      std::filesystem::create_directories((root / f.path).parent_path());
-      std::ofstream(root / f.path) << f.content;
-    }
-    const std::string cu = (root / ("kernels/src/" + p.op_name + "/" + p.op_name + ".cu")).string();
-    const std::string ptx = (root / "kernel.ptx").string();
-    const std::string command = nvcc + " -std=c++17 -ptx --expt-relaxed-constexpr -arch=sm_90 -I" + (root / "kernels/include").string() +
-                                " -I" + (root / "kernels/src").string() + " -I" + (kSource / "kernels/include").string() + " -I" +
-                                (kSource / "kernels/src").string() + " " + cu + " -o " + ptx + " >" + (root / "nvcc.log").string() + " 2>&1";
-    ASSERT_EQ(std::system(command.c_str()), 0) << command;
-    std::ifstream in(ptx);
-    std::stringstream text;
-    text << in.rdbuf();
-    // Split into entries; keep the bf16 (13__nv_bfloat16), VEC = 8 (Li8E) instantiations.
-    const std::string all = text.str();
-    int entries = 0;
-    std::size_t at = all.find(".entry ");
-    while (at != std::string::npos) {
-      const std::size_t next = all.find(".entry ", at + 1);
-      const std::string body = all.substr(at, next == std::string::npos ? std::string::npos : next - at);
-      const std::string name = body.substr(0, body.find('('));
-      at = next;
-      if (name.find("_kernelI13__nv_bfloat16") == std::string::npos || name.find("Li8E") == std::string::npos) continue;
-      ++entries;
+    write_rendered(kd::render(p, kSource / "templates/kernel_dev"), root);
+    const auto entries = bf16_wide_entries(nvcc, root, p.op_name, "");
+    for (const auto& [name, body] : entries) {
       EXPECT_NE(body.find("ld.global.v4.u32"), std::string::npos) << name;
       EXPECT_NE(body.find("st.global.v4.b32"), std::string::npos) << name;
       EXPECT_EQ(body.find("st.global.v2.u16"), std::string::npos) << name;
       EXPECT_EQ(body.find("st.global.v4.u16"), std::string::npos) << name;
     }
-    EXPECT_GE(entries, 2) << "no bf16 8-wide forward/backward kernels in the PTX";
+    EXPECT_GE(entries.size(), 2u) << "no bf16 8-wide forward/backward kernels in the PTX";
     std::filesystem::remove_all(root);
   }
 }
@@ -426,43 +445,21 @@ TEST(KernelDevRoofline, SoftplusOfALearnableScalarIsComputedOncePerThread) {
   EXPECT_EQ(std::count(fields.begin(), fields.end(), ';'), 2) << fields;
   EXPECT_NE(kernel.find("forward_values = forward_invariants<T>(sc, p.options);"), std::string::npos);
 
-  std::string nvcc;
-  if (std::system("command -v nvcc >/dev/null 2>&1") == 0) nvcc = "nvcc";
-  else if (std::filesystem::exists("/usr/local/cuda/bin/nvcc")) nvcc = "/usr/local/cuda/bin/nvcc";
+  const std::string nvcc = find_nvcc();
   if (nvcc.empty()) GTEST_SKIP() << "nvcc not found (PATH, /usr/local/cuda/bin): the PTX was not inspected";
   const std::filesystem::path root =
       std::filesystem::temp_directory_path() / ("liger_kdev_invariants_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(root);
-  for (const auto& f : files) {
-    if (f.insert) continue;
-    std::filesystem::create_directories((root / f.path).parent_path());
-    std::ofstream(root / f.path) << f.content;
-  }
+  write_rendered(files, root);
   // log2 instructions in the bf16, 8-wide forward kernel, built once per thread and per element.
   auto forward_logs = [&](int per_thread) {
-    const std::string ptx = (root / ("kernel" + std::to_string(per_thread) + ".ptx")).string();
-    const std::string command = nvcc + " -std=c++17 -ptx -O3 --expt-relaxed-constexpr -arch=sm_90 -DLIGER_KD_PER_THREAD_INVARIANTS=" +
-                                std::to_string(per_thread) + " -I" + (root / "kernels/include").string() + " -I" +
-                                (root / "kernels/src").string() + " -I" + (kSource / "kernels/include").string() + " -I" +
-                                (kSource / "kernels/src").string() + " " +
-                                (root / ("kernels/src/" + p.op_name + "/" + p.op_name + ".cu")).string() + " -o " + ptx + " >" +
-                                (root / "nvcc.log").string() + " 2>&1";
-    EXPECT_EQ(std::system(command.c_str()), 0) << command;
-    std::ifstream in(ptx);
-    std::stringstream text;
-    text << in.rdbuf();
-    const std::string all = text.str();
-    for (std::size_t at = all.find(".entry "); at != std::string::npos;) {
-      const std::size_t next = all.find(".entry ", at + 1);
-      const std::string body = all.substr(at, next == std::string::npos ? std::string::npos : next - at);
-      at = next;
-      const std::string name = body.substr(0, body.find('('));
-      if (name.find("_kernelI13__nv_bfloat16") == std::string::npos || name.find("Li8ELb0E") == std::string::npos) continue;
+    for (const auto& [name, body] :
+         bf16_wide_entries(nvcc, root, p.op_name, "-O3 -DLIGER_KD_PER_THREAD_INVARIANTS=" + std::to_string(per_thread))) {
+      if (name.find("Li8ELb0E") == std::string::npos) continue;
       int logs = 0;
       for (std::size_t k = body.find("lg2.approx"); k != std::string::npos; k = body.find("lg2.approx", k + 1)) ++logs;
       return logs;
     }
-    ADD_FAILURE() << "no bf16 8-wide forward kernel in " << ptx;
+    ADD_FAILURE() << "no bf16 8-wide forward kernel in the PTX";
     return -1;
   };
   EXPECT_EQ(forward_logs(1), 2) << "one log per softplus of a parameter, per thread";

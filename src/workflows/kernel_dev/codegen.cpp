@@ -348,51 +348,52 @@ int Tier1Traffic::backward_tensors() const {
          static_cast<int>(backward_reads.size());
 }
 
-std::set<std::string> identifiers(const std::string& code) {
-  std::set<std::string> out;
+namespace {
+
+// Each identifier of C statements, with whether it is called (`f(`) or names a scope (`M::`);
+// a member after `::` (M::exp) is not an identifier of the statements, nor is a literal's suffix
+// (1.5e-3f).
+template <typename Visit>
+void for_each_identifier(const std::string& code, Visit visit) {
   std::size_t i = 0;
   while (i < code.size()) {
     const unsigned char c = static_cast<unsigned char>(code[i]);
     if (std::isalpha(c) || c == '_') {
       std::size_t j = i + 1;
       while (j < code.size() && (std::isalnum(static_cast<unsigned char>(code[j])) || code[j] == '_')) ++j;
-      // M::exp: a member of the math policy, not a variable
-      if (!(i >= 2 && code.compare(i - 2, 2, "::") == 0)) out.insert(code.substr(i, j - i));
+      if (!(i >= 2 && code.compare(i - 2, 2, "::") == 0)) {
+        const std::size_t next = code.find_first_not_of(' ', j);
+        const bool call = next != std::string::npos && code[next] == '(';
+        const bool scope = code.compare(j, 2, "::") == 0;
+        visit(code.substr(i, j - i), call, scope);
+      }
       i = j;
     } else if (std::isdigit(c)) {
-      while (i < code.size() && (std::isalnum(static_cast<unsigned char>(code[i])) || code[i] == '.')) ++i;  // 1.5e-3f
+      while (i < code.size() && (std::isalnum(static_cast<unsigned char>(code[i])) || code[i] == '.')) ++i;
     } else {
       ++i;
     }
   }
+}
+
+}  // namespace
+
+std::set<std::string> identifiers(const std::string& code) {
+  std::set<std::string> out;
+  for_each_identifier(code, [&](const std::string& id, bool, bool) { out.insert(id); });
   return out;
 }
 
 SplitStatements split_per_thread_statements(const std::string& cuda, const std::set<std::string>& invariant_symbols) {
   SplitStatements split;
   std::set<std::string> known = invariant_symbols;
-  // Every name the expression reads is a per-thread value, or a function it calls.
+  // Every name the expression reads is a per-thread value, a function it calls or the math policy.
   auto reads_only_known = [&](const std::string& expression) {
-    for (std::size_t i = 0; i < expression.size();) {
-      const unsigned char c = static_cast<unsigned char>(expression[i]);
-      if (std::isdigit(c)) {
-        while (i < expression.size() && (std::isalnum(static_cast<unsigned char>(expression[i])) || expression[i] == '.')) ++i;
-        continue;
-      }
-      if (!std::isalpha(c) && c != '_') {
-        ++i;
-        continue;
-      }
-      std::size_t j = i + 1;
-      while (j < expression.size() && (std::isalnum(static_cast<unsigned char>(expression[j])) || expression[j] == '_')) ++j;
-      const std::size_t next = expression.find_first_not_of(' ', j);
-      const bool call = next != std::string::npos && expression[next] == '(';
-      const bool member = i >= 2 && expression.compare(i - 2, 2, "::") == 0;
-      const std::string id = expression.substr(i, j - i);
-      if (!call && !member && !(id == "M" && expression.compare(j, 2, "::") == 0) && !known.count(id)) return false;
-      i = j;
-    }
-    return true;
+    bool only_known = true;
+    for_each_identifier(expression, [&](const std::string& id, bool call, bool scope) {
+      if (!call && !scope && !known.count(id)) only_known = false;
+    });
+    return only_known;
   };
   int depth = 0;
   std::stringstream lines(cuda);

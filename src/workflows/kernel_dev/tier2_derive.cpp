@@ -185,6 +185,7 @@ RowDerivation derive_row_program(const Program& program) {
   // its gradient the sum of the per-column sums (the binding adds the columns up).
   for (const auto& p : program.params) {
     if (p.learnable) channel.push_back(p.name);
+    if (p.learnable && p.shape == ParamShape::Scalar) d.scalar_weights.insert(p.name);
     else parameters.insert(p.name);
   }
   const std::string x = program.inputs[0], y = program.output, dy = "d" + y, dx = "d" + x;
@@ -380,10 +381,8 @@ RowDerivation derive_row_program(const Program& program) {
   d.backward_text.push_back(dx + " = " + spec.grad_input);
   for (const auto& [w, g] : param_grads) {
     spec.param_gradients.push_back({w, to_string(g)});
-    const std::string& weight = w;  // a structured binding is not capturable before C++20 (clang's fuzz build)
-    const bool scalar = std::any_of(program.params.begin(), program.params.end(),
-                                    [&](const ParamDecl& p) { return p.name == weight && p.shape == ParamShape::Scalar; });
-    d.backward_text.push_back("d" + w + (scalar ? " = sum over rows and columns(" : " = sum over rows(") + to_string(g) + ")");
+    d.backward_text.push_back("d" + w + (d.scalar_weights.count(w) ? " = sum over rows and columns(" : " = sum over rows(") +
+                              to_string(g) + ")");
     collect_functions(g, functions);
   }
   for (const auto& [o, g] : input_grads) {

@@ -202,9 +202,7 @@ void derive_tier2(KernelProfile& p, const Program& program, const KnowledgeBase&
     gradients.push_back(other);
   }
   for (const auto& pg : r.param_gradients) {
-    const bool scalar = std::any_of(program.params.begin(), program.params.end(), [&](const ParamDecl& param) {
-      return param.name == pg.name && param.shape == ParamShape::Scalar;
-    });
+    const bool scalar = d.scalar_weights.count(pg.name) > 0;
     GradientSpec w;
     w.wrt = pg.name;
     w.kind = "learnable";
@@ -254,8 +252,7 @@ void derive_tier2(KernelProfile& p, const Program& program, const KnowledgeBase&
     // Learnable scalars travel as [cols] weights: they count against the 48 KB like any weight.
     const std::size_t weights = r.param_gradients.size();
     const long long smem_cols = 48 * 1024 / 4 / static_cast<long long>(weights);
-    if (std::any_of(program.params.begin(), program.params.end(),
-                    [](const ParamDecl& param) { return param.learnable && param.shape == ParamShape::Scalar; }))
+    if (!d.scalar_weights.empty())
       p.notes.push_back("learnable scalars go to the kernel as [cols] weights with every column equal (the binding "
                         "broadcasts them and sums their gradient over the columns); with " + std::to_string(weights) +
                         " weights the backward's per-column gradient sums fit shared memory up to " +
