@@ -284,10 +284,11 @@ TEST(KernelDevTier2Weights, NamesKeepTheLibraryRule) {
   EXPECT_TRUE(p.complete()) << undecided(p);
 }
 
-// A learnable scalar (PolyNorm's coefficients, a softmax's learnable temperature) is a per-column
-// weight with every column equal: the kernel takes it broadcast, the binding sums its gradient over
-// the columns, and the module holds one element.
-TEST(KernelDevTier2Weights, LearnableScalarsAreBroadcastWeightsSummedOverColumns) {
+// A learnable scalar (PolyNorm's coefficients, a softmax's learnable temperature) goes to the
+// kernel as its one element: the kernel reads it once per thread and sums its gradient over rows
+// and columns in one fp32 register per thread (no per-column sums, no broadcast copy), and the
+// module holds one element.
+TEST(KernelDevTier2Weights, LearnableScalarsAreOneElementSummedInTheKernel) {
   const auto p = analyse("class ScaledSoftmax(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
                          "        self.scale = nn.Parameter(torch.tensor(1.0))\n    def forward(self, x):\n"
                          "        return torch.softmax(self.scale * x, dim=-1)");
@@ -309,11 +310,20 @@ TEST(KernelDevTier2Weights, LearnableScalarsAreBroadcastWeightsSummedOverColumns
   text << std::ifstream(root / ("kernels/python/liger_kernels/ops/" + p.op_name + ".py")).rdbuf();
   const std::string py = text.str();
   for (const char* expected : {"scale = _weight(scale, x, cols, \"scale\", scalar=True)",
-                               "return w.reshape(1).to(like.dtype).expand(cols).contiguous()",
-                               "dscale.float().sum().reshape(scale_shape).to(like.dtype)", "like.new_empty(scale.shape)",
+                               "return w.reshape(1).to(like.dtype).contiguous()",
+                               "dscale = torch.empty((1,), dtype=like.dtype, device=device)",
+                               "dscale.reshape(scale_shape)", "like.new_empty(scale.shape)",
                                "self.scale = torch.nn.Parameter(torch.full((1,), 1.0))"})
     EXPECT_NE(py.find(expected), std::string::npos) << expected << "\n" << py;
+  EXPECT_EQ(py.find("expand(cols)"), std::string::npos) << "the scalar is not broadcast to a column vector";
   EXPECT_EQ(py.find("hidden_size"), std::string::npos) << "no per-column weight: the module takes no width";
+  std::stringstream cu_text;
+  cu_text << std::ifstream(root / ("kernels/src/" + p.op_name + "/" + p.op_name + ".cu")).rdbuf();
+  const std::string cu = cu_text.str();
+  for (const char* expected : {"return w == 0 || false;", "scale_scalar_ = to_float(static_cast<const T*>(p.w[0])[0]);",
+                               "const float scale = scale_scalar_;", "scalar_sum_[w_] += gw_[w_][k_];"})
+    EXPECT_NE(cu.find(expected), std::string::npos) << expected << "\n" << cu;
+  EXPECT_EQ(cu.find("scales_[VEC]"), std::string::npos) << "no per-column chunk of a scalar";
   fs::remove_all(root);
 }
 

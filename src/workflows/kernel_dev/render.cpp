@@ -533,6 +533,9 @@ mu::data tier2_context(const KernelProfile& p, const std::filesystem::path& temp
                                  {"init_text", number_text(init)},
                                  {"shape", scalar ? "scalar" : "channel"},
                                  {"scalar", mu::data(scalar)},
+                                 // A learnable scalar is one element; a channel weight one per column.
+                                 {"extent", scalar ? "1" : "cols"},
+                                 {"at", scalar ? "0" : "static_cast<std::size_t>(c_)"},
                                  {"grad_expression", free_text(g.expression)},
                                  {"grad_cuda_inner", indented(g.cuda, 2)},
                                  {"grad_row_cuda", g.row_cuda.empty() ? "" : indented(g.row_cuda, 4)},

@@ -86,8 +86,8 @@ Checked check(const KernelProfile& p) {
     c.others.push_back(o);
   }
   // Learnable per-column weights are read per column by every pass (row_program.h). A learnable
-  // scalar is the same per-column weight with every column equal: the binding passes it broadcast
-  // to [cols] and sums its per-column gradient over the columns (the kernel sums over the rows).
+  // scalar is a weight of one element: the kernel reads it once per thread and sums its gradient
+  // over rows and columns in one fp32 register per thread.
   std::set<std::string> params, weights;
   for (const auto& m : p.module_parameters) params.insert(m.name);
   for (const auto& l : p.learnable_parameters) {

@@ -208,10 +208,10 @@ void derive_tier2(KernelProfile& p, const Program& program, const KnowledgeBase&
     w.kind = "learnable";
     w.expression = (scalar ? "sum over rows and columns of (" : "sum over rows of (") + pg.expression + ")";
     w.reduction = true;
-    w.reduction_note = scalar ? "learnable scalar: the kernel takes it as a per-column weight with every column equal "
-                                "(the binding broadcasts it), sums each column's contributions over the rows (fp32 "
-                                "partial sums per block, then a fixed-order second kernel), and the binding adds the "
-                                "columns up in fp32"
+    w.reduction_note = scalar ? "learnable scalar: the kernel takes its one element, each thread sums the contributions "
+                                "of the elements it visits in one fp32 register, each block combines its threads' sums "
+                                "into one partial, and a second kernel adds the blocks' partials in a fixed order "
+                                "(deterministic)"
                               : "per-column weight: its contributions from every row are summed (fp32 partial sums "
                                 "per block of rows, then a second kernel sums the blocks in a fixed order: deterministic)";
     gradients.push_back(w);
@@ -249,15 +249,10 @@ void derive_tier2(KernelProfile& p, const Program& program, const KnowledgeBase&
                             "workspace), writes one "
                             "partial row per weight, and a second kernel sums the partials over the blocks in a fixed "
                             "order (deterministic)";
-    // Learnable scalars travel as [cols] weights: they count against the 48 KB like any weight.
-    const std::size_t weights = r.param_gradients.size();
-    const long long smem_cols = 48 * 1024 / 4 / static_cast<long long>(weights);
     if (!d.scalar_weights.empty())
-      p.notes.push_back("learnable scalars go to the kernel as [cols] weights with every column equal (the binding "
-                        "broadcasts them and sums their gradient over the columns); with " + std::to_string(weights) +
-                        " weights the backward's per-column gradient sums fit shared memory up to " +
-                        std::to_string(smem_cols) + " columns, and longer rows sum through the workspace, which is "
-                        "slow (PolyNorm's four scalars at 4096 columns: 4.7% of copy on an H100)");
+      t.parameter_gradients += "; a learnable scalar's contributions are summed over rows and columns in one fp32 "
+                               "register per thread, combined per block into one partial, and the blocks' partials "
+                               "added in a fixed order (no per-column sums: scalars take no shared memory)";
   }
   t.reason = "a row is reduced inside one block, so no inter-block synchronisation; the later passes over a row "
              "hit L1/L2, so each tensor crosses DRAM about once however many reductions the row program has";
