@@ -423,6 +423,7 @@ RowPassCode pass(const std::string& name, const std::string& op, const Expr& par
     Expr row_factor;
     summed = factor_row_scale(e, [&](const Expr& f) { return hoister.per_row_value(f); }, row_factor);
     if (row_factor) {
+      code.post_uses = free_symbols(row_factor);
       code.post_scale = name + "_s_";
       code.post_cuda = "float " + code.post_scale + ";  // once per row, after the combine\n{\n" +
                        emit_statements({{code.post_scale, row_factor}}, Dialect::CudaF32, "  ").statements + "}";
@@ -490,6 +491,105 @@ std::vector<RowPassCode> split_sum(const std::string& name, const std::string& o
   return parts;
 }
 
+// The product of `factors` (product_factors' form), simplified.
+Expr product_of(const std::vector<std::pair<Expr, bool>>& factors) {
+  Expr numerator = num(1), denominator = num(1);
+  for (const auto& [factor, divides] : factors) {
+    Expr& target = divides ? denominator : numerator;
+    target = is_number(target, 1) ? factor : mul(target, factor);
+  }
+  return simplify(is_number(denominator, 1) ? numerator : div(numerator, denominator));
+}
+
+// Terms with their signs added up (sum_terms' form).
+Expr sum_of(const std::vector<std::pair<Expr, bool>>& terms) {
+  Expr total;
+  for (const auto& [term, negative] : terms)
+    total = !total ? (negative ? neg(term) : term) : (negative ? sub(total, term) : add(total, term));
+  return simplify(total);
+}
+
+// A forward sum whose column loop waits on the reductions of the pass just before it, split so
+// that it does not: sum(c * (f + r)) = sum(c * f) + r * sum(c) when r is one value per row that
+// uses those deepest reductions and f does not, and each term's row factor moves after the combine
+// (pass()'s post_scale). The entropy of a row, sum(e / s * (l - m - log(s))) with
+// e = exp(l - m), becomes sum(e * (l - m)) / s - log(s) * sum(e) / s: both loops read only m, so
+// they join s's pass -- one pass over the row and one block combine fewer, and the exponential
+// shared with s. Only the row terms that use the deepest reductions move (the shift m stays with
+// l: l - m is bounded where l alone is not, so no large sums cancel), and the split is kept only
+// when no part's loop reads a deepest reduction any more. `depth`: each earlier forward
+// reduction's pass (1 for the first). Parts are named <name>_t<k>, the last one assigning `name`.
+std::vector<RowPassCode> split_forward_sum(const std::string& name, const std::string& op, const Expr& parsed,
+                                           const std::set<std::string>& column_symbols,
+                                           const std::map<std::string, int>& depth) {
+  RowPassCode whole = pass(name, op, parsed, "v_", column_symbols);
+  if (op != "sum") return {whole};
+  int deepest = 0;
+  for (const auto& u : whole.column_uses)
+    if (auto it = depth.find(u); it != depth.end()) deepest = std::max(deepest, it->second);
+  if (deepest == 0) return {whole};
+  auto uses_deepest = [&](const Expr& e) {
+    for (const auto& u : free_symbols(e))
+      if (auto it = depth.find(u); it != depth.end() && it->second == deepest) return true;
+    return false;
+  };
+  auto per_row = [&](const Expr& e) {
+    for (const auto& u : free_symbols(e))
+      if (column_symbols.count(u)) return false;
+    return true;
+  };
+  std::vector<std::pair<Expr, bool>> terms, split;
+  sum_terms(simplify(parsed), false, terms);
+  for (const auto& [term, negative] : terms) {
+    std::vector<std::pair<Expr, bool>> factors;
+    product_factors(term, false, factors);
+    bool moved = false;
+    for (std::size_t i = 0; i < factors.size() && !moved; ++i) {
+      const auto& [factor, divides] = factors[i];
+      if (divides || (factor->kind != Kind::Add && factor->kind != Kind::Sub)) continue;
+      std::vector<std::pair<Expr, bool>> inner, keep, move;
+      sum_terms(factor, false, inner);
+      for (const auto& t : inner) (per_row(t.first) && uses_deepest(t.first) ? move : keep).push_back(t);
+      if (move.empty() || keep.empty()) continue;
+      for (const auto* part : {&keep, &move}) {
+        auto replaced = factors;
+        replaced[i] = {sum_of(*part), false};
+        split.push_back({product_of(replaced), negative});
+      }
+      moved = true;
+    }
+    if (!moved) split.push_back({term, negative});
+  }
+  if (split.size() < 2 || split.size() > 4) return {whole};
+  // The split is an identity per element; checked in fp64 at a few points away from any kink, so
+  // a rewrite the simplifier got wrong keeps the reduction whole instead of changing the kernel.
+  {
+    const Expr original = simplify(parsed), rebuilt = sum_of(split);
+    std::set<std::string> symbols = free_symbols(original);
+    for (const auto& u : free_symbols(rebuilt)) symbols.insert(u);
+    for (int trial = 0; trial < 4; ++trial) {
+      Environment env;
+      int k = 0;
+      for (const auto& u : symbols) env[u] = 0.35 + 0.23 * ((k++ * 7 + trial * 3) % 11);
+      const double want = eval_f64(original, env), got = eval_f64(rebuilt, env);
+      if (!std::isfinite(want) || std::fabs(want - got) > 1e-9 * (1.0 + std::fabs(want))) return {whole};
+    }
+  }
+  std::vector<RowPassCode> parts;
+  std::string combination;
+  for (std::size_t k = 0; k < split.size(); ++k) {
+    const auto& [term, negative] = split[k];
+    const std::string part = name + "_t" + std::to_string(k);
+    parts.push_back(pass(part, op, term, "v_", column_symbols));
+    for (const auto& u : parts.back().column_uses)
+      if (auto it = depth.find(u); it != depth.end() && it->second == deepest) return {whole};
+    combination += (k == 0 ? (negative ? "-" : "") : (negative ? " - " : " + ")) + part;
+  }
+  parts.back().combined = name;
+  parts.back().combination = combination;
+  return parts;
+}
+
 // Consecutive reductions in passes: a reduction joins the current pass unless its column loop
 // uses a result of that pass (it needs the block combine first) or the pass is full. A row factor
 // applied after the combine (post_scale) may use the pass's results: each row's chain of block
@@ -507,6 +607,48 @@ std::vector<std::vector<RowPassCode>> passes_of(const std::vector<RowPassCode>& 
     groups.back().push_back(reductions[i]);
     in_group.insert(reductions[i].name);
   }
+  return groups;
+}
+
+// The forward's passes scheduled as early as each reduction allows: its pass is one after the
+// latest pass its column loop reads, and no earlier than the passes its post scale reads (those
+// are combined first: earlier in the same pass or in a pass before). Independent statistics then
+// share a pass wherever they were written (KL between rows: both maxima, then both sums and the
+// divergence's parts -- two passes where taking them in order made four). The parts of one split
+// sum share the latest of their passes (the last assigns the whole). Members keep their order, so
+// a value is combined before anything in its pass that reads it. Falls back to passes_of when a
+// pass would exceed kMaxPassGroup values.
+std::vector<std::vector<RowPassCode>> passes_as_early_as_possible(const std::vector<RowPassCode>& sequence) {
+  std::map<std::string, int> level;
+  std::vector<int> levels(sequence.size(), 1);
+  for (std::size_t i = 0; i < sequence.size(); ++i) {
+    int at = 1;
+    for (const auto& u : sequence[i].column_uses)
+      if (auto it = level.find(u); it != level.end()) at = std::max(at, it->second + 1);
+    for (const auto& u : sequence[i].post_uses)
+      if (auto it = level.find(u); it != level.end()) at = std::max(at, it->second);
+    levels[i] = at;
+    level[sequence[i].name] = at;
+    // A split sum's parts (<name>_t<k>, the last one naming the whole): all at the latest part's pass.
+    if (!sequence[i].combined.empty()) {
+      std::size_t first = i;
+      while (first > 0 && sequence[first - 1].combined.empty() &&
+             sequence[first - 1].name.rfind(sequence[i].combined + "_t", 0) == 0)
+        --first;
+      int latest = 0;
+      for (std::size_t k = first; k <= i; ++k) latest = std::max(latest, levels[k]);
+      for (std::size_t k = first; k <= i; ++k) {
+        levels[k] = latest;
+        level[sequence[k].name] = latest;
+      }
+      level[sequence[i].combined] = latest;
+    }
+  }
+  const int passes = sequence.empty() ? 0 : *std::max_element(levels.begin(), levels.end());
+  std::vector<std::vector<RowPassCode>> groups(static_cast<std::size_t>(passes));
+  for (std::size_t i = 0; i < sequence.size(); ++i) groups[static_cast<std::size_t>(levels[i] - 1)].push_back(sequence[i]);
+  for (const auto& g : groups)
+    if (g.empty() || g.size() > kMaxPassGroup) return passes_of(sequence);
   return groups;
 }
 
@@ -547,9 +689,22 @@ Tier2Code generate_tier2(const KernelProfile& p) {
   code.weights = c.weights;
   code.scalar_weights = c.scalar_weights;
   code.others = c.others;
-  for (std::size_t i = 0; i < c.forward.size(); ++i)
-    code.forward_reductions.push_back(
-        pass(c.forward[i].first, r.forward_reductions[i].op, c.forward[i].second, "v_", columns));
+  // The kernel's forward sums may be split into parts (split_forward_sum); the fp64 reference and
+  // the profile keep the reductions whole (forward_reductions), so the reference tests check the split.
+  std::vector<std::vector<RowPassCode>> forward_parts;
+  std::map<std::string, int> depth;
+  for (std::size_t i = 0; i < c.forward.size(); ++i) {
+    const std::string& name = c.forward[i].first;
+    code.forward_reductions.push_back(pass(name, r.forward_reductions[i].op, c.forward[i].second, "v_", columns));
+    forward_parts.push_back(split_forward_sum(name, r.forward_reductions[i].op, c.forward[i].second, columns, depth));
+    int pass_index = 1;
+    for (const auto& part : forward_parts.back())
+      for (const auto& u : part.column_uses)
+        if (auto it = depth.find(u); it != depth.end()) pass_index = std::max(pass_index, it->second + 1);
+    depth[name] = pass_index;
+  }
+  std::vector<RowPassCode> forward_sequence;
+  for (const auto& parts : forward_parts) forward_sequence.insert(forward_sequence.end(), parts.begin(), parts.end());
   code.forward_output = pass(code.output, "", c.output, code.output, columns);
   for (std::size_t i = 0; i < c.recompute; ++i) code.recomputed.push_back(code.forward_reductions[i]);
   for (std::size_t i = 0; i < c.backward.size(); ++i)
@@ -562,13 +717,15 @@ Tier2Code generate_tier2(const KernelProfile& p) {
   for (const auto& o : c.others)
     for (const auto& [name, e] : c.input_grads)
       if (name == o) code.input_grads.push_back(pass("d" + o, "", e, "d" + o, columns));
-  code.forward_groups = passes_of(code.forward_reductions);
+  code.forward_groups = passes_as_early_as_possible(forward_sequence);
   // The backward's recomputed statistics and its own reductions form one sequence of passes, so a
   // gradient sum whose loop needs only the mean shares the variance's pass (LayerNorm), and one
   // that needs no statistic shares the first (RMSNorm's sum(dy * w * x) beside sum(x^2)).
   // The kernel's backward sums may be split into parts (split_sum); the fp64 reference keeps the
   // reductions whole (backward_reductions).
-  std::vector<RowPassCode> backward_sequence = code.recomputed;
+  std::vector<RowPassCode> backward_sequence;
+  for (std::size_t i = 0; i < c.recompute; ++i)
+    backward_sequence.insert(backward_sequence.end(), forward_parts[i].begin(), forward_parts[i].end());
   std::set<std::string> reduction_names;
   for (const auto& r : code.recomputed) reduction_names.insert(r.name);
   for (std::size_t i = 0; i < c.backward.size(); ++i) {

@@ -35,6 +35,8 @@ struct RowPassCode {
   // Reductions: the symbols the column loop and the values before it read (not the post scale's):
   // a reduction whose loop reads none of a pass's results joins that pass.
   std::set<std::string> column_uses;
+  // Reductions: the symbols the post scale reads (a reduction there must be combined before it).
+  std::set<std::string> post_uses;
   // A part of a split sum (see generate_tier2): the last part declares `combined` and assigns it
   // `combination` (the parts added) after its combine; "" for an unsplit reduction.
   std::string combined, combination;
