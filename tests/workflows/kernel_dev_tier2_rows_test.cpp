@@ -282,6 +282,61 @@ TEST(KernelDevTier2Rows, IndependentReductionsShareAPass) {
   EXPECT_EQ(kd::generate_tier2(analyse("def f(x): return torch.softmax(x, dim=-1)")).forward_groups.size(), 2u);
 }
 
+// A sum whose loop would wait on the pass before it is split by linearity (sum(c * (f + r)) =
+// sum(c * f) + r * sum(c)), and each reduction's pass is the earliest its loop allows: a row's
+// entropy takes the max, then one pass for the sum of exponentials and the two parts of the
+// entropy (3 passes before); KL between rows takes both maxima, then both sums and the two parts
+// of the divergence (4 before); their backwards likewise. The fp64 reference keeps each reduction
+// whole.
+TEST(KernelDevTier2Rows, SumsSplitByLinearityToSkipAPass) {
+  const auto entropy = analyse("def entropy_rows(logits):\n    p = logits.softmax(-1)\n"
+                               "    return -(p * logits.log_softmax(-1)).sum(-1)");
+  ASSERT_TRUE(entropy.complete());
+  const auto e = kd::generate_tier2(entropy);
+  ASSERT_EQ(e.forward_groups.size(), 2u);
+  EXPECT_EQ(e.forward_groups[0].size(), 1u);
+  ASSERT_EQ(e.forward_groups[1].size(), 3u);
+  EXPECT_EQ(e.forward_groups[1][2].combined, e.forward_reductions.back().name);
+  for (const auto& r : e.forward_reductions) EXPECT_TRUE(r.combined.empty()) << r.name;
+  // The split parts read only the max in their loops; the sum of exponentials only scales them.
+  for (std::size_t k = 1; k < 3; ++k) {
+    EXPECT_EQ(e.forward_groups[1][k].column_uses.count(e.forward_groups[1][0].name), 0u) << e.forward_groups[1][k].expression;
+    EXPECT_EQ(e.forward_groups[1][k].post_uses.count(e.forward_groups[1][0].name), 1u) << e.forward_groups[1][k].expression;
+  }
+  // The backward recomputes the max, then takes the sum of exponentials and its gradient sum's
+  // parts in one pass (3 passes before the split): sum(dy * e * (l - m)) and sum(dy * e) read only m.
+  ASSERT_EQ(e.backward_groups.size(), 2u);
+  EXPECT_EQ(e.backward_groups[0].size(), 1u);
+
+  const auto kl = analyse("def kl_rows(p, q): return (torch.softmax(q, -1) * (torch.log_softmax(q, -1) - "
+                          "torch.log_softmax(p, -1))).sum(-1)");
+  ASSERT_TRUE(kl.complete());
+  const auto k = kd::generate_tier2(kl);
+  ASSERT_EQ(k.forward_groups.size(), 2u);
+  EXPECT_EQ(k.forward_groups[0].size(), 2u);
+  for (const auto& r : k.forward_groups[0]) EXPECT_EQ(r.op, "max");
+  EXPECT_EQ(k.forward_groups[1].size(), 4u);
+  EXPECT_EQ(k.backward_groups.size(), 2u);  // 4 before
+  const std::string cu = file(kd::render(kl, kSource / "templates/kernel_dev"), kl.op_name + "/" + kl.op_name + ".cu").content;
+  EXPECT_EQ(count(kernel_text(cu, kl.op_name + "_forward_kernel"), "block_all_reduce<"), 2u);
+
+  // Nothing to gain, nothing split: a sum of squared deviations keeps its loop on the mean (moving
+  // the mean out would cancel large sums), and the variance still follows the mean.
+  const auto sd = kd::generate_tier2(analyse("def f(x): return torch.std(x, dim=-1, keepdim=True)"));
+  ASSERT_EQ(sd.forward_groups.size(), 2u);
+  for (const auto& g : sd.forward_groups)
+    for (const auto& r : g) EXPECT_TRUE(r.combined.empty() && r.name.find("_t") == std::string::npos) << r.name;
+  const auto product = kd::generate_tier2(analyse("def f(x):\n    d = x - x.mean(-1, keepdim=True)\n"
+                                                  "    return (d * d).sum(-1, keepdim=True)"));
+  for (const auto& g : product.forward_groups)
+    for (const auto& r : g) EXPECT_TRUE(r.combined.empty()) << r.name << " = " << r.expression;
+  // LayerNorm's gradient sums already share the variance's pass: x - mu is not taken apart there.
+  const auto ln = kd::generate_tier2(analyse("def f(x): return F.layer_norm(x, (x.shape[-1],))"));
+  ASSERT_EQ(ln.backward_groups.size(), 2u);
+  for (const auto& r : ln.backward_groups[1])
+    EXPECT_EQ(r.expression.find("x * "), std::string::npos) << r.name << " = " << r.expression;
+}
+
 // The column loops do per-element work only: values that are one per row (a reciprocal of a row
 // sum, rsqrt(var + eps), a norm's powers) are computed once per row before the loop, and a row
 // factor of a summed product scales the combined sum instead of every term. The fp64 reference

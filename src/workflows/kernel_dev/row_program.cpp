@@ -463,7 +463,7 @@ void sum_terms(const Expr& e, bool negative, std::vector<std::pair<Expr, bool>>&
 // a row factor that uses a reduction (otherwise nothing moves); parts are named <name>_t<k>.
 std::vector<RowPassCode> split_sum(const std::string& name, const std::string& op, const Expr& parsed,
                                    const std::set<std::string>& column_symbols,
-                                   const std::set<std::string>& reductions) {
+                                   const std::set<std::string>& reductions, const std::set<std::string>& taken) {
   const Expr e = simplify(parsed);
   std::vector<std::pair<Expr, bool>> terms;
   if (op == "sum") sum_terms(e, false, terms);
@@ -477,6 +477,7 @@ std::vector<RowPassCode> split_sum(const std::string& name, const std::string& o
       for (const auto& s : free_symbols(row_factor)) worth = worth || reductions.count(s) > 0;
     }
   }
+  for (std::size_t k = 0; worth && k < terms.size(); ++k) worth = !taken.count(name + "_t" + std::to_string(k));
   if (!worth) return {pass(name, op, parsed, "v_", column_symbols)};
   std::vector<RowPassCode> parts;
   std::string combination;
@@ -509,19 +510,22 @@ Expr sum_of(const std::vector<std::pair<Expr, bool>>& terms) {
   return simplify(total);
 }
 
-// A forward sum whose column loop waits on the reductions of the pass just before it, split so
-// that it does not: sum(c * (f + r)) = sum(c * f) + r * sum(c) when r is one value per row that
-// uses those deepest reductions and f does not, and each term's row factor moves after the combine
-// (pass()'s post_scale). The entropy of a row, sum(e / s * (l - m - log(s))) with
+// A sum whose column loop waits on the reductions of the pass just before it (the deepest it
+// reads), split by linearity so that it does not. Products are distributed over the sums that hold
+// a deepest reduction -- sum(c * (f + r)) = sum(c * f) + sum(c * r) -- and each term's factors that
+// are one per row move after the combine (pass()'s post_scale); terms whose loops are the same
+// are merged, their row factors added. The entropy of a row, sum(e / s * (l - m - log(s))) with
 // e = exp(l - m), becomes sum(e * (l - m)) / s - log(s) * sum(e) / s: both loops read only m, so
-// they join s's pass -- one pass over the row and one block combine fewer, and the exponential
-// shared with s. Only the row terms that use the deepest reductions move (the shift m stays with
-// l: l - m is bounded where l alone is not, so no large sums cancel), and the split is kept only
-// when no part's loop reads a deepest reduction any more. `depth`: each earlier forward
-// reduction's pass (1 for the first). Parts are named <name>_t<k>, the last one assigning `name`.
-std::vector<RowPassCode> split_forward_sum(const std::string& name, const std::string& op, const Expr& parsed,
-                                           const std::set<std::string>& column_symbols,
-                                           const std::map<std::string, int>& depth) {
+// they join s's pass -- one pass over the row and one block combine fewer. Within a distributed
+// sum only the terms that hold a deepest reduction are taken apart (the shift m stays with l:
+// l - m is bounded where l alone is not, so no large sums cancel). The split is kept only when it
+// moves the sum to an earlier pass and agrees with the sum in fp64. `depth`:
+// each earlier reduction's pass (1 for the first). Parts are named <name>_t<k>, the last one
+// assigning `name`.
+std::vector<RowPassCode> split_by_linearity(const std::string& name, const std::string& op, const Expr& parsed,
+                                            const std::set<std::string>& column_symbols,
+                                            const std::map<std::string, int>& depth,
+                                            const std::set<std::string>& taken) {
   RowPassCode whole = pass(name, op, parsed, "v_", column_symbols);
   if (op != "sum") return {whole};
   int deepest = 0;
@@ -538,29 +542,61 @@ std::vector<RowPassCode> split_forward_sum(const std::string& name, const std::s
       if (column_symbols.count(u)) return false;
     return true;
   };
-  std::vector<std::pair<Expr, bool>> terms, split;
-  sum_terms(simplify(parsed), false, terms);
-  for (const auto& [term, negative] : terms) {
-    std::vector<std::pair<Expr, bool>> factors;
-    product_factors(term, false, factors);
-    bool moved = false;
-    for (std::size_t i = 0; i < factors.size() && !moved; ++i) {
-      const auto& [factor, divides] = factors[i];
-      if (divides || (factor->kind != Kind::Add && factor->kind != Kind::Sub)) continue;
-      std::vector<std::pair<Expr, bool>> inner, keep, move;
-      sum_terms(factor, false, inner);
-      for (const auto& t : inner) (per_row(t.first) && uses_deepest(t.first) ? move : keep).push_back(t);
-      if (move.empty() || keep.empty()) continue;
-      for (const auto* part : {&keep, &move}) {
-        auto replaced = factors;
-        replaced[i] = {sum_of(*part), false};
-        split.push_back({product_of(replaced), negative});
-      }
-      moved = true;
+  // The signed terms, products distributed over the sums that hold a deepest reduction.
+  constexpr std::size_t kMostTerms = 12;
+  std::vector<std::pair<Expr, bool>> expanded;
+  bool too_many = false;
+  std::function<void(const Expr&, bool)> expand = [&](const Expr& e, bool negative) {
+    if (too_many) return;
+    if (e->kind == Kind::Add || e->kind == Kind::Sub || e->kind == Kind::Neg) {
+      std::vector<std::pair<Expr, bool>> terms;
+      sum_terms(e, negative, terms);
+      for (const auto& [t, n] : terms) expand(t, n);
+      return;
     }
-    if (!moved) split.push_back({term, negative});
+    std::vector<std::pair<Expr, bool>> factors;
+    product_factors(e, false, factors);
+    for (std::size_t i = 0; i < factors.size(); ++i) {
+      const auto& [factor, divides] = factors[i];
+      if (divides || (factor->kind != Kind::Add && factor->kind != Kind::Sub) || !uses_deepest(factor)) continue;
+      std::vector<std::pair<Expr, bool>> inner, keep, pieces;
+      sum_terms(factor, false, inner);
+      for (const auto& t : inner) (uses_deepest(t.first) ? pieces : keep).push_back(t);
+      if (!keep.empty()) pieces.insert(pieces.begin(), {sum_of(keep), false});
+      for (const auto& [piece, piece_negative] : pieces) {
+        auto replaced = factors;
+        replaced[i] = {piece, false};
+        expand(product_of(replaced), negative != piece_negative);
+      }
+      return;
+    }
+    if (expanded.size() == kMostTerms) too_many = true;
+    else expanded.push_back({e, negative});
+  };
+  expand(simplify(parsed), false);
+  if (too_many || expanded.size() < 2) return {whole};
+  // Terms with the same loop merged: their row factors added.
+  std::vector<std::pair<Expr, Expr>> merged;  // (per-column part, row factor)
+  for (const auto& [term, negative] : expanded) {
+    Expr row_factor;
+    Expr column_part = per_row(term) ? num(1) : factor_row_scale(term, per_row, row_factor);
+    if (per_row(term)) row_factor = term;
+    if (!row_factor) row_factor = num(1);
+    if (negative) row_factor = neg(row_factor);
+    bool found = false;
+    for (auto& [column, row] : merged)
+      if (equal(column, column_part)) {
+        row = add(row, row_factor);
+        found = true;
+        break;
+      }
+    if (!found) merged.push_back({column_part, row_factor});
   }
-  if (split.size() < 2 || split.size() > 4) return {whole};
+  if (merged.size() < 2 || merged.size() > 6) return {whole};
+  std::vector<std::pair<Expr, bool>> split;
+  for (const auto& [column, row] : merged) split.push_back({simplify(mul(column, simplify(row))), false});
+  for (std::size_t k = 0; k < split.size(); ++k)
+    if (taken.count(name + "_t" + std::to_string(k))) return {whole};  // a name the program already uses
   // The split is an identity per element; checked in fp64 at a few points away from any kink, so
   // a rewrite the simplifier got wrong keeps the reduction whole instead of changing the kernel.
   {
@@ -575,16 +611,27 @@ std::vector<RowPassCode> split_forward_sum(const std::string& name, const std::s
       if (!std::isfinite(want) || std::fabs(want - got) > 1e-9 * (1.0 + std::fabs(want))) return {whole};
     }
   }
+  // The pass a reduction can take: after those its loop reads, not before those its row factor reads.
+  auto level = [&](const RowPassCode& code) {
+    int at = 1;
+    for (const auto& u : code.column_uses)
+      if (auto it = depth.find(u); it != depth.end()) at = std::max(at, it->second + 1);
+    for (const auto& u : code.post_uses)
+      if (auto it = depth.find(u); it != depth.end()) at = std::max(at, it->second);
+    return at;
+  };
   std::vector<RowPassCode> parts;
   std::string combination;
+  int parts_level = 1;
   for (std::size_t k = 0; k < split.size(); ++k) {
-    const auto& [term, negative] = split[k];
     const std::string part = name + "_t" + std::to_string(k);
-    parts.push_back(pass(part, op, term, "v_", column_symbols));
-    for (const auto& u : parts.back().column_uses)
-      if (auto it = depth.find(u); it != depth.end() && it->second == deepest) return {whole};
-    combination += (k == 0 ? (negative ? "-" : "") : (negative ? " - " : " + ")) + part;
+    parts.push_back(pass(part, op, split[k].first, "v_", column_symbols));
+    parts_level = std::max(parts_level, level(parts.back()));
+    combination += (k == 0 ? "" : " + ") + part;
   }
+  // Only a split that moves the sum to an earlier pass (LayerNorm's gradient sums already share
+  // the variance's pass: taking x - mu apart there would gain nothing and cancel large sums).
+  if (parts_level >= level(whole)) return {whole};
   parts.back().combined = name;
   parts.back().combination = combination;
   return parts;
@@ -689,14 +736,19 @@ Tier2Code generate_tier2(const KernelProfile& p) {
   code.weights = c.weights;
   code.scalar_weights = c.scalar_weights;
   code.others = c.others;
-  // The kernel's forward sums may be split into parts (split_forward_sum); the fp64 reference and
+  // The kernel's forward sums may be split into parts (split_by_linearity); the fp64 reference and
   // the profile keep the reductions whole (forward_reductions), so the reference tests check the split.
+  // Every name the program uses, which a split sum's parts (<name>_t<k>) must not take.
+  std::set<std::string> taken = columns;
+  for (const auto& [name, e] : c.forward) taken.insert(name);
+  for (const auto& [name, e] : c.backward) taken.insert(name);
+  for (const auto& m : p.module_parameters) taken.insert(m.name);
   std::vector<std::vector<RowPassCode>> forward_parts;
   std::map<std::string, int> depth;
   for (std::size_t i = 0; i < c.forward.size(); ++i) {
     const std::string& name = c.forward[i].first;
     code.forward_reductions.push_back(pass(name, r.forward_reductions[i].op, c.forward[i].second, "v_", columns));
-    forward_parts.push_back(split_forward_sum(name, r.forward_reductions[i].op, c.forward[i].second, columns, depth));
+    forward_parts.push_back(split_by_linearity(name, r.forward_reductions[i].op, c.forward[i].second, columns, depth, taken));
     int pass_index = 1;
     for (const auto& part : forward_parts.back())
       for (const auto& u : part.column_uses)
@@ -727,14 +779,27 @@ Tier2Code generate_tier2(const KernelProfile& p) {
   for (std::size_t i = 0; i < c.recompute; ++i)
     backward_sequence.insert(backward_sequence.end(), forward_parts[i].begin(), forward_parts[i].end());
   std::set<std::string> reduction_names;
-  for (const auto& r : code.recomputed) reduction_names.insert(r.name);
-  for (std::size_t i = 0; i < c.backward.size(); ++i) {
-    for (auto& part : split_sum(c.backward[i].first, r.backward_reductions[i].op, c.backward[i].second, columns,
-                                reduction_names))
-      backward_sequence.push_back(std::move(part));
-    reduction_names.insert(c.backward[i].first);
+  std::map<std::string, int> backward_depth;
+  for (const auto& r : code.recomputed) {
+    reduction_names.insert(r.name);
+    backward_depth[r.name] = depth[r.name];
   }
-  code.backward_groups = passes_of(backward_sequence);
+  for (std::size_t i = 0; i < c.backward.size(); ++i) {
+    const std::string& name = c.backward[i].first;
+    const std::string& op = r.backward_reductions[i].op;
+    // First the split that lets the sum's loop skip a pass; else the split that lets its terms
+    // share an earlier one (split_sum).
+    auto parts = split_by_linearity(name, op, c.backward[i].second, columns, backward_depth, taken);
+    if (parts.size() == 1) parts = split_sum(name, op, c.backward[i].second, columns, reduction_names, taken);
+    int pass_index = 1;
+    for (const auto& part : parts)
+      for (const auto& u : part.column_uses)
+        if (auto it = backward_depth.find(u); it != backward_depth.end()) pass_index = std::max(pass_index, it->second + 1);
+    backward_depth[name] = pass_index;
+    for (auto& part : parts) backward_sequence.push_back(std::move(part));
+    reduction_names.insert(name);
+  }
+  code.backward_groups = passes_as_early_as_possible(backward_sequence);
   return code;
 }
 
