@@ -320,6 +320,17 @@ TEST(KernelDevTier2Rows, SumsSplitByLinearityToSkipAPass) {
   const std::string cu = file(kd::render(kl, kSource / "templates/kernel_dev"), kl.op_name + "/" + kl.op_name + ".cu").content;
   EXPECT_EQ(count(kernel_text(cu, kl.op_name + "_forward_kernel"), "block_all_reduce<"), 2u);
 
+  // The row values inside an exponential or a power come out first: the entropy written with
+  // exp(log_softmax) (exp(l - m - log(s)) = exp(l - m) / s) and a softmax squared
+  // ((e / s)^2 = e^2 / s^2) take two passes each way too.
+  for (const char* source : {"def entropy(logits):\n    logp = F.log_softmax(logits, dim=-1)\n"
+                             "    return -(logp.exp() * logp).sum(dim=-1)",
+                             "def tsallis(x):\n    p = torch.softmax(x, -1)\n    return 1 - (p ** 2).sum(-1)"}) {
+    const auto code = kd::generate_tier2(analyse(source));
+    EXPECT_EQ(code.forward_groups.size(), 2u) << source;
+    EXPECT_EQ(code.backward_groups.size(), 2u) << source;
+  }
+
   // Nothing to gain, nothing split: a sum of squared deviations keeps its loop on the mean (moving
   // the mean out would cancel large sums), and the variance still follows the mean.
   const auto sd = kd::generate_tier2(analyse("def f(x): return torch.std(x, dim=-1, keepdim=True)"));

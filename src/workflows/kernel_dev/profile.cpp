@@ -934,7 +934,7 @@ KernelProfile analyse(const AnalysisRequest& request, const KnowledgeBase& knowl
       p.closest_reason = req ? req->reason : "the simplest library kernel of that tier";
       if (t.tier_guess == 2)
         p.undecided["row_program"] = "the built-in analyser cannot derive this Tier-2 op: " + t.rejection + where +
-                                     "; rewrite it as reductions over dim=-1 without weights, or use an LLM provider "
+                                     "; rewrite it as reductions over dim=-1 (sum, mean, max, logsumexp, norms), or use an LLM provider "
                                      "(--llm openai|anthropic) or fill it in at the checkpoint";
     } else {
       p.undecided["tier"] = "not Tier 1: " + t.rejection + where + "; the built-in analyser cannot tell the tier";

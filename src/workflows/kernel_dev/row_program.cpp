@@ -510,6 +510,42 @@ Expr sum_of(const std::vector<std::pair<Expr, bool>>& terms) {
   return simplify(total);
 }
 
+// `e` with the values `row_value` accepts (one per row) brought out of the two places a product
+// cannot see them: exp(u + log(v)) = exp(u) * v and exp(u - log(v)) = exp(u) / v (v > 0 wherever
+// log(v) is defined: a log-softmax written exp(l - m - log(s))), and (a * b)^k = a^k * b^k,
+// (a / b)^k = a^k / b^k for an integer k (a probability squared, (e / s)^2). Other nodes keep
+// their form.
+Expr separate_row_values(const Expr& e, const std::function<bool(const Expr&)>& row_value) {
+  if (e->args.empty()) return e;
+  auto node = std::make_shared<Node>(*e);
+  for (auto& a : node->args) a = separate_row_values(a, row_value);
+  Expr rebuilt = node;
+  if (rebuilt->kind == Kind::Call && rebuilt->name == "exp" && rebuilt->args.size() == 1) {
+    std::vector<std::pair<Expr, bool>> terms, rest, logs;
+    sum_terms(rebuilt->args[0], false, terms);
+    for (const auto& t : terms)
+      (t.first->kind == Kind::Call && t.first->name == "log" && t.first->args.size() == 1 && row_value(t.first) ? logs
+                                                                                                               : rest)
+          .push_back(t);
+    if (logs.empty()) return rebuilt;
+    Expr result = call("exp", {rest.empty() ? num(0) : sum_of(rest)});
+    for (const auto& [log_term, negative] : logs)
+      result = negative ? div(result, log_term->args[0]) : mul(result, log_term->args[0]);
+    return result;
+  }
+  if (rebuilt->kind == Kind::Pow && (rebuilt->args[0]->kind == Kind::Mul || rebuilt->args[0]->kind == Kind::Div) &&
+      rebuilt->args[1]->kind == Kind::Number && rebuilt->args[1]->value == std::round(rebuilt->args[1]->value)) {
+    std::vector<std::pair<Expr, bool>> factors;
+    product_factors(rebuilt->args[0], false, factors);
+    bool any_row = false;
+    for (const auto& f : factors) any_row = any_row || row_value(f.first);
+    if (!any_row) return rebuilt;
+    for (auto& f : factors) f.first = pow(f.first, rebuilt->args[1]);
+    return product_of(factors);
+  }
+  return rebuilt;
+}
+
 // A sum whose column loop waits on the reductions of the pass just before it (the deepest it
 // reads), split by linearity so that it does not. Products are distributed over the sums that hold
 // a deepest reduction -- sum(c * (f + r)) = sum(c * f) + sum(c * r) -- and each term's factors that
@@ -519,7 +555,8 @@ Expr sum_of(const std::vector<std::pair<Expr, bool>>& terms) {
 // they join s's pass -- one pass over the row and one block combine fewer. Within a distributed
 // sum only the terms that hold a deepest reduction are taken apart (the shift m stays with l:
 // l - m is bounded where l alone is not, so no large sums cancel). The split is kept only when it
-// moves the sum to an earlier pass and agrees with the sum in fp64. `depth`:
+// moves the sum to an earlier pass and agrees with the sum in fp64. Row values inside an
+// exponential or an integer power are brought out first (separate_row_values). `depth`:
 // each earlier reduction's pass (1 for the first). Parts are named <name>_t<k>, the last one
 // assigning `name`.
 std::vector<RowPassCode> split_by_linearity(const std::string& name, const std::string& op, const Expr& parsed,
@@ -573,8 +610,8 @@ std::vector<RowPassCode> split_by_linearity(const std::string& name, const std::
     if (expanded.size() == kMostTerms) too_many = true;
     else expanded.push_back({e, negative});
   };
-  expand(simplify(parsed), false);
-  if (too_many || expanded.size() < 2) return {whole};
+  expand(separate_row_values(simplify(parsed), [&](const Expr& v) { return per_row(v) && uses_deepest(v); }), false);
+  if (too_many || expanded.empty()) return {whole};
   // Terms with the same loop merged: their row factors added.
   std::vector<std::pair<Expr, Expr>> merged;  // (per-column part, row factor)
   for (const auto& [term, negative] : expanded) {
@@ -592,7 +629,7 @@ std::vector<RowPassCode> split_by_linearity(const std::string& name, const std::
       }
     if (!found) merged.push_back({column_part, row_factor});
   }
-  if (merged.size() < 2 || merged.size() > 6) return {whole};
+  if (merged.size() > 6) return {whole};
   std::vector<std::pair<Expr, bool>> split;
   for (const auto& [column, row] : merged) split.push_back({simplify(mul(column, simplify(row))), false});
   for (std::size_t k = 0; k < split.size(); ++k)
