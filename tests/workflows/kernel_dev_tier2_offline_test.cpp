@@ -161,6 +161,8 @@ std::vector<Form> forms() {
          for (auto& v : t) v /= 2;
          return softmax(t);
        }},
+      // An eps set by the description on the form's keyword parameter.
+      {"RMSNorm without weight, eps 1e-5", rms(1e-5)},
       {"log softmax with temperature 0.5 and softcap 30", [log_softmax](const Row& x) {
          Row t = x;
          for (auto& v : t) v = 30 * std::tanh(v / 0.5 / 30);
@@ -248,6 +250,15 @@ TEST(KernelDevTier2Offline, PerRowOutputsAreDerivedWithTheirGradient) {
                 *std::max_element(x.begin(), x.end());
        }},
       {"y = logsumexp(x) - mean(x)", "[rows, 1]", [lse](const Row& x) { return lse(x) - mean_of(x); }},
+      // Descriptions (tiers.yaml): the entropy request, and a coefficient on the output.
+      {"entropy of the softmax of each row", "[rows]",
+       [lse](const Row& x) {
+         const double l = lse(x);
+         double h = 0;
+         for (double v : x) h -= std::exp(v - l) * (v - l);
+         return h;
+       }},
+      {"z-loss with coefficient 1e-4", "[rows]", [lse](const Row& x) { return 1e-4 * lse(x) * lse(x); }},
       // A module parameter in a per-row output.
       {"def smooth_max(x, t=0.5): return t * torch.logsumexp(x / t, dim=-1)", "[rows]",
        [lse](const Row& x) { return 0.5 * lse(map(x, [](double v) { return v / 0.5; })); }},

@@ -298,23 +298,52 @@ std::vector<AppliedModifier> take_input_modifiers(std::string& text, const TierK
   return found;
 }
 
-// The modifier's rewrite of `arg`: "{x} / {value}" with temperature 2 is "x / 2".
+// The modifier's rewrite of `arg` (the input, or the output's expression): "{x} / {value}" with
+// temperature 2 is "x / 2".
 std::string rewritten_input(const AppliedModifier& a, const std::string& arg) {
-  const std::string with_arg = std::regex_replace(a.modifier->rewrite, std::regex(R"(\{x\})"), arg);
+  const std::string with_arg = std::regex_replace(a.modifier->rewrite, std::regex(R"(\{[xy]\})"), arg);
   return std::regex_replace(with_arg, std::regex(R"(\{value\})"), a.value);
 }
 
-// The request's one-line PyTorch form with its input rewritten by each modifier, in order:
-// "def softmax(x): return torch.softmax(x, dim=-1)" with temperature 2 becomes
-// "def softmax(x):\n    x = x / 2\n    return torch.softmax(x, dim=-1)". Empty when the form is not
-// one `def name(arg): return ...` line.
-std::string apply_input_modifiers(const std::string& form, const std::vector<AppliedModifier>& modifiers) {
+// What the description's modifier does, for the profile: "the input becomes x / 2".
+std::string modifier_effect(const AppliedModifier& a) {
+  if (!a.modifier->parameter.empty()) return a.modifier->parameter + " = " + a.value;
+  return a.modifier->on_output() ? "the output becomes " + rewritten_input(a, "y")
+                                 : "the input becomes " + rewritten_input(a, "x");
+}
+
+// The request's one-line PyTorch form rewritten by each modifier, in order: the input ones
+// assign the argument, the output ones wrap the returned expression, the parameter ones set a
+// keyword parameter's default. "def softmax(x): return torch.softmax(x, dim=-1)" with temperature
+// 2 becomes "def softmax(x):\n    x = x / 2\n    return torch.softmax(x, dim=-1)". Empty when the
+// form is not one `def name(arg, [kw=default, ...]): return ...` line; `missing` names a parameter
+// a modifier sets that the form does not have.
+std::string apply_input_modifiers(const std::string& form, const std::vector<AppliedModifier>& modifiers,
+                                  std::string* missing = nullptr) {
   std::smatch m;
-  if (!std::regex_match(form, m, std::regex(R"(\s*def\s+(\w+)\s*\(\s*(\w+)\s*\)\s*:\s*return\s+(.+?)\s*)"))) return "";
+  if (!std::regex_match(form, m,
+                        std::regex(R"(\s*def\s+(\w+)\s*\(\s*(\w+)((?:\s*,\s*\w+\s*=\s*[^,()]+)*)\s*\)\s*:\s*return\s+(.+?)\s*)")))
+    return "";
   const std::string arg = m[2].str();
-  std::string code = "def " + m[1].str() + "(" + arg + "):\n";
-  for (const auto& a : modifiers) code += "    " + arg + " = " + rewritten_input(a, arg) + "\n";
-  return code + "    return " + m[3].str() + "\n";
+  std::string keywords = m[3].str(), returned = m[4].str();
+  std::string body;
+  for (const auto& a : modifiers) {
+    if (!a.modifier->parameter.empty()) {
+      const std::regex keyword("(,\\s*" + a.modifier->parameter + "\\s*=\\s*)([^,()]+)");
+      std::smatch at;
+      if (!std::regex_search(keywords, at, keyword)) {
+        if (missing) *missing = a.modifier->parameter;
+        return "";
+      }
+      // Spliced, not regex_replace'd: "$1" followed by the value's digits would read as group 11.
+      keywords.replace(static_cast<std::size_t>(at.position(2)), static_cast<std::size_t>(at.length(2)), a.value);
+    } else if (a.modifier->on_output()) {
+      returned = rewritten_input(a, returned);
+    } else {
+      body += "    " + arg + " = " + rewritten_input(a, arg) + "\n";
+    }
+  }
+  return "def " + m[1].str() + "(" + arg + keywords + "):\n" + body + "    return " + returned + "\n";
 }
 
 // What a description says beyond a Tier-2 request: its words (and numbers) outside the
@@ -426,11 +455,14 @@ TierKnowledge TierKnowledge::load_file(const std::filesystem::path& path) {
     InputModifier modifier;
     modifier.name = m["name"].as<std::string>();
     for (const auto& phrase : m["phrases"]) modifier.phrases.push_back(phrase.as<std::string>());
-    modifier.rewrite = m["rewrite"].as<std::string>();
-    if (modifier.phrases.empty() || modifier.rewrite.find("{x}") == std::string::npos ||
-        modifier.rewrite.find("{value}") == std::string::npos)
+    if (m["rewrite"]) modifier.rewrite = m["rewrite"].as<std::string>();
+    if (m["parameter"]) modifier.parameter = m["parameter"].as<std::string>();
+    const bool rewrites = (modifier.rewrite.find("{x}") != std::string::npos || modifier.on_output()) &&
+                          modifier.rewrite.find("{value}") != std::string::npos;
+    if (modifier.phrases.empty() || rewrites == !modifier.parameter.empty())
       throw std::runtime_error(path.string() + ": input modifier '" + modifier.name +
-                               "' needs phrases and a rewrite with {x} and {value}");
+                               "' needs phrases and either a rewrite with {value} and {x} (the input) or {y} (the "
+                               "output), or a parameter of the form to set");
     k.input_modifiers.push_back(modifier);
   }
   for (const auto& r : root["tier1_closest"]) {
@@ -820,9 +852,12 @@ KernelProfile analyse(const AnalysisRequest& request, const KnowledgeBase& knowl
       const bool explained = r.unexplained.empty() || (!modifiers.empty() && knowledge.catalogue.resolve(described).unexplained.empty());
       if (!req->pytorch.empty() && explained) {
         std::string form = req->pytorch, variant = req->name;
+        std::string missing_parameter;
         if (!modifiers.empty()) {
-          form = apply_input_modifiers(req->pytorch, modifiers);
-          for (const auto& a : modifiers) variant += "_" + a.modifier->name;
+          form = apply_input_modifiers(req->pytorch, modifiers, &missing_parameter);
+          // A parameter's value does not make another op (rms_norm with eps 1e-5 is rms_norm).
+          for (const auto& a : modifiers)
+            if (a.modifier->parameter.empty()) variant += "_" + a.modifier->name;
         }
         const auto beyond = words_beyond_request(described, *req, knowledge.tiers);
         bool required = req->requires_any.empty();
@@ -841,6 +876,9 @@ KernelProfile analyse(const AnalysisRequest& request, const KnowledgeBase& knowl
                    zero != modifiers.end()) {
           form_not_used = "the " + zero->modifier->name + " is 0, which the input is divided by (" + rewritten_input(*zero, "x") +
                           "): give a positive " + zero->modifier->name;
+        } else if (form.empty() && !missing_parameter.empty()) {
+          form_not_used = "its PyTorch form `" + req->pytorch + "` has no " + missing_parameter + " for the description to set: " +
+                          "write the op as PyTorch code or an expression";
         } else if (form.empty()) {
           form_not_used = "its PyTorch form `" + req->pytorch + "` is not one `def f(x): return ...` line the description's " +
                           "modifiers can rewrite";
@@ -855,8 +893,7 @@ KernelProfile analyse(const AnalysisRequest& request, const KnowledgeBase& knowl
             p.resolved_from = "tier knowledge '" + req->name + "' (skills/kernel_dev/tiers.yaml), derived from its PyTorch form `" +
                               req->pytorch + "`";
             for (const auto& a : modifiers)
-              p.resolved_from += "; " + a.modifier->name + " " + a.value + " from the description (the input becomes " +
-                                 rewritten_input(a, "x") + ")";
+              p.resolved_from += "; " + a.modifier->name + " " + a.value + " from the description (" + modifier_effect(a) + ")";
             for (const auto& n : t.notes) p.notes.push_back("translation: " + n);
             return finish_tier2(t.program, variant);
           }

@@ -218,10 +218,14 @@ struct Tier1Rule {
 };
 // A phrase that changes what a Tier-2 request's PyTorch form reads, with the number it takes
 // ("softmax with temperature 2": the row divided by 2 first; "log-softmax with softcap 30").
+// A modifier rewrites the input ({x}), the output ({y}: "z-loss with coefficient 1e-4"), or sets
+// a keyword parameter of the form ("RMSNorm without weight, eps 1e-5": `parameter: eps`).
 struct InputModifier {
-  std::string name;                 // names the variant: softmax_temperature
+  std::string name;                 // names the variant: softmax_temperature (not for a parameter)
   std::vector<std::string> phrases; // "temperature", "temp"
-  std::string rewrite;              // PyTorch of the input, {x} and {value}: "{x} / {value}"
+  std::string rewrite;              // PyTorch of the input or output: "{x} / {value}", "{value} * ({y})"
+  std::string parameter;            // or: the form's keyword parameter the number sets
+  bool on_output() const { return rewrite.find("{y}") != std::string::npos; }
 };
 
 struct TierKnowledge {
