@@ -546,6 +546,16 @@ Expr separate_row_values(const Expr& e, const std::function<bool(const Expr&)>& 
   return rebuilt;
 }
 
+// The pass a reduction made of `parts` can take by its loops alone: one after the latest pass
+// (`depth`) any of them reads (1 when they read none).
+int pass_after_loops(const std::vector<RowPassCode>& parts, const std::map<std::string, int>& depth) {
+  int at = 1;
+  for (const auto& part : parts)
+    for (const auto& u : part.column_uses)
+      if (auto it = depth.find(u); it != depth.end()) at = std::max(at, it->second + 1);
+  return at;
+}
+
 // A sum whose column loop waits on the reductions of the pass just before it (the deepest it
 // reads), split by linearity so that it does not. Products are distributed over the sums that hold
 // a deepest reduction -- sum(c * (f + r)) = sum(c * f) + sum(c * r) -- and each term's factors that
@@ -650,9 +660,7 @@ std::vector<RowPassCode> split_by_linearity(const std::string& name, const std::
   }
   // The pass a reduction can take: after those its loop reads, not before those its row factor reads.
   auto level = [&](const RowPassCode& code) {
-    int at = 1;
-    for (const auto& u : code.column_uses)
-      if (auto it = depth.find(u); it != depth.end()) at = std::max(at, it->second + 1);
+    int at = pass_after_loops({code}, depth);
     for (const auto& u : code.post_uses)
       if (auto it = depth.find(u); it != depth.end()) at = std::max(at, it->second);
     return at;
@@ -786,11 +794,7 @@ Tier2Code generate_tier2(const KernelProfile& p) {
     const std::string& name = c.forward[i].first;
     code.forward_reductions.push_back(pass(name, r.forward_reductions[i].op, c.forward[i].second, "v_", columns));
     forward_parts.push_back(split_by_linearity(name, r.forward_reductions[i].op, c.forward[i].second, columns, depth, taken));
-    int pass_index = 1;
-    for (const auto& part : forward_parts.back())
-      for (const auto& u : part.column_uses)
-        if (auto it = depth.find(u); it != depth.end()) pass_index = std::max(pass_index, it->second + 1);
-    depth[name] = pass_index;
+    depth[name] = pass_after_loops(forward_parts.back(), depth);
   }
   std::vector<RowPassCode> forward_sequence;
   for (const auto& parts : forward_parts) forward_sequence.insert(forward_sequence.end(), parts.begin(), parts.end());
@@ -828,11 +832,7 @@ Tier2Code generate_tier2(const KernelProfile& p) {
     // share an earlier one (split_sum).
     auto parts = split_by_linearity(name, op, c.backward[i].second, columns, backward_depth, taken);
     if (parts.size() == 1) parts = split_sum(name, op, c.backward[i].second, columns, reduction_names, taken);
-    int pass_index = 1;
-    for (const auto& part : parts)
-      for (const auto& u : part.column_uses)
-        if (auto it = backward_depth.find(u); it != backward_depth.end()) pass_index = std::max(pass_index, it->second + 1);
-    backward_depth[name] = pass_index;
+    backward_depth[name] = pass_after_loops(parts, backward_depth);
     for (auto& part : parts) backward_sequence.push_back(std::move(part));
     reduction_names.insert(name);
   }
