@@ -331,6 +331,20 @@ TEST(KernelDevTier2Rows, SumsSplitByLinearityToSkipAPass) {
     EXPECT_EQ(code.backward_groups.size(), 2u) << source;
   }
 
+  // A pass computes what its reductions share once per element: the entropy's second pass sums
+  // exp(l - m) and exp(l - m) * (l - m) with one exponential, and its split part that sums
+  // exp(l - m) again (scaled by -log(s) / s after the combine) takes the sum of exponentials' slot.
+  {
+    const std::string cu = file(kd::render(entropy, kSource / "templates/kernel_dev"), entropy.op_name + "/" +
+                                entropy.op_name + ".cu").content;
+    const std::string forward = kernel_text(cu, entropy.op_name + "_forward_kernel");
+    EXPECT_EQ(count(forward, "M::exp("), 1u) << forward;
+    EXPECT_EQ(count(forward, "block_all_reduce<Reduce::kSum, Reduce::kSum>(all_, shared_)"), 1u) << forward;
+    EXPECT_EQ(count(forward, "float all_[3]"), 0u) << forward;
+    const std::string backward = kernel_text(cu, entropy.op_name + "_backward_kernel");
+    EXPECT_EQ(count(backward, "float all_[3]"), 0u) << backward;
+  }
+
   // Nothing to gain, nothing split: a sum of squared deviations keeps its loop on the mean (moving
   // the mean out would cancel large sums), and the variance still follows the mean.
   const auto sd = kd::generate_tier2(analyse("def f(x): return torch.std(x, dim=-1, keepdim=True)"));

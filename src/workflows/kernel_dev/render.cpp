@@ -573,18 +573,41 @@ mu::data tier2_context(const KernelProfile& p, const std::filesystem::path& temp
     }
     return out;
   };
-  // The kernel's passes: each a group of independent reductions combined together.
+  // The kernel's passes: each a group of independent reductions combined together. A pass
+  // accumulates each distinct per-column value once (slot): two reductions of the same value
+  // (entropy's split sum holds sum(exp(x - m)) beside s itself) share one accumulator and one
+  // combine. The values are emitted together, so what they share is computed once per element.
   auto groups = [&](const std::vector<std::vector<RowPassCode>>& list) {
     mu::list out;
     for (const auto& group : list) {
-      mu::list members;
+      mu::list members, slots;
+      std::map<std::string, std::size_t> slot_of;  // reduce and value -> slot
+      std::vector<std::pair<std::string, Expr>> values;
+      std::vector<std::size_t> member_slot;
+      for (const auto& r : group) {
+        const bool sum = r.op == "sum" || r.op == "mean";
+        const std::string reduce = sum ? "kSum" : r.op == "max" ? "kMax" : "kMin";
+        if (!r.column_value) throw std::logic_error("row pass " + r.name + " has no per-column value");
+        const std::string key = reduce + " " + to_string(r.column_value);
+        auto known = slot_of.find(key);
+        if (known == slot_of.end()) {
+          known = slot_of.emplace(key, values.size()).first;
+          values.emplace_back("v" + std::to_string(values.size()) + "_", r.column_value);
+          slots.push_back(mu::object{{"slot", std::to_string(known->second)}, {"reduce", reduce}});
+        }
+        member_slot.push_back(known->second);
+      }
+      for (std::size_t i = 0; i < slots.size(); ++i) slots[i].set("last", mu::data(i + 1 == slots.size()));
+      std::string declared;
+      for (const auto& value : values) declared += (declared.empty() ? "" : ", ") + value.first;
+      std::string values_cuda = "            float " + declared + ";\n" +
+                                emit_statements(values, Dialect::CudaF32, "            ").statements;
+      while (!values_cuda.empty() && values_cuda.back() == '\n') values_cuda.pop_back();
       for (std::size_t i = 0; i < group.size(); ++i) {
         const auto& r = group[i];
-        const bool sum = r.op == "sum" || r.op == "mean";
         members.push_back(mu::object{{"name", r.name},
                                      {"op", r.op},
                                      {"expression", free_text(r.expression)},
-                                     {"cuda_member", indented(r.cuda, 6)},
                                      {"row_cuda", r.row_cuda.empty() ? "" : indented(r.row_cuda, 6)},
                                      {"post_scale", r.post_scale},
                                      {"post_cuda", r.post_cuda.empty() ? "" : indented(r.post_cuda, 6)},
@@ -592,10 +615,8 @@ mu::data tier2_context(const KernelProfile& p, const std::filesystem::path& temp
                                      {"combination", r.combination},
                                      {"has_combined", mu::data(!r.combined.empty())},
                                      {"has_post_scale", mu::data(!r.post_scale.empty())},
-                                     {"reduce", sum ? "kSum" : r.op == "max" ? "kMax" : "kMin"},
                                      {"is_mean", mu::data(r.op == "mean")},
-                                     {"index", std::to_string(i)},
-                                     {"last", mu::data(i + 1 == group.size())}});
+                                     {"slot", std::to_string(member_slot[i])}});
       }
       // Each pass loads only the tensors its loops read: softmax(q)'s max pass does not touch p's row.
       std::set<std::string> read;
@@ -606,7 +627,9 @@ mu::data tier2_context(const KernelProfile& p, const std::filesystem::path& temp
       for (std::size_t i = 0; i < code.weights.size(); ++i)
         if (read.count(code.weights[i])) group_weights.push_back(weights[i]);
       out.push_back(mu::object{{"members", members},
-                               {"size", std::to_string(group.size())},
+                               {"slots", slots},
+                               {"values_cuda", values_cuda},
+                               {"size", std::to_string(slots.size())},
                                {"others", group_others},
                                {"weights", group_weights}});
     }

@@ -431,6 +431,7 @@ RowPassCode pass(const std::string& name, const std::string& op, const Expr& par
   }
   code.column_uses = free_symbols(summed);
   const Expr per_column = hoister.run(summed);
+  code.column_value = per_column;
   code.cuda = without_final_newline(emit_statements({{target, per_column}}, Dialect::CudaF32, indent).statements);
   if (!hoister.row_values().empty()) {
     std::string declared;

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "workflows/kernel_dev/expr.h"
 #include "workflows/kernel_dev/profile.h"
 
 namespace liger::kernel_dev {
@@ -23,6 +24,11 @@ struct RowPassCode {
   std::string op;         // sum | mean | max | min; "" for element-wise passes
   std::string expression; // simplified, as text
   std::string cuda;       // fp32 statements assigning `name` (element-wise) or v_ (reductions)
+  // Reductions: the per-column value `cuda` computes, after the hoisting. A pass emits its
+  // reductions' values together from these, so a subexpression they share (exp(x - m) in a sum
+  // and in a sum of exp(x - m) * x) is computed once per element: the SFU forms of M:: are inline
+  // assembly, which the compiler never merges across statements.
+  Expr column_value;
   // fp32 statements declaring and computing the pass's values that are one per row (hoisted out
   // of `cuda`, which uses them), placed before the pass's column loop; "" when there are none.
   std::string row_cuda;
