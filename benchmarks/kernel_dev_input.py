@@ -10,6 +10,7 @@ whose last line is the result). `load()` returns fn(*inputs, *learnable) or rais
 saying why; the caller then falls back to the translated expression and reports that."""
 import ast
 import inspect
+import re
 import math
 import sys
 import types
@@ -88,13 +89,27 @@ def _bind(fn, names, params):
     raise InputCodeError(f"{fn.__name__}{signature} cannot be called with the op's inputs {ours}")
 
 
+# A parameter whose name the generated code reserves (a temperature T beside the kernel's
+# template parameter T) is <name>_param there (generated_names.cpp); the code still says <name>.
+_RENAMED = re.compile(r"(.+)_param[0-9]*")
+
+
+def _generated_name(name, op_names):
+    """The op's name for the code's parameter `name`: the same, or its <name>_param rename."""
+    if name in op_names:
+        return name
+    renamed = [n for n in op_names if _RENAMED.fullmatch(n) and _RENAMED.fullmatch(n).group(1) == name]
+    return renamed[0] if len(renamed) == 1 else None
+
+
 def _module_function(torch, cls, names, params, module_params, cols):
     kwargs = {}
     for p in list(inspect.signature(cls.__init__).parameters.values())[1:]:
         if p.kind not in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
             continue
-        if p.name in module_params:
-            kwargs[p.name] = module_params[p.name]
+        op_name = _generated_name(p.name, module_params)
+        if op_name is not None:
+            kwargs[p.name] = module_params[op_name]
         elif p.default is inspect.Parameter.empty:
             if p.name not in _WIDTH_NAMES:
                 raise InputCodeError(f"{cls.__name__}.__init__ needs '{p.name}', which the profile does not give")
@@ -109,6 +124,8 @@ def _module_function(torch, cls, names, params, module_params, cols):
 
     def owner(n):
         hits = [k for k in state_names if k == n or k.split(".")[-1] == n or k.replace(".", "_") == n]
+        if not hits and _RENAMED.fullmatch(n):  # T_param: the generated code's name for a parameter T
+            return owner(_RENAMED.fullmatch(n).group(1))
         return hits[0] if len(hits) == 1 else None
 
     # The op's parameter -> (state key, element index or None). An element of a parameter the code

@@ -522,6 +522,38 @@ TEST(KernelDevRender, InputsNamedLikeTheTemplatesLocalsStillCompile) {
   fs::remove_all(root);
 }
 
+// Parameters are the user's too: a distillation temperature T (the kernels' storage type is the
+// template parameter T), M (the math policy), VEC or i get names of their own in the generated
+// code, element-wise and per row, and the code compiles.
+TEST(KernelDevRender, ParametersNamedLikeTheTemplatesNamesStillCompile) {
+  for (const char* request : {"def scaled(x, T=2.0, M=0.5, VEC=1.0, i=3.0):\n    return torch.sigmoid(x / T) * M + VEC * i",
+                              "def tempered(logits, T=2.0):\n    return F.log_softmax(logits / T, dim=-1) * T"}) {
+    const kd::KernelProfile p = kd::analyse({request, kd::InputKind::Auto, ""}, kb());
+    ASSERT_TRUE(p.complete()) << request;
+    ASSERT_FALSE(p.module_parameters.empty()) << request;
+    for (const auto& m : p.module_parameters) {
+      EXPECT_EQ(m.name.substr(m.name.size() - 6), "_param") << m.name;
+      const std::string original = m.name.substr(0, m.name.size() - 6);
+      EXPECT_TRUE(std::any_of(p.notes.begin(), p.notes.end(), [&](const std::string& n) {
+        return n.find("parameter '" + original + "' is '" + m.name + "'") != std::string::npos;
+      })) << m.name;
+    }
+    const auto files = kd::render(p, kSource / "templates/kernel_dev");
+    fs::path root = write_tree(files, p.op_name + "_param_clash");
+    if (const std::string python = find_tool({"python3"}); !python.empty()) {
+      const std::string error = py_compile(python, root, "ops/" + p.op_name + ".py");
+      EXPECT_TRUE(error.empty()) << error;
+    }
+    if (const std::string nvcc = find_tool({"nvcc", "/usr/local/cuda/bin/nvcc"}); !nvcc.empty()) {
+      const std::string error = compile_kernel(nvcc, root, p.op_name);
+      EXPECT_TRUE(error.empty()) << request << "\n" << error;
+    } else {
+      std::cout << "[ SKIPPED  ] nvcc not found: " << p.op_name << "'s kernel was rendered, not compiled\n";
+    }
+    fs::remove_all(root);
+  }
+}
+
 // A backward that is the upstream gradient itself (a straight-through estimator) runs no kernel in
 // the binding: autograd gets dy back; any other backward launches the generated kernel.
 TEST(KernelDevRender, IdentityBackwardReturnsTheUpstreamWithoutALaunch) {

@@ -77,6 +77,20 @@ Program with_generated_code_names(const Program& program, std::vector<std::strin
     }
     in = fresh;
   }
+  // A parameter is declared in the kernel beside the template's own names too (`const float T =
+  // o_.T` inside a template over the storage type T does not compile): a temperature T becomes
+  // T_param, in the C ABI's options and the Python entry's keywords as well.
+  for (auto& param : out.params) {
+    if (!reserved(param.name) && !(param.learnable && reserved("d" + param.name))) continue;
+    std::string fresh = param.name + "_param";
+    for (int k = 2; taken.count(fresh) || taken.count("d" + fresh) || reserved(fresh); ++k)
+      fresh = param.name + "_param" + std::to_string(k);
+    taken.insert(fresh);
+    notes.push_back("parameter '" + param.name + "' is '" + fresh + "' in the generated code and the Python entry's "
+                    "keywords ('" + param.name + "' names something the generated kernel, tests or binding already use)");
+    renames[param.name] = sym(fresh);
+    param.name = fresh;
+  }
   if (renames.empty()) return out;
   out.expression = substitute(program.expression, renames);
   out.output = unclashing_output_name(program.output, out.inputs, out.params);

@@ -19,8 +19,9 @@ namespace liger::kernel_dev {
 bool reserved_in_generated_code(const std::string& name);
 
 // `program` with every input whose name (or gradient's name) is reserved, or whose gradient's
-// name is another input's, renamed in the inputs and the expression; the output renamed to stay
-// clear of them. One note per rename.
+// name is another input's, renamed in the inputs and the expression (<name>_in), every parameter
+// with a reserved name likewise (<name>_param); the output renamed to stay clear of them. One note
+// per rename.
 // `also_reserved`: more names the caller's templates reserve (the Tier-2 row program's n, p, ...).
 Program with_generated_code_names(const Program& program, std::vector<std::string>& notes,
                                   const std::function<bool(const std::string&)>& also_reserved = nullptr);

@@ -179,13 +179,19 @@ void derive_tier2(KernelProfile& p, const Program& program, const KnowledgeBase&
                    "output is saved (autograd usually holds it anyway) and the backward reads it and the upstream "
                    "gradient once each, with no forward reduction recomputed";
   } else {
-    saved.saved = {x};
+    // Every input tensor: the generated autograd function saves them all (a, b of a cosine
+    // similarity: each one's gradient reads the other).
+    saved.saved = program.inputs.empty() ? std::vector<std::string>{x} : program.inputs;
+    const bool several = saved.saved.size() > 1;
     saved.recomputed = d.recomputed;
-    if (saved.recomputed.empty()) saved.recomputed.push_back("(nothing: the backward needs only the input)");
-    saved.reason = "the gradient needs the input (or the forward statistics, which are functions of it): the input is "
-                   "saved (autograd holds it anyway) and the row statistics the backward names are recomputed from "
-                   "it while the row is in registers, so nothing extra is written in the forward or read in the "
-                   "backward";
+    if (saved.recomputed.empty())
+      saved.recomputed.push_back(several ? "(nothing: the backward needs only the inputs)" : "(nothing: the backward needs only the input)");
+    saved.reason = std::string("the gradient needs the ") + (several ? "inputs" : "input") +
+                   " (or the forward statistics, which are functions of " + (several ? "them" : "it") + "): " +
+                   (several ? "the inputs are" : "the input is") +
+                   " saved (autograd holds " + (several ? "them" : "it") +
+                   " anyway) and the row statistics the backward names are recomputed from " + (several ? "them" : "it") +
+                   " while the row is in registers, so nothing extra is written in the forward or read in the backward";
   }
   p.saved_for_backward = saved;
 
