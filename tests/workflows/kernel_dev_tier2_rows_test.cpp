@@ -366,6 +366,44 @@ TEST(KernelDevTier2Rows, SumsSplitByLinearityToSkipAPass) {
 // sum, rsqrt(var + eps), a norm's powers) are computed once per row before the loop, and a row
 // factor of a summed product scales the combined sum instead of every term. The fp64 reference
 // keeps the formulas as written, so the reference tests check the rewriting.
+// A reduction of an earlier reduction's argument shifted by a row value is that reduction,
+// shifted: a standardisation written x - mean(x) then .std() takes no mean of x - mu, a softmax of
+// x - max(x) no second max. Without an earlier reduction to reuse, nothing changes.
+TEST(KernelDevTier2Rows, ReductionsOfAShiftedArgumentReuseTheEarlierOne) {
+  std::mt19937 rng(7);
+  const auto x = random_row(rng, 37, 3.0);
+  {
+    const auto p = analyse("def f(x):\n    x = x - x.mean(-1, keepdim=True)\n    return x / (x.std(-1, keepdim=True) + 1e-5)");
+    ASSERT_TRUE(p.complete());
+    ASSERT_EQ(p.row_program->forward_reductions.size(), 2u);
+    EXPECT_EQ(p.row_program->forward_reductions[0].op, "mean");
+    EXPECT_EQ(p.row_program->forward_reductions[1].op, "sum");
+    double mean = 0, ss = 0;
+    for (double v : x) mean += v / x.size();
+    for (double v : x) ss += (v - mean) * (v - mean);
+    const double sd = std::sqrt(ss / (x.size() - 1));
+    const auto y = kd::row_forward_f64(p, x);
+    for (std::size_t j = 0; j < x.size(); ++j) EXPECT_NEAR(y[j], (x[j] - mean) / (sd + 1e-5), 1e-12) << j;
+  }
+  {
+    const auto p = analyse("def f(x):\n    return torch.softmax(x - x.amax(-1, keepdim=True), dim=-1)");
+    ASSERT_TRUE(p.complete());
+    ASSERT_EQ(p.row_program->forward_reductions.size(), 2u);
+    EXPECT_EQ(p.row_program->forward_reductions[0].op, "max");
+    const double m = *std::max_element(x.begin(), x.end());
+    double s = 0;
+    for (double v : x) s += std::exp(v - m);
+    const auto y = kd::row_forward_f64(p, x);
+    for (std::size_t j = 0; j < x.size(); ++j) EXPECT_NEAR(y[j], std::exp(x[j] - m) / s, 1e-14) << j;
+  }
+  {
+    const auto p = analyse("def f(x):\n    return (x - 1.5).sum(-1, keepdim=True) * x");
+    ASSERT_TRUE(p.complete());
+    ASSERT_EQ(p.row_program->forward_reductions.size(), 1u);
+    EXPECT_NE(p.row_program->forward_reductions[0].expression.find("1.5"), std::string::npos);
+  }
+}
+
 TEST(KernelDevTier2Rows, RowValuesLeaveTheColumnLoop) {
   const auto l2 = kd::generate_tier2(analyse("def f(x): return x / x.norm(dim=-1, keepdim=True)"));
   EXPECT_NE(l2.forward_output.row_cuda.find("y_r0_ = M::div(1.0f, sqrtf(s));"), std::string::npos) << l2.forward_output.row_cuda;

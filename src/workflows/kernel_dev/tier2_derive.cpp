@@ -82,6 +82,7 @@ class Hoister {
       const std::string op = e->name.substr(4);
       for (const auto& r : reductions_)
         if (r.op == op && equal(r.argument, argument)) result = sym(r.name);
+      if (!result) result = from_earlier_reduction(op, argument);
       if (!result) {
         reductions_.push_back({fresh(op), op, argument});
         result = sym(reductions_.back().name);
@@ -106,6 +107,42 @@ class Hoister {
     if (dropped) dropped_.insert(e.get());
     memo_.emplace(e.get(), result);
     return result;
+  }
+
+  // A reduction of an earlier one's argument shifted by a row value, in terms of the earlier one:
+  // mean(x - mu) = mu - mu = 0 for a standardisation written x - mean(x) then .std(), max(x + r) =
+  // max(x) + r, sum(x - r) = sum(x) - n r. Only where the earlier reduction exists, so no pass is
+  // added, and the value is exact where the direct one would be a rounded zero.
+  Expr from_earlier_reduction(const std::string& op, const Expr& argument) {
+    if (op != "sum" && op != "mean" && op != "max" && op != "min" && op != "shift") return nullptr;
+    // A softmax's shift is the row max (only its gradient differs: none flows through it).
+    auto same_op = [&](const std::string& earlier) {
+      const bool maxima = (op == "max" || op == "shift") && (earlier == "max" || earlier == "shift");
+      return earlier == op || maxima;
+    };
+    std::vector<std::pair<Expr, bool>> terms;  // (term, subtracted)
+    std::function<void(const Expr&, bool)> split = [&](const Expr& t, bool negative) {
+      if (t->kind == Kind::Add || t->kind == Kind::Sub) {
+        split(t->args[0], negative);
+        split(t->args[1], t->kind == Kind::Sub ? !negative : negative);
+      } else if (t->kind == Kind::Neg) {
+        split(t->args[0], !negative);
+      } else {
+        terms.emplace_back(t, negative);
+      }
+    };
+    split(argument, false);
+    Expr column, row;
+    auto accumulate = [](Expr& into, const Expr& t, bool negative) {
+      into = !into ? (negative ? neg(t) : t) : (negative ? sub(into, t) : add(into, t));
+    };
+    for (const auto& [t, negative] : terms) accumulate(row_only(t) ? row : column, t, negative);
+    if (!row || !column) return nullptr;
+    for (const auto& r : reductions_) {
+      if (!same_op(r.op) || !equal(simplify(r.argument), simplify(column))) continue;
+      return simplify(add(sym(r.name), op == "sum" ? mul(sym("n"), row) : row));
+    }
+    return nullptr;
   }
 
   bool uses_reduction(const Expr& e) const {
