@@ -99,10 +99,15 @@ const std::vector<Case>& cases() {
        2, {"x"}, "", ""},
       {"per-row logsumexp", "def f(x): return torch.logsumexp(x, dim=-1)", 2, {"x"}, "", ""},
       {"z-loss in code", "def f(logits): return torch.logsumexp(logits, dim=-1).pow(2)", 2, {"logits"}, "", ""},
+      // Words that restate the request (skills/kernel_dev/tiers.yaml restating_words) say nothing more.
+      {"z-loss in words", "z-loss: the square of the log of the sum of exponentials of each row of logits", 2, {"x"}, "", ""},
+      {"cosine similarity in words", "the cosine similarity between two rows", 2, {"a", "b"}, "", ""},
+      {"a row's maximum in words", "maximum of each row", 2, {"x"}, "", ""},
       {"layer_norm with a shape slice", "def f(x): return F.layer_norm(x, x.shape[-1:])", 2, {"x"}, "", ""},
       // Refused, with the reason named (never a complete-looking wrong profile).
-      {"z-loss in words", "z-loss: the square of the log of the sum of exponentials of each row of logits", 0, {}, "",
-       "names more than catalogue entry 'square'"},
+      {"z-loss with a word its form lacks", "z-loss of the cubed logits", 0, {}, "", "says more than 'z_loss' ('cubed')"},
+      {"the square of a logsumexp, no request named", "the square of the log of the sum of exponentials of each row of logits",
+       0, {}, "", "names more than catalogue entry 'square'"},
       {"scaled tanh in words", "tanh of x times 2", 0, {}, "", "'times'"},
       {"a scan", "def f(x): return torch.cumsum(x, -1)", 0, {}, "", "scan"},
       {"numbers no parameter took", "hard tanh clipped to [-2, 2]", 0, {}, "", "gives -2, 2, which no parameter"},

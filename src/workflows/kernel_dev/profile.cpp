@@ -249,20 +249,28 @@ bool contains_words(const std::string& text, const std::string& phrase) {
   return keyword_text(text).find(keyword_text(phrase)) != std::string::npos;
 }
 
+std::vector<std::string> words_beyond_request(const std::string& text, const TierRequest& req, const TierKnowledge& tiers);
+
 const TierRequest* match_request(const std::string& text, const TierKnowledge& tiers) {
-  const std::string& normalised = text;
-  // Specific requests first (longest keyword wins); generic ones ("reduction", "matmul") only
-  // when nothing specific matches.
+  // Of the requests a keyword names, the one that leaves the fewest of the description's words
+  // unexplained ("z-loss, the squared logsumexp of each row" is z_loss, though it names logsumexp
+  // too), then the longest keyword; generic ones ("reduction", "matmul") only when nothing
+  // specific matches.
   for (bool generic : {false, true}) {
     const TierRequest* best = nullptr;
-    std::size_t best_length = 0;
+    std::size_t best_beyond = 0, best_length = 0;
     for (const auto& r : tiers.requests) {
       if (r.generic != generic) continue;
+      std::size_t length = 0;
       for (const auto& k : r.keywords)
-        if (contains_words(normalised, k) && k.size() > best_length) {
-          best = &r;
-          best_length = k.size();
-        }
+        if (contains_words(text, k)) length = std::max(length, k.size());
+      if (length == 0) continue;
+      const std::size_t beyond = words_beyond_request(text, r, tiers).size();
+      if (!best || beyond < best_beyond || (beyond == best_beyond && length > best_length)) {
+        best = &r;
+        best_beyond = beyond;
+        best_length = length;
+      }
     }
     if (best) return best;
   }
@@ -365,8 +373,9 @@ std::vector<std::string> words_beyond_request(const std::string& text, const Tie
   for (const auto& phrase : phrases) erase_phrase(phrase);
   std::vector<std::string> beyond;
   std::istringstream in(words);
+  const std::set<std::string> restating(req.restating_words.begin(), req.restating_words.end());
   for (std::string word; in >> word;)
-    if (!tiers.filler_words.count(word)) beyond.push_back(word);
+    if (!tiers.filler_words.count(word) && !restating.count(word)) beyond.push_back(word);
   return beyond;
 }
 
@@ -444,6 +453,7 @@ TierKnowledge TierKnowledge::load_file(const std::filesystem::path& path) {
     req.generic = r["generic"] && r["generic"].as<bool>();
     req.pytorch = r["pytorch"] ? r["pytorch"].as<std::string>() : "";
     for (const auto& phrase : r["requires_any"]) req.requires_any.push_back(phrase.as<std::string>());
+    for (const auto& word : r["restating_words"]) req.restating_words.push_back(word.as<std::string>());
     req.requires_reason = r["requires_reason"] ? r["requires_reason"].as<std::string>() : "";
     if (!req.pytorch.empty() && req.tier != 2)
       throw std::runtime_error(path.string() + ": request '" + req.name + "' has a pytorch form but is not Tier 2");
@@ -849,7 +859,11 @@ KernelProfile analyse(const AnalysisRequest& request, const KnowledgeBase& knowl
       const auto modifiers = take_input_modifiers(described, knowledge.tiers);
       // A modifier's phrase may itself name a catalogue entry ("softcap"): the words the catalogue
       // could not explain are judged without the modifiers.
-      const bool explained = r.unexplained.empty() || (!modifiers.empty() && knowledge.catalogue.resolve(described).unexplained.empty());
+      // A catalogue entry the request's own words name ("squared" in "z-loss, the squared logsumexp
+      // of each row") is no other op when the request explains every word.
+      const bool explained = r.unexplained.empty() ||
+                             (!modifiers.empty() && knowledge.catalogue.resolve(described).unexplained.empty()) ||
+                             words_beyond_request(described, *req, knowledge.tiers).empty();
       if (!req->pytorch.empty() && explained) {
         std::string form = req->pytorch, variant = req->name;
         std::string missing_parameter;
@@ -895,6 +909,8 @@ KernelProfile analyse(const AnalysisRequest& request, const KnowledgeBase& knowl
             for (const auto& a : modifiers)
               p.resolved_from += "; " + a.modifier->name + " " + a.value + " from the description (" + modifier_effect(a) + ")";
             for (const auto& n : t.notes) p.notes.push_back("translation: " + n);
+            // The catalogue's partial match is not what was derived.
+            p.notes.erase(std::remove(p.notes.begin(), p.notes.end(), "description: " + r.undecided), p.notes.end());
             return finish_tier2(t.program, variant);
           }
         }

@@ -210,6 +210,9 @@ struct TierRequest {
   // requires_reason says why it did not apply.
   std::vector<std::string> requires_any;
   std::string requires_reason;
+  // Words that restate what the request computes ("z-loss, the squared logsumexp of each row"):
+  // a description may use them without saying more than the request.
+  std::vector<std::string> restating_words;
 };
 struct Tier1Rule {
   std::vector<std::string> uses_any;
