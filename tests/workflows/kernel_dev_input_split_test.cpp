@@ -73,6 +73,43 @@ TEST(KernelDevInputSplit, UnderstandRecordsThePartsAndTheArgument) {
   EXPECT_EQ(back.inputs[1].split, "gate_up.chunk(2, dim=-1)[1]");
 }
 
+// Slices of the last dimension at whole fractions of x.shape[-1] are the same cut: halves with
+// d = x.shape[-1] // 2 (named or unpacked), thirds, [:, ...] on a 2-D argument. Anything else is
+// refused with the reason: a fixed width, one column, the first dimension, a computed value.
+TEST(KernelDevInputSplit, LastDimensionSlicesAreEqualParts) {
+  for (const char* code : {"def f(x):\n    d = x.shape[-1] // 2\n    return F.gelu(x[..., :d]) * x[..., d:]\n",
+                           "def f(x):\n    a, b = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2 :]\n    return F.silu(a) * b\n",
+                           "def f(x):\n    return x[:, x.shape[-1] // 2:] * torch.sigmoid(x[:, :x.shape[-1] // 2])\n",
+                           "def f(x):\n    return x[..., -(x.shape[-1] // 2):] * x[..., :x.shape[-1] // 2]\n"}) {
+    const kd::KernelProfile p = analysed(code);
+    ASSERT_TRUE(p.complete()) << code;
+    ASSERT_EQ(p.inputs.size(), 2u) << code;
+    const auto args = kd::call_arguments(p);
+    ASSERT_EQ(args.size(), 1u) << code;
+    EXPECT_EQ(args[0].name, "x");
+    for (const auto& in : p.inputs) EXPECT_NE(in.split.find("x.chunk(2, dim=-1)["), std::string::npos) << in.split;
+  }
+  const kd::KernelProfile thirds = analysed("def f(x):\n    n = x.shape[-1] // 3\n    return x[..., :n] * x[..., n:2*n] + x[..., 2*n:]\n");
+  ASSERT_TRUE(thirds.complete());
+  ASSERT_EQ(thirds.inputs.size(), 3u);
+  EXPECT_EQ(thirds.inputs[2].split, "x.chunk(3, dim=-1)[2]");
+  const std::pair<const char*, const char*> refused[] = {
+      {"def f(x):\n    return x[..., :128] * 2\n", "not fractions of x.shape[-1]"},
+      {"def f(x):\n    return x[..., 0] * 2\n", "an index picks one column"},
+      {"def f(x):\n    return x[:x.shape[-1] // 2] * 2\n", "slices the first dimension"},
+      {"def f(x):\n    y = x * 2\n    return y[..., : y.shape[-1] // 2]\n", "a value computed in the op"},
+      {"def f(x):\n    return x[..., : x.shape[-1] // 3 * 2] * 2\n", "equal parts"},
+      {"def f(x):\n    return x[..., : x.shape[-1] // 3] * x[..., x.shape[-1] // 2 :]\n", "the kernel takes one cut"},
+      {"def f(x, y):\n    return x // y\n", "only x.shape[-1] // k"}};
+  for (const auto& [code, reason] : refused) {
+    const kd::KernelProfile p = analysed(code);
+    EXPECT_FALSE(p.complete()) << code;
+    std::string all;
+    for (const auto& [field, why] : p.undecided) all += why + "\n";
+    EXPECT_NE(all.find(reason), std::string::npos) << code << "\n" << all;
+  }
+}
+
 TEST(KernelDevInputSplit, ThePythonEntryTakesTheArgumentAndTheKernelTheParts) {
   const kd::KernelProfile p = analysed(kFusedGateUp);
   const auto files = rendered(p);

@@ -397,6 +397,12 @@ TorchTranslation translate_pytorch(const std::string& source, const Catalogue& c
               if (halves[k] != "_") translator.locals[halves[k]] = parts_value.items[k];
             continue;
           }
+          // a, b = e1, e2: each name bound to its value (the halves of x[..., :d], x[..., d:]).
+          if (parts_value.type == Value::Tuple && parts_value.text.empty() && parts_value.items.size() == halves.size()) {
+            for (std::size_t k = 0; k < halves.size(); ++k)
+              if (halves[k] != "_") translator.locals[halves[k]] = parts_value.items[k];
+            continue;
+          }
           if (is_reduction_tuple(parts_value) && parts_value.items.size() == halves.size()) {
             for (std::size_t k = 0; k < halves.size(); ++k) {
               Value part = parts_value.items[k];

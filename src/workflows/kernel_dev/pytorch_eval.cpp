@@ -171,7 +171,21 @@ Value Translator::term() {
     if (accept("*")) op = '*';
     else if (accept("/")) op = '/';
     else if (accept("@")) throw Reject{"'@' is a matrix multiplication (GEMM)", 3};
-    else if (accept("//") || accept("%")) throw Reject{"integer division / modulo is not a floating-point element-wise op", 0};
+    else if (accept("//")) {
+      // x.shape[-1] // k: a whole fraction of the row length (the bound of a cut, x[..., :d]).
+      const Value divisor = terms.empty() ? unary() : Value{};
+      const Expr lhs = terms.empty() && first.type == Value::Tensor ? simplify(first.expr) : nullptr;
+      const Expr k = divisor.type == Value::Tensor ? simplify(divisor.expr) : nullptr;
+      if (lhs && k && is_number(k) && k->value >= 1 && k->value == std::floor(k->value) &&
+          free_symbols(lhs) == std::set<std::string>{"n"}) {
+        first = tensor(call("floor", {div(lhs, k)}));
+        continue;
+      }
+      throw Reject{"integer division is not a floating-point element-wise op (only x.shape[-1] // k, the bound of a cut "
+                   "x[..., :d], is read)", 0};
+    } else if (accept("%")) {
+      throw Reject{"integer division / modulo is not a floating-point element-wise op", 0};
+    }
     if (!op) return terms.empty() ? first : tensor(build_chain(terms, ops));
     if (terms.empty()) terms.push_back(as_tensor(first, "a tensor"));
     ops.push_back(op);
@@ -318,6 +332,10 @@ Value Translator::postfix() {
       }
       // x.chunk(2, dim=-1)[k]: the k-th part (pytorch_split.cpp).
       const bool result_tuple = is_reduction_tuple(v) || (v.type == Value::Tuple && v.text == "chunk");
+      if (v.type == Value::Tensor && !shape) {
+        v = last_dim_slice(v, column);
+        continue;
+      }
       if (!shape && !result_tuple)
         throw Reject{"indexing / slicing a tensor is not element-wise: the built-in analyser reads whole tensors "
                      "(element-wise ops and reductions over dim=-1) and indexes only x.shape[-1], x.shape[-1:], "

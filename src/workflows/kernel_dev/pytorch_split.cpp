@@ -151,4 +151,82 @@ std::optional<Value> Translator::split_call(const std::string& fn, const std::st
   return tuple;
 }
 
+Value Translator::last_dim_slice(const Value& tensor_value, int column) {
+  const std::string what = "slicing a tensor";
+  // Leading full dimensions: `...,` or `:,` (each a whole dimension, as x[..., a:b] needs).
+  bool leading = false;
+  while (true) {
+    if (peek().type == PyTok::Op && peek().text == "." && peek(1).text == "." && peek(2).text == ".") {
+      pos_ += 3;
+      expect(",");
+      leading = true;
+    } else if (peek().type == PyTok::Op && peek().text == ":" && peek(1).type == PyTok::Op && peek(1).text == ",") {
+      pos_ += 2;
+      leading = true;
+    } else {
+      break;
+    }
+  }
+  auto refuse = [&](const std::string& why) {
+    return Reject{what + " is read only as an equal part of an argument along the last dimension (x[..., :d] and "
+                         "x[..., d:] with d = x.shape[-1] // 2, as x.chunk(2, dim=-1)): " + why +
+                         "; pass the slice itself as the op's input",
+                  0, column};
+  };
+  Expr start, end;
+  if (!(peek().type == PyTok::Op && peek().text == ":")) {
+    const Value s = expression();
+    if (s.type != Value::Tensor) throw refuse("its bounds are not numbers");
+    start = s.expr;
+  }
+  if (!accept(":")) throw refuse("an index picks one column, not a part");
+  if (!(peek().type == PyTok::Op && peek().text == "]")) {
+    const Value e = expression();
+    if (e.type != Value::Tensor) throw refuse("its bounds are not numbers");
+    end = e.expr;
+  }
+  if (accept(":")) throw refuse("a step is not a part");
+  expect("]");
+  if (!leading) throw refuse("x[a:b] slices the first dimension (the batch); write x[..., a:b] for the last");
+  // Each bound as a fraction of the row length n (0 and n by default, negative ones from the
+  // end), the same at two row lengths that every part count up to 16 divides (so the floor of
+  // x.shape[-1] // k is exact there, as on every row the Python entry lets through: it refuses a
+  // row its parts do not divide). A bound such as 128 is no fraction.
+  auto fraction = [&](const Expr& bound, double by_default) -> std::optional<double> {
+    if (!bound) return by_default;
+    for (const auto& symbol : free_symbols(bound))
+      if (symbol != "n") return std::nullopt;
+    double at[2];
+    const double lengths[2] = {720720.0, 1441440.0};
+    for (int k = 0; k < 2; ++k) {
+      try {
+        at[k] = eval_f64(bound, {{"n", lengths[k]}}) / lengths[k];
+      } catch (const std::exception&) {
+        return std::nullopt;
+      }
+    }
+    if (!std::isfinite(at[0]) || std::fabs(at[0] - at[1]) > 1e-12) return std::nullopt;
+    return at[0] < 0 ? at[0] + 1.0 : at[0];
+  };
+  const auto from = fraction(start, 0.0), to = fraction(end, 1.0);
+  if (!from || !to) throw refuse("its bounds are not fractions of x.shape[-1]");
+  const double width = *to - *from;
+  const double parts = width > 0 ? 1.0 / width : 0.0;
+  const double index = *from * parts;
+  auto whole = [](double v) { return std::fabs(v - std::round(v)) < 1e-9; };
+  if (!(width > 0) || !whole(parts) || !whole(index) || std::round(parts) < 2 ||
+      std::round(parts) > kMaxSplitPartsTranslated || std::round(index) < 0 || std::round(index) >= std::round(parts))
+    throw refuse("these bounds do not cut the row into equal parts (from 2 to " +
+                 std::to_string(kMaxSplitPartsTranslated) + ")");
+  const Expr source = tensor_value.expr;
+  const bool argument = source && source->kind == Kind::Symbol &&
+                        (op_arguments.count(source->name) || inputs.count(source->name)) &&
+                        std::none_of(split_parts.begin(), split_parts.end(), [&](const auto& kv) {
+                          return std::find(kv.second.begin(), kv.second.end(), source->name) != kv.second.end();
+                        });
+  if (!argument) throw refuse("it slices a value computed in the op; slice the argument and apply the formula to the parts");
+  const auto names = cut_argument("x[..., a:b]", source->name, static_cast<int>(std::round(parts)));
+  return tensor(sym(names[static_cast<std::size_t>(std::round(index))]));
+}
+
 }  // namespace liger::kernel_dev::torch_detail
