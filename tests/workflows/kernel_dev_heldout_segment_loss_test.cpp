@@ -3,7 +3,7 @@
 // torch.split, segment_reduce, index_add_ / scatter_reduce / index_reduce with and without
 // include_self, descriptions; cross-entropy with label smoothing, ignore_index, z-loss through a
 // named logsumexp, softcapping, KL divergence in both directions, JSD in both beta conventions,
-// and the constructs the fused op cannot take (a scaled loss, T * T, an extra term, a bias, class
+// and the constructs the fused op cannot take (a loss scaled by a tensor, an extra term, a bias, class
 // weights, scaled or sliced logits). Each entry is its own check: an input taken with a wrong
 // field (a dropped label smoothing, a wrong reduction, an ignored include_self) fails, and so
 // does a refusal that does not name the construct and where it is.
@@ -63,6 +63,8 @@ void expect_fused_linear(const kd::KernelProfile& p, const nlohmann::json& want)
                                    {"softcap", s.softcap},
                                    {"temperature", s.temperature}})
     EXPECT_NEAR(got, want.at(field).get<double>(), 1e-12) << field;
+  // loss_scale: the constant the loss is multiplied by (T * T), 1 where an entry does not say.
+  EXPECT_NEAR(s.loss_scale, want.value("loss_scale", 1.0), 1e-12) << "loss_scale";
   // beta only shapes the JSD; for the others it is the unused default.
   if (s.loss == "jsd") {
     EXPECT_NEAR(s.beta, want.at("beta").get<double>(), 1e-12) << "beta";

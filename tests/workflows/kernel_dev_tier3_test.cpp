@@ -192,6 +192,15 @@ TEST(KernelDevTier3, ProfileValidatesRoundTripsAndEditsDriveTheOutput) {
   EXPECT_NE(py.find("ignore_index=-1"), std::string::npos);
   EXPECT_NE(py.find("z = 15.0 * torch.tanh(z / 15.0)"), std::string::npos);
   EXPECT_NE(py.find("loss = loss + 0.0002 * (torch.logsumexp(z, dim=-1)[keep] ** 2).sum()"), std::string::npos);
+  EXPECT_EQ(py.find("loss = loss * "), std::string::npos);  // loss_scale 1: nothing scales the result
+  p.fused_linear->loss_scale = 0.25;  // the entry and the reference scale the result; the kernel does not
+  const std::string scaled = file(p, ".py");
+  EXPECT_NE(scaled.find(") * 0.25\n"), std::string::npos) << scaled;
+  EXPECT_NE(scaled.find("    loss = loss * 0.25\n"), std::string::npos) << scaled;
+  EXPECT_EQ(file(p, ".cu"), cu);
+  p.fused_linear->loss_scale = -1;
+  EXPECT_THROW(kd::render(p, kSource / "templates/kernel_dev"), std::invalid_argument);
+  p.fused_linear->loss_scale = 1;
   kd::KernelProfile jsd = analyse(kRecognised[1].text);
   jsd.fused_linear->beta = 0.1;
   jsd.fused_linear->temperature = 2;

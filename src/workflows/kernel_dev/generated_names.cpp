@@ -7,7 +7,7 @@ namespace liger::kernel_dev {
 
 namespace {
 
-const std::set<std::string>& reserved() {
+const std::set<std::string>& reserved_names() {
   static const std::set<std::string> names = {
       // C++ and CUDA C++ keywords and alternative tokens. Python reserves some of them for itself,
       // but d<name> may still spell one: the gradient of an input `o` would be `do`.
@@ -21,12 +21,20 @@ const std::set<std::string>& reserved() {
       "static_cast", "struct", "switch", "template", "this", "thread_local", "throw", "typedef", "typeid", "typename",
       "union", "unsigned", "using", "virtual", "void", "volatile", "wchar_t", "xor", "xor_eq", "main",
       "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize", "NULL", "assert", "std", "liger", "torch",
+      // The templates' own type and constant names (the storage type T, the math policy M, ...).
+      "i", "m", "M", "T", "VEC", "F", "P", "DT", "I64", "F32", "OP"};
+  return names;
+}
+
+// Locals of the generated files that an input may not take (a parameter is declared where they are
+// not in scope: a distillation's `offset` or `scale` compiles as a parameter).
+const std::set<std::string>& template_locals() {
+  static const std::set<std::string> names = {
       // What the Tier-1 templates declare beside the inputs (kernel.cu, reference and GPU tests,
       // benchmark, Python binding, compile entry): launch geometry, loop indices, buffers. Of the
       // single letters only these clash (KernelDevRender.InputsNamedLikeTheTemplatesLocalsStillCompile
       // compiles x, y, t, a, b, c, s, n, e, k, r, h, l, v, ... as they are): `i` the reference
-      // test's index, `m` the benchmark's mode.
-      "i", "m", "M", "T", "VEC", "F", "P", "DT", "I64", "F32", "OP",
+      // test's index, `m` the benchmark's mode (both above).
       "out", "rows", "cols", "dtype", "shape", "device", "size", "ctx", "stream", "status", "mode", "count", "bytes",
       "ref", "seed", "key", "offset", "stride", "row", "col", "vec", "total", "tile", "lane", "warp", "result",
       "saved", "grads", "tensors", "layout", "buffer", "values", "expected", "tunables", "workspace", "threads",
@@ -41,7 +49,7 @@ const std::set<std::string>& reserved() {
 }  // namespace
 
 bool reserved_in_generated_code(const std::string& name) {
-  return reserved().count(name) > 0 || name.rfind("__", 0) == 0;
+  return reserved_names().count(name) > 0 || template_locals().count(name) > 0 || name.rfind("__", 0) == 0;
 }
 
 Program with_generated_code_names(const Program& program, std::vector<std::string>& notes,
@@ -80,8 +88,11 @@ Program with_generated_code_names(const Program& program, std::vector<std::strin
   // A parameter is declared in the kernel beside the template's own names too (`const float T =
   // o_.T` inside a template over the storage type T does not compile): a temperature T becomes
   // T_param, in the C ABI's options and the Python entry's keywords as well.
+  auto parameter_clashes = [&](const std::string& name) {
+    return reserved_names().count(name) > 0 || name.rfind("__", 0) == 0 || (also_reserved && also_reserved(name));
+  };
   for (auto& param : out.params) {
-    if (!reserved(param.name) && !(param.learnable && reserved("d" + param.name))) continue;
+    if (!parameter_clashes(param.name) && !(param.learnable && parameter_clashes("d" + param.name))) continue;
     std::string fresh = param.name + "_param";
     for (int k = 2; taken.count(fresh) || taken.count("d" + fresh) || reserved(fresh); ++k)
       fresh = param.name + "_param" + std::to_string(k);

@@ -6,9 +6,12 @@
 // term, factor or addition to the logits is something the generated op would not compute.
 #include "workflows/kernel_dev/tier3_code.h"
 
+#include "workflows/kernel_dev/expr.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <regex>
 #include <set>
@@ -183,20 +186,44 @@ struct Binding {
 
 class Reader {
  public:
-  Reader(const std::string& code, std::string loss, std::string reduction)
-      : code_(code), loss_(std::move(loss)), reduction_(std::move(reduction)) {}
+  Reader(const std::string& code, std::string loss, std::string reduction, std::optional<double> temperature)
+      : code_(code), loss_(std::move(loss)), reduction_(std::move(reduction)), temperature_(temperature) {}
 
   LossCodeReading run(double beta);
 
  private:
   const std::string& code_;
   std::string loss_, reduction_;
+  std::optional<double> temperature_;
   std::map<std::string, Binding> env_;
   std::set<std::string> logits_names_;
   LossCodeReading out_;
 
   void refuse(const std::string& why) {
     if (out_.rejection.empty()) out_.rejection = why;
+  }
+
+  // `factors` ("* T * T", "/ 2", "-1 * 0.5") as a number: numbers, and the temperature's names
+  // where the code gives its value. nullopt for anything else (a tensor, an unknown name).
+  std::optional<double> constant_factor(const std::string& factors) const {
+    std::string text = factors;
+    if (temperature_) text = std::regex_replace(text, std::regex(R"(\b(?:T|temperature|temp|tau)\b)"), fmt_double(*temperature_));
+    if (!std::regex_match(text, std::regex(R"([-+*/().0-9eE\s]*)"))) return std::nullopt;
+    try {
+      // "* T * T" follows the loss call, "0.5" precedes it.
+      const std::string trimmed = std::regex_replace(text, std::regex(R"(^\s+)"), "");
+      const bool leading_operator = !trimmed.empty() && (trimmed[0] == '*' || trimmed[0] == '/');
+      const Expr e = simplify(parse_expression((leading_operator ? "1 " : "1 * ") + trimmed));
+      if (!is_number(e) || !std::isfinite(e->value) || e->value <= 0) return std::nullopt;
+      return e->value;
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+  }
+  static std::string fmt_double(double v) {
+    char buffer[32];
+    std::snprintf(buffer, sizeof buffer, "%.17g", v);
+    return buffer;
   }
 
   // `e` with bound names replaced by their expressions (bounded: expansions only ever shrink
@@ -547,6 +574,16 @@ void Reader::read_terms(const Statement& ret) {
       }
       if (!trim(others).empty()) {
         const bool temperature = std::regex_search(others, std::regex(R"(\b(?:T|temperature|temp|tau)\b)"));
+        // A constant factor on the only term (numbers and the temperature the code gives): the
+        // entry scales the result by it.
+        if (terms.size() == 1) {
+          if (const auto factor = constant_factor(others)) {
+            out_.loss_scale = *factor;
+            out_.notes.push_back("the loss is scaled by `" + trim(others) + "` (" + where + "): fused_linear.loss_scale " +
+                                 fmt_double(*factor) + ", applied by the Python entry to the op's result");
+            continue;
+          }
+        }
         refuse("the loss is scaled by `" + trim(others) + "` (" + where + ")" +
                (temperature ? " (the T * T of temperature distillation)" : "") +
                ": the generated op returns the " + (loss_ == "cross_entropy" ? "cross-entropy" : "divergence") +
@@ -788,9 +825,9 @@ bool kl_terms_share_input(const std::string& code) {
 }
 
 LossCodeReading read_loss_code(const std::string& code, const std::string& loss, const std::string& reduction,
-                               double beta) {
+                               double beta, std::optional<double> temperature) {
   try {
-    return Reader(code, loss, reduction).run(beta);
+    return Reader(code, loss, reduction, temperature).run(beta);
   } catch (const std::exception&) {  // a regex over a pathological input: nothing read
     return {};
   }

@@ -18,13 +18,16 @@ struct LossCodeReading {
   // A sum cross-entropy divided by the count of targets != this value: the mean over counted rows.
   std::optional<long long> counted_ignore_index;
   bool reverse_kl = false;        // kl_div(teacher log-probs, student probs): KL(student || teacher)
+  // The one loss term multiplied by a constant (numbers and the temperature: `* T * T`).
+  std::optional<double> loss_scale;
   std::vector<std::string> notes;
 };
 
 // `loss` is the recognised loss (cross_entropy, kl_div or jsd), `reduction` its reduction and
-// `beta` the JSD beta read so far. Never throws.
+// `beta` the JSD beta read so far, `temperature` the code's temperature where it was read (the
+// value of T in a scale `* T * T`). Never throws.
 LossCodeReading read_loss_code(const std::string& code, const std::string& loss, const std::string& reduction,
-                               double beta);
+                               double beta, std::optional<double> temperature = std::nullopt);
 
 // Whether the code has two or more F.kl_div calls with the same first argument (the mixture of a
 // JSD written out). Never throws.

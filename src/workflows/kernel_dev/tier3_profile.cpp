@@ -28,7 +28,13 @@ std::string fmt_number(double v) {
 }
 
 // The loss in words and formulas (the profile's forward and gradient entries, the docs).
+std::string unscaled_loss_formula(const FusedLinearSpec& s);
 std::string loss_formula(const FusedLinearSpec& s) {
+  const std::string loss = unscaled_loss_formula(s);
+  return s.loss_scale != 1.0 ? loss + "; times loss_scale " + fmt_number(s.loss_scale) + " (applied by the Python entry)" : loss;
+}
+
+std::string unscaled_loss_formula(const FusedLinearSpec& s) {
   if (s.loss == "cross_entropy") {
     std::string z = s.softcap > 0 ? "z = " + fmt_number(s.softcap) + " * tanh(logits / " + fmt_number(s.softcap) + ")" : "z = logits";
     std::string row = "loss_r = lse - " + std::string(s.label_smoothing > 0 ? "(1 - eps) * z[target] - eps * mean_j z[j] (eps = " + fmt_number(s.label_smoothing) + ")" : "z[target]");
@@ -180,6 +186,7 @@ std::vector<std::string> fused_linear_problems(const KernelProfile& p) {
     if (!(s.temperature > 0 && std::isfinite(s.temperature))) problem("temperature " + fmt_number(s.temperature) + " (want > 0)");
     if (s.loss == "jsd" && !(s.beta >= 0 && s.beta <= 1)) problem("beta " + fmt_number(s.beta) + " (want 0..1)");
   }
+  if (!(s.loss_scale > 0 && std::isfinite(s.loss_scale))) problem("loss_scale " + fmt_number(s.loss_scale) + " (want > 0)");
   if (s.chunk_rows < 0 || s.chunk_rows > 65536) problem("chunk_rows " + std::to_string(s.chunk_rows) + " (want 1..65536, or 0 for the rule)");
   if (s.grad_weight_accumulator != "input" && s.grad_weight_accumulator != "fp32")
     problem("grad_weight_accumulator '" + s.grad_weight_accumulator + "' (want input or fp32)");
@@ -204,6 +211,7 @@ YAML::Node fused_linear_to_yaml(const KernelProfile& p) {
     if (s.loss == "jsd") n["beta"] = s.beta;
   }
   n["reduction"] = s.reduction;
+  if (s.loss_scale != 1.0) n["loss_scale"] = s.loss_scale;
   n["chunk_rows"] = s.chunk_rows;
   n["grad_weight_accumulator"] = s.grad_weight_accumulator;
   n["dtypes"] = s.dtypes;
@@ -225,6 +233,7 @@ void read_fused_linear(const YAML::Node& root, KernelProfile& p) {
     read_field(n, "softcap", s.softcap);
     read_field(n, "temperature", s.temperature);
     read_field(n, "beta", s.beta);
+    read_field(n, "loss_scale", s.loss_scale);
     s.reduction = n["reduction"] ? n["reduction"].as<std::string>() : (s.loss == "cross_entropy" ? "mean" : "batchmean");
     read_field(n, "chunk_rows", s.chunk_rows);
     read_field(n, "grad_weight_accumulator", s.grad_weight_accumulator);

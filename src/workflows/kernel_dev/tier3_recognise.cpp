@@ -353,8 +353,10 @@ FusedLinearRecognition recognise_fused_linear(const std::string& text) {
   }
   if (code && r.rejection.empty()) {
     // Terms, factors, added logits and arguments the keyword reading above cannot see.
-    const LossCodeReading read = read_loss_code(text, s.loss, s.reduction, s.beta);
+    const LossCodeReading read =
+        read_loss_code(text, s.loss, s.reduction, s.beta, s.loss != "cross_entropy" ? code_temperature(text) : std::nullopt);
     if (!read.rejection.empty()) r.rejection = read.rejection;
+    if (read.loss_scale) s.loss_scale = *read.loss_scale;
     if (read.beta) s.beta = *read.beta;
     if (read.counted_ignore_index) {
       if (*read.counted_ignore_index == s.ignore_index) {

@@ -67,6 +67,8 @@ mu::data context(const KernelProfile& p) {
   d.set("inv_temperature_f", c_float(1.0 / s.temperature));
   d.set("temperature_d", shortest(s.temperature));
   d.set("temperature_py", shortest(s.temperature));
+  d.set("loss_scale_py", shortest(s.loss_scale));
+  d.set("has_loss_scale", mu::data(s.loss_scale != 1.0));
   d.set("beta_f", c_float(s.beta));
   d.set("beta_d", shortest(s.beta));
   d.set("beta_py", shortest(s.beta));

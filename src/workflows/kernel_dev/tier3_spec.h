@@ -25,6 +25,9 @@ struct FusedLinearSpec {
   std::string reduction = "mean";
   double beta = 0.5;         // jsd only
   double temperature = 1.0;  // kl_div/jsd: both logits divided by it
+  // The loss multiplied by this constant (the T * T of temperature distillation, a loss weight):
+  // the Python entry scales the kernel's result, and autograd the gradients through it.
+  double loss_scale = 1.0;
   // Rows per chunk; 0 = the rule: about 4 * rows * hidden logits per chunk (a power of two, 16..4096),
   // so the chunk buffer is at most four times the input and grad_weight is accumulated in few passes.
   long long chunk_rows = 0;
