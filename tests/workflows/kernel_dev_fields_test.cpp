@@ -196,6 +196,7 @@ const std::vector<FieldCase> kCases = {
     {"fused_linear.beta", "fused_jsd", "fused_linear.beta", "0.2"},
     {"fused_linear.reduction", "fused_ce", "fused_linear.reduction", "sum"},
     {"fused_linear.chunk_rows", "fused_ce", "fused_linear.chunk_rows", "256"},
+    {"fused_linear.loss_scale", "fused_ce", "fused_linear.loss_scale", "0.25"},
     {"fused_linear.grad_weight_accumulator", "fused_ce", "fused_linear.grad_weight_accumulator", "fp32"},
     {"fused_linear.dtypes", "fused_ce", "fused_linear.dtypes", "[bf16]"},
     {"fused_linear.source_form", "fused_ce", "fused_linear.source_form", "F.cross_entropy"},

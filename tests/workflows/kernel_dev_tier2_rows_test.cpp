@@ -397,6 +397,24 @@ TEST(KernelDevTier2Rows, ReductionsOfAShiftedArgumentReuseTheEarlierOne) {
     for (std::size_t j = 0; j < x.size(); ++j) EXPECT_NEAR(y[j], std::exp(x[j] - m) / s, 1e-14) << j;
   }
   {
+    // A max whose gradient counts is never written with a softmax's gradient-free shift of x.
+    const auto p = analyse("def f(x):\n    return torch.softmax(x, -1) * (x - 0.5).amax(-1, keepdim=True)");
+    ASSERT_TRUE(p.complete());
+    std::mt19937 g(3);
+    const auto row = random_row(g, 11, 2.0), dy = random_row(g, 11, 1.0);
+    const auto dx = kd::row_backward_f64(p, row, dy);
+    const double h = 1e-6;
+    for (std::size_t j = 0; j < row.size(); ++j) {
+      auto plus = row, minus = row;
+      plus[j] += h;
+      minus[j] -= h;
+      const auto yp = kd::row_forward_f64(p, plus), ym = kd::row_forward_f64(p, minus);
+      double numeric = 0;
+      for (std::size_t k = 0; k < row.size(); ++k) numeric += dy[k] * (yp[k] - ym[k]) / (2 * h);
+      EXPECT_NEAR(dx[j], numeric, 1e-5) << j;
+    }
+  }
+  {
     const auto p = analyse("def f(x):\n    return (x - 1.5).sum(-1, keepdim=True) * x");
     ASSERT_TRUE(p.complete());
     ASSERT_EQ(p.row_program->forward_reductions.size(), 1u);

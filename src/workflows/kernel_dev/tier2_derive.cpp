@@ -115,11 +115,9 @@ class Hoister {
   // added, and the value is exact where the direct one would be a rounded zero.
   Expr from_earlier_reduction(const std::string& op, const Expr& argument) {
     if (op != "sum" && op != "mean" && op != "max" && op != "min" && op != "shift") return nullptr;
-    // A softmax's shift is the row max (only its gradient differs: none flows through it).
-    auto same_op = [&](const std::string& earlier) {
-      const bool maxima = (op == "max" || op == "shift") && (earlier == "max" || earlier == "shift");
-      return earlier == op || maxima;
-    };
+    // A softmax's shift is the row max, but no gradient flows through it: a shift may be written
+    // with an earlier max, never a max (whose gradient counts) with an earlier shift.
+    auto same_op = [&](const std::string& earlier) { return earlier == op || (op == "shift" && earlier == "max"); };
     std::vector<std::pair<Expr, bool>> terms;  // (term, subtracted)
     std::function<void(const Expr&, bool)> split = [&](const Expr& t, bool negative) {
       if (t->kind == Kind::Add || t->kind == Kind::Sub) {
