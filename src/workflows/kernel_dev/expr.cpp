@@ -797,4 +797,22 @@ std::optional<Expr> identity_function(const std::string& name, const std::vector
   return std::nullopt;
 }
 
+void sum_terms(const Expr& e, bool negative, std::vector<std::pair<Expr, bool>>& out) {
+  if (e->kind == Kind::Add || e->kind == Kind::Sub) {
+    sum_terms(e->args[0], negative, out);
+    sum_terms(e->args[1], e->kind == Kind::Sub ? !negative : negative, out);
+  } else if (e->kind == Kind::Neg) {
+    sum_terms(e->args[0], !negative, out);
+  } else {
+    out.push_back({e, negative});
+  }
+}
+
+Expr sum_of(const std::vector<std::pair<Expr, bool>>& terms) {
+  Expr total;
+  for (const auto& [term, negative] : terms)
+    total = !total ? (negative ? neg(term) : term) : (negative ? sub(total, term) : add(total, term));
+  return simplify(total);
+}
+
 }  // namespace liger::kernel_dev

@@ -204,6 +204,11 @@ float eval_f32(const Expr& e, const Environment& env);
 // Calculus and rewriting.
 Expr differentiate(const Expr& e, const std::string& variable);  // raw, unsimplified
 Expr simplify(const Expr& e);
+// The terms of a sum or difference (a - b + c), each with whether it is subtracted; appended to
+// `out`, `negative` flipping every sign.
+void sum_terms(const Expr& e, bool negative, std::vector<std::pair<Expr, bool>>& out);
+// Terms in sum_terms' form added up, simplified.
+Expr sum_of(const std::vector<std::pair<Expr, bool>>& terms);
 // d e / d variable, simplified.
 Expr derivative(const Expr& e, const std::string& variable);
 

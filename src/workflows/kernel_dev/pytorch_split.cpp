@@ -20,6 +20,13 @@ bool identifier(const std::string& s) {
 
 }  // namespace
 
+bool Translator::whole_argument(const Expr& source) const {
+  return source && source->kind == Kind::Symbol && (op_arguments.count(source->name) || inputs.count(source->name)) &&
+         std::none_of(split_parts.begin(), split_parts.end(), [&](const auto& kv) {
+           return std::find(kv.second.begin(), kv.second.end(), source->name) != kv.second.end();
+         });
+}
+
 std::vector<std::string> Translator::cut_argument(const std::string& fn, const std::string& source, int parts) {
   if (auto done = split_parts.find(source); done != split_parts.end()) {
     if (static_cast<int>(done->second.size()) != parts)
@@ -109,12 +116,7 @@ std::optional<Value> Translator::split_call(const std::string& fn, const std::st
   auto in = bound.find("input");
   if (in == bound.end() || in->second.type != Value::Tensor) throw Reject{fn + "() needs a tensor argument", 0};
   const Expr source = in->second.expr;
-  const bool argument = source && source->kind == Kind::Symbol &&
-                        (op_arguments.count(source->name) || inputs.count(source->name)) &&
-                        std::none_of(split_parts.begin(), split_parts.end(), [&](const auto& kv) {
-                          return std::find(kv.second.begin(), kv.second.end(), source->name) != kv.second.end();
-                        });
-  if (!argument)
+  if (!whole_argument(source))
     throw Reject{fn + "() cuts a value computed in the op; the kernel cuts only an argument of the op as it is passed "
                       "(a, b = x.chunk(2, dim=-1) on the input x): cut the argument first and apply the formula to "
                       "the parts",
@@ -219,12 +221,7 @@ Value Translator::last_dim_slice(const Value& tensor_value, int column) {
     throw refuse("these bounds do not cut the row into equal parts (from 2 to " +
                  std::to_string(kMaxSplitPartsTranslated) + ")");
   const Expr source = tensor_value.expr;
-  const bool argument = source && source->kind == Kind::Symbol &&
-                        (op_arguments.count(source->name) || inputs.count(source->name)) &&
-                        std::none_of(split_parts.begin(), split_parts.end(), [&](const auto& kv) {
-                          return std::find(kv.second.begin(), kv.second.end(), source->name) != kv.second.end();
-                        });
-  if (!argument) throw refuse("it slices a value computed in the op; slice the argument and apply the formula to the parts");
+  if (!whole_argument(source)) throw refuse("it slices a value computed in the op; slice the argument and apply the formula to the parts");
   const auto names = cut_argument("x[..., a:b]", source->name, static_cast<int>(std::round(parts)));
   return tensor(sym(names[static_cast<std::size_t>(std::round(index))]));
 }

@@ -125,6 +125,9 @@ class Translator {
   // Throws Reject for a cut the kernel cannot take (another dim, an intermediate value, uneven parts).
   std::optional<Value> split_call(const std::string& fn, const std::string& f, const std::vector<Arg>& all);
   std::vector<std::string> cut_argument(const std::string& fn, const std::string& source, int parts);
+  // Whether `source` is an argument of the op as it is passed (not a value computed in the op, not
+  // a part of an earlier cut): what chunk and a last-dimension slice may cut.
+  bool whole_argument(const Expr& source) const;
   // x[..., a:b] / x[:, a:b] after the '[' of a tensor: an equal part of an argument along the last
   // dimension (x[..., :d] and x[..., d:] with d = x.shape[-1] // 2 are its halves), as chunk's.
   Value last_dim_slice(const Value& tensor_value, int column);

@@ -445,18 +445,6 @@ RowPassCode pass(const std::string& name, const std::string& op, const Expr& par
   return code;
 }
 
-// The terms of a sum or difference (a - b + c), each with its sign.
-void sum_terms(const Expr& e, bool negative, std::vector<std::pair<Expr, bool>>& out) {
-  if (e->kind == Kind::Add || e->kind == Kind::Sub) {
-    sum_terms(e->args[0], negative, out);
-    sum_terms(e->args[1], e->kind == Kind::Sub ? !negative : negative, out);
-  } else if (e->kind == Kind::Neg) {
-    sum_terms(e->args[0], !negative, out);
-  } else {
-    out.push_back({e, negative});
-  }
-}
-
 // A row sum of terms scaled by different row factors is the sum of the terms' sums, each scaled
 // after the combine: sum(dy * w * r0 - (x - mu) * r1) = r0 * sum(dy * w) - r1 * sum(x - mu).
 // The split parts' loops no longer read r0 and r1, so a part can share an earlier pass (LayerNorm's
@@ -501,14 +489,6 @@ Expr product_of(const std::vector<std::pair<Expr, bool>>& factors) {
     target = is_number(target, 1) ? factor : mul(target, factor);
   }
   return simplify(is_number(denominator, 1) ? numerator : div(numerator, denominator));
-}
-
-// Terms with their signs added up (sum_terms' form).
-Expr sum_of(const std::vector<std::pair<Expr, bool>>& terms) {
-  Expr total;
-  for (const auto& [term, negative] : terms)
-    total = !total ? (negative ? neg(term) : term) : (negative ? sub(total, term) : add(total, term));
-  return simplify(total);
 }
 
 // `e` with the values `row_value` accepts (one per row) brought out of the two places a product

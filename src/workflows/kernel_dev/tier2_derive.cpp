@@ -118,24 +118,11 @@ class Hoister {
     // A softmax's shift is the row max, but no gradient flows through it: a shift may be written
     // with an earlier max, never a max (whose gradient counts) with an earlier shift.
     auto same_op = [&](const std::string& earlier) { return earlier == op || (op == "shift" && earlier == "max"); };
-    std::vector<std::pair<Expr, bool>> terms;  // (term, subtracted)
-    std::function<void(const Expr&, bool)> split = [&](const Expr& t, bool negative) {
-      if (t->kind == Kind::Add || t->kind == Kind::Sub) {
-        split(t->args[0], negative);
-        split(t->args[1], t->kind == Kind::Sub ? !negative : negative);
-      } else if (t->kind == Kind::Neg) {
-        split(t->args[0], !negative);
-      } else {
-        terms.emplace_back(t, negative);
-      }
-    };
-    split(argument, false);
-    Expr column, row;
-    auto accumulate = [](Expr& into, const Expr& t, bool negative) {
-      into = !into ? (negative ? neg(t) : t) : (negative ? sub(into, t) : add(into, t));
-    };
-    for (const auto& [t, negative] : terms) accumulate(row_only(t) ? row : column, t, negative);
-    if (!row || !column) return nullptr;
+    std::vector<std::pair<Expr, bool>> terms, column_terms, row_terms;
+    sum_terms(argument, false, terms);
+    for (const auto& term : terms) (row_only(term.first) ? row_terms : column_terms).push_back(term);
+    if (row_terms.empty() || column_terms.empty()) return nullptr;
+    const Expr column = sum_of(column_terms), row = sum_of(row_terms);
     for (const auto& r : reductions_) {
       if (!same_op(r.op) || !equal(simplify(r.argument), simplify(column))) continue;
       return simplify(add(sym(r.name), op == "sum" ? mul(sym("n"), row) : row));

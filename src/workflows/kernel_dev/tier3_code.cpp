@@ -6,12 +6,13 @@
 // term, factor or addition to the logits is something the generated op would not compute.
 #include "workflows/kernel_dev/tier3_code.h"
 
+#include <fmt/format.h>
+
 #include "workflows/kernel_dev/expr.h"
 
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <cstdio>
 #include <map>
 #include <regex>
 #include <set>
@@ -203,27 +204,25 @@ class Reader {
     if (out_.rejection.empty()) out_.rejection = why;
   }
 
-  // `factors` ("* T * T", "/ 2", "-1 * 0.5") as a number: numbers, and the temperature's names
+  // `factors` ("* T * T", "/ 2", "0.5") as a positive number: numbers, and the temperature's names
   // where the code gives its value. nullopt for anything else (a tensor, an unknown name).
   std::optional<double> constant_factor(const std::string& factors) const {
-    std::string text = factors;
-    if (temperature_) text = std::regex_replace(text, std::regex(R"(\b(?:T|temperature|temp|tau)\b)"), fmt_double(*temperature_));
-    if (!std::regex_match(text, std::regex(R"([-+*/().0-9eE\s]*)"))) return std::nullopt;
+    const std::string trimmed = std::regex_replace(factors, std::regex(R"(^\s+)"), "");
+    // "* T * T" follows the loss call, "0.5" precedes it.
+    const bool leading_operator = !trimmed.empty() && (trimmed[0] == '*' || trimmed[0] == '/');
     try {
-      // "* T * T" follows the loss call, "0.5" precedes it.
-      const std::string trimmed = std::regex_replace(text, std::regex(R"(^\s+)"), "");
-      const bool leading_operator = !trimmed.empty() && (trimmed[0] == '*' || trimmed[0] == '/');
-      const Expr e = simplify(parse_expression((leading_operator ? "1 " : "1 * ") + trimmed));
-      if (!is_number(e) || !std::isfinite(e->value) || e->value <= 0) return std::nullopt;
-      return e->value;
+      const Expr e = parse_expression((leading_operator ? "1 " : "1 * ") + trimmed);
+      Environment values;
+      for (const auto& name : free_symbols(e)) {
+        if (!temperature_ || !std::regex_match(name, std::regex("T|temperature|temp|tau"))) return std::nullopt;
+        values[name] = *temperature_;
+      }
+      const double value = eval_f64(e, values);
+      if (!std::isfinite(value) || value <= 0) return std::nullopt;
+      return value;
     } catch (const std::exception&) {
       return std::nullopt;
     }
-  }
-  static std::string fmt_double(double v) {
-    char buffer[32];
-    std::snprintf(buffer, sizeof buffer, "%.17g", v);
-    return buffer;
   }
 
   // `e` with bound names replaced by their expressions (bounded: expansions only ever shrink
@@ -579,8 +578,8 @@ void Reader::read_terms(const Statement& ret) {
         if (terms.size() == 1) {
           if (const auto factor = constant_factor(others)) {
             out_.loss_scale = *factor;
-            out_.notes.push_back("the loss is scaled by `" + trim(others) + "` (" + where + "): fused_linear.loss_scale " +
-                                 fmt_double(*factor) + ", applied by the Python entry to the op's result");
+            out_.notes.push_back(fmt::format("the loss is scaled by `{}` ({}): fused_linear.loss_scale {}, applied by the "
+                                             "Python entry to the op's result", trim(others), where, *factor));
             continue;
           }
         }
