@@ -26,6 +26,31 @@ CONFIG = dict(vocab_size=32000, hidden_size=1024, intermediate_size=2816, num_hi
               num_key_value_heads=4, max_position_embeddings=2048, rms_norm_eps=1e-5, tie_word_embeddings=False)
 
 
+PROFILED_STEPS = 3  # the first steps after warm-up, when --profile-dir is given
+
+
+def _start_profile(torch):
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    prof = profile(activities=[ProfilerActivity.CUDA])
+    prof.start()
+    return prof
+
+
+def _profile_summary(prof, args, mode, patched, rank, world):
+    """This rank's per-step GPU time by kernel class, and how much of the NCCL time no compute hid."""
+    import trace_summary
+
+    path = os.path.join(args.profile_dir, f"{mode}-{'patched' if patched else 'unpatched'}-x{world}-rank{rank}.trace.json")
+    prof.export_chrome_trace(path)
+    intervals = trace_summary.load_intervals(path)
+    summary = trace_summary.summarize(intervals, PROFILED_STEPS)
+    summary["top"] = trace_summary.top_kernels(intervals, PROFILED_STEPS, n=8)
+    summary["trace"] = os.path.basename(path)
+    return summary
+
+
 def train(mode, patched, args, rank, world):
     import torch
     import torch.distributed as dist
@@ -47,14 +72,17 @@ def train(mode, patched, args, rank, world):
             from torch.distributed.fsdp import fully_shard
 
             for layer in model.model.layers:
-                fully_shard(layer)
-            fully_shard(model)
+                fully_shard(layer, reshard_after_forward=args.reshard_after_forward)
+            fully_shard(model, reshard_after_forward=args.reshard_after_forward)
             wrapped = model
         opt = torch.optim.AdamW(model.parameters(), lr=3e-4, foreach=True)
         g = torch.Generator(device="cpu").manual_seed(1000 + rank)  # each rank its own data, same across variants
         batches = [torch.randint(0, 512, (args.batch, args.seq), generator=g).to("cuda") for _ in range(args.steps)]
         losses, norms, times = [], [], []
+        profiled = None
         for i, ids in enumerate(batches):
+            if args.profile_dir and i == args.warmup:
+                profiled = _start_profile(torch)
             s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             s.record()
             loss = wrapped(input_ids=ids, labels=ids).loss
@@ -66,12 +94,19 @@ def train(mode, patched, args, rank, world):
             torch.cuda.synchronize()
             if i >= args.warmup:
                 times.append(s.elapsed_time(e))
+            if profiled is not None and i == args.warmup + PROFILED_STEPS - 1:
+                profiled.stop()
+                profile = _profile_summary(profiled, args, mode, patched, rank, world)
+                profiled = None
             lt = loss.detach().float().clone()
             dist.all_reduce(lt)
             losses.append(float(lt) / world)
             norms.append(float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm))
         ms = statistics.median(times)
-        return dict(losses=losses, grad_norms=norms, step_ms=ms, tokens_per_s_per_gpu=args.batch * args.seq / ms * 1e3)
+        result = dict(losses=losses, grad_norms=norms, step_ms=ms, tokens_per_s_per_gpu=args.batch * args.seq / ms * 1e3)
+        if args.profile_dir:
+            result["profile"] = profile
+        return result
     finally:
         if patched:
             LT.MODEL_TYPE_TO_REVERT_LIGER_FN[args.model_type]()
@@ -86,8 +121,19 @@ def main():
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument("--rtol", type=float, default=0.02, help="agreement bound of losses and grad norms")
+    ap.add_argument("--reshard-after-forward", type=lambda v: v.lower() in ("1", "true", "yes"), default=True,
+                    metavar="BOOL", help="FSDP2: free each layer's gathered weights after its forward (default true, "
+                    "as fully_shard does); false keeps them for the backward (no second all-gather, more memory)")
+    ap.add_argument("--profile-dir", default="",
+                    help=f"profile the {PROFILED_STEPS} steps after warm-up on every rank: Chrome traces and, in the JSON, "
+                    "the GPU time by kernel class and the NCCL time no compute overlapped")
     ap.add_argument("--out", default="")
     args = ap.parse_args()
+    if args.profile_dir:
+        os.makedirs(args.profile_dir, exist_ok=True)
+        if args.steps < args.warmup + PROFILED_STEPS:
+            print(f"--profile-dir needs --steps >= --warmup + {PROFILED_STEPS}", file=sys.stderr)
+            return 2
 
     import torch
     import torch.distributed as dist
@@ -99,7 +145,8 @@ def main():
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
     result = dict(world_size=world, device=torch.cuda.get_device_name(), model_type=args.model_type, config=CONFIG,
-                  batch_per_gpu=args.batch, seq=args.seq, steps=args.steps, modes={})
+                  batch_per_gpu=args.batch, seq=args.seq, steps=args.steps,
+                  reshard_after_forward=args.reshard_after_forward, modes={})
     ok = True
     for mode in args.modes.split(","):
         base = train(mode, False, args, rank, world)
@@ -115,6 +162,11 @@ def main():
             print(f"{mode} x{world}: loss rel diff {worst_loss:.2e}, grad-norm rel diff {worst_norm:.2e}, "
                   f"{'agree' if agree else 'DISAGREE'}; tokens/s/GPU {base['tokens_per_s_per_gpu']:.0f} -> "
                   f"{ours['tokens_per_s_per_gpu']:.0f} ({result['modes'][mode]['speedup']:.2f}x)", flush=True)
+            for name, r in (("unpatched", base), ("patched", ours)):
+                if "profile" in r:
+                    p = r["profile"]
+                    print(f"  {name}: step {r['step_ms']:.2f} ms, GPU busy {p['busy_ms']:.2f}, NCCL {p['comm_ms']:.2f} "
+                          f"of which exposed {p['comm_exposed_ms']:.2f}; {p['classes_ms']}", flush=True)
     if rank == 0 and args.out:
         with open(args.out, "w") as f:
             json.dump(result, f, indent=1)
