@@ -10,6 +10,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "workflows/kernel_dev/embedded_formula.h"
 #include "workflows/kernel_dev/generated_names.h"
 #include "workflows/kernel_dev/row_program.h"
 #include "workflows/kernel_dev/input_sampling.h"
@@ -500,7 +501,8 @@ InputKind detect_input_kind(const std::string& text, const Catalogue& catalogue)
   if (looks_like_pytorch(text)) return InputKind::PyTorch;
   if (text.find('(') == std::string::npos && text.find('=') == std::string::npos) return InputKind::Words;
   try {
-    parse_program(text, row_reduction_resolver(catalogue.resolver()));
+    // "ELU(0.5)" parses, but with no input it names an op and its parameter: words.
+    if (parse_program(text, row_reduction_resolver(catalogue.resolver())).inputs.empty()) return InputKind::Words;
     return InputKind::Expression;
   } catch (const ParseError&) {
     // "y = relu(x)^2 please" is not an expression; a typo in a real expression is reported by
@@ -738,9 +740,46 @@ void derive_tier1(KernelProfile& p, const Program& program, const KnowledgeBase&
   if (!p.closest_kernel.empty()) p.undecided.erase("closest_kernel");
 }
 
+namespace {
+
+// A description with its own formula is analysed as that expression (embedded_formula.h), named
+// from the words before it unless --name names it.
+struct FormulaRequest {
+  AnalysisRequest request;
+  std::string note;
+};
+
+std::optional<FormulaRequest> formula_in_description(const AnalysisRequest& request, const KnowledgeBase& knowledge) {
+  if (request.kind != InputKind::Words &&
+      !(request.kind == InputKind::Auto && detect_input_kind(request.text, knowledge.catalogue) == InputKind::Words))
+    return std::nullopt;
+  auto found = find_embedded_formula(request.text, row_reduction_resolver(knowledge.catalogue.resolver()));
+  if (!found) return std::nullopt;
+  FormulaRequest out;
+  out.request.text = found->formula;
+  out.request.kind = InputKind::Expression;
+  out.request.name = request.name;
+  if (out.request.name.empty() && !found->name_words.empty() &&
+      reserved_op_name_problem(snake_case(found->name_words)).empty())
+    out.request.name = found->name_words;
+  out.note = "the description's formula '" + found->as_written + "' defines the op" +
+             (found->formula != found->as_written ? " (read as '" + found->formula + "')" : "") +
+             (request.name.empty() && !found->name_words.empty() ? "; the words before it name it" : "");
+  return out;
+}
+
+}  // namespace
+
 KernelProfile analyse(const AnalysisRequest& request, const KnowledgeBase& knowledge) {
   if (auto fused = analyse_fused_linear(request, knowledge)) return *fused;  // tier3_profile.cpp: fused linear + loss
   if (auto segment = analyse_segment(request, knowledge)) return *segment;  // segment.cpp: jagged-row pooling
+  if (auto embedded = formula_in_description(request, knowledge)) {
+    KernelProfile p = analyse(embedded->request, knowledge);
+    p.source_text = request.text;
+    p.source_kind = "words";
+    p.notes.insert(p.notes.begin(), embedded->note);
+    return p;
+  }
   KernelProfile p;
   p.source_text = request.text;
   InputKind kind = request.kind == InputKind::Auto ? detect_input_kind(request.text, knowledge.catalogue) : request.kind;
@@ -1047,6 +1086,8 @@ std::string reserved_op_name_problem(const std::string& op_name) {
 
 std::optional<InputProblem> input_problem(const AnalysisRequest& request, const KnowledgeBase& knowledge,
                                           bool llm_available) {
+  if (auto embedded = formula_in_description(request, knowledge))
+    return input_problem(embedded->request, knowledge, llm_available);
   if (request.kind != InputKind::Expression && recognise_segment(request.text).matched) return std::nullopt;
   if (request.kind != InputKind::Expression && recognise_fused_linear(request.text).matched) return std::nullopt;
   const InputKind kind =

@@ -1,0 +1,94 @@
+// A description that carries its own formula (embedded_formula.h): the formula defines the op, the
+// words before it name it, and text that only looks like one ("z-loss", "softplus beta=2",
+// "ELU(0.5)") stays words.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "workflows/kernel_dev/embedded_formula.h"
+#include "workflows/kernel_dev/profile.h"
+#include "workflows/kernel_dev/tier2_derive.h"
+
+namespace kd = liger::kernel_dev;
+
+namespace {
+
+const kd::KnowledgeBase& kb() {
+  static const kd::KnowledgeBase k = kd::KnowledgeBase::load(LIGER_SOURCE_DIR);
+  return k;
+}
+
+std::optional<kd::EmbeddedFormula> find(const std::string& text) {
+  return kd::find_embedded_formula(text, kd::row_reduction_resolver(kb().catalogue.resolver()));
+}
+
+double forward_at(const kd::KernelProfile& p, double x) {
+  const kd::Program program = p.program();
+  kd::Environment env;
+  for (const auto& q : program.params) env[q.name] = q.init;
+  env[program.inputs.front()] = x;
+  return kd::eval_f64(program.expression, env);
+}
+
+}  // namespace
+
+TEST(KernelDevEmbeddedFormula, ImplicitProductsBecomeExplicit) {
+  EXPECT_EQ(kd::explicit_products("1.7159 * tanh(2/3 x)"), "1.7159 * tanh(2/3 * x)");
+  EXPECT_EQ(kd::explicit_products("0.5 x (1 + tanh(0.79 (x + 0.044715 x^3)))"),
+            "0.5 * x * (1 + tanh(0.79 * (x + 0.044715 * x^3)))");
+  EXPECT_EQ(kd::explicit_products("2x + 1e-5"), "2 * x + 1e-5");   // an exponent stays a number
+  EXPECT_EQ(kd::explicit_products("(x + 1) (x - 1)"), "(x + 1) * (x - 1)");
+  EXPECT_EQ(kd::explicit_products("tanh(x) * log1p(x)"), "tanh(x) * log1p(x)");  // names with digits untouched
+  EXPECT_EQ(kd::explicit_products("x * sigmoid(1.702 * x)"), "x * sigmoid(1.702 * x)");
+}
+
+TEST(KernelDevEmbeddedFormula, TheFormulaAfterTheWordsIsFound) {
+  auto f = find("scaled tanh: 1.7159 * tanh(2/3 x)");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->as_written, "1.7159 * tanh(2/3 x)");
+  EXPECT_EQ(f->name_words, "scaled tanh");
+  f = find("soft clamp, y = 30 * tanh(x / 30).");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->as_written, "y = 30 * tanh(x / 30)");
+  EXPECT_EQ(f->name_words, "soft clamp");
+  f = find("mish activation defined as x * tanh(softplus(x))");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->name_words, "mish");
+  // The whole formula, never a tail that drops a leading factor.
+  f = find("GELU, f(x) = 0.5 x (1 + tanh(0.7978845608 (x + 0.044715 x^3)))");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->as_written, "0.5 x (1 + tanh(0.7978845608 (x + 0.044715 x^3)))");
+  EXPECT_EQ(f->name_words, "gelu");
+}
+
+TEST(KernelDevEmbeddedFormula, WordsThatOnlyLookLikeAFormulaStayWords) {
+  for (const char* text : {"z-loss", "log-sum-exp of each row", "softplus beta=2", "ELU(0.5)", "leaky relu with negative slope 0.2",
+                           "hard tanh clipped to [-2, 2]", "GELU (tanh approximation)", "x * sigmoid(x)", "ReLU squared"})
+    EXPECT_FALSE(find(text)) << text;
+}
+
+TEST(KernelDevEmbeddedFormula, TheProfileIsTheFormulasAndNamedFromTheWords) {
+  const kd::KernelProfile p = kd::analyse({"scaled tanh: 1.7159 * tanh(2/3 x)", kd::InputKind::Auto, ""}, kb());
+  ASSERT_TRUE(p.complete()) << p.undecided.begin()->first << ": " << p.undecided.begin()->second;
+  EXPECT_EQ(p.tier, 1);
+  EXPECT_EQ(p.op_name, "scaled_tanh");
+  EXPECT_EQ(p.source_kind, "words");
+  EXPECT_EQ(p.source_text, "scaled tanh: 1.7159 * tanh(2/3 x)");
+  for (double x : {-2.0, -0.3, 0.0, 0.7, 3.0}) EXPECT_NEAR(forward_at(p, x), 1.7159 * std::tanh(2.0 / 3.0 * x), 1e-12) << x;
+  ASSERT_FALSE(p.notes.empty());
+  EXPECT_NE(p.notes.front().find("read as '1.7159 * tanh(2/3 * x)'"), std::string::npos) << p.notes.front();
+  // --name wins over the words.
+  EXPECT_EQ(kd::analyse({"scaled tanh: 1.7159 * tanh(2/3 x)", kd::InputKind::Auto, "lecun_tanh"}, kb()).op_name, "lecun_tanh");
+  // No usage error for it either.
+  EXPECT_FALSE(kd::input_problem({"scaled tanh: 1.7159 * tanh(2/3 x)", kd::InputKind::Auto, ""}, kb(), false));
+}
+
+TEST(KernelDevEmbeddedFormula, AnOpAndItsParameterWrittenAsACallAreWords) {
+  // "ELU(0.5)" parses as a call with no input: the catalogue entry with its one parameter.
+  EXPECT_EQ(kd::detect_input_kind("ELU(0.5)", kb().catalogue), kd::InputKind::Words);
+  const kd::KernelProfile p = kd::analyse({"ELU(0.5)", kd::InputKind::Auto, ""}, kb());
+  ASSERT_TRUE(p.complete());
+  EXPECT_EQ(p.op_name, "elu");
+  ASSERT_EQ(p.module_parameters.size(), 1u);
+  EXPECT_DOUBLE_EQ(p.module_parameters.front().value, 0.5);
+}
