@@ -82,9 +82,14 @@ def train(mode, patched, args, rank, world):
         else:
             from torch.distributed.fsdp import fully_shard
 
-            for layer in model.model.layers:
+            layers = list(model.model.layers)
+            for layer in layers:
                 fully_shard(layer, reshard_after_forward=args.reshard_after_forward)
             fully_shard(model, reshard_after_forward=args.reshard_after_forward)
+            if args.fsdp_prefetch > 0:  # all-gathers issued this many layers ahead, both directions
+                for i, layer in enumerate(layers):
+                    layer.set_modules_to_forward_prefetch(layers[i + 1:i + 1 + args.fsdp_prefetch])
+                    layer.set_modules_to_backward_prefetch(layers[max(0, i - args.fsdp_prefetch):i][::-1])
             wrapped = model
         opt = torch.optim.AdamW(model.parameters(), lr=3e-4, foreach=True)
         g = torch.Generator(device="cpu").manual_seed(1000 + rank)  # each rank its own data, same across variants
@@ -136,6 +141,9 @@ def main():
     ap.add_argument("--reshard-after-forward", type=lambda v: v.lower() in ("1", "true", "yes"), default=True,
                     metavar="BOOL", help="FSDP2: free each layer's gathered weights after its forward (default true, "
                     "as fully_shard does); false keeps them for the backward (no second all-gather, more memory)")
+    ap.add_argument("--fsdp-prefetch", type=int, default=0, metavar="N",
+                    help="FSDP2: explicit prefetch, each layer's all-gather issued N layers ahead in forward and "
+                    "backward (default 0: FSDP2's implicit one-layer prefetch)")
     ap.add_argument("--profile-dir", default="",
                     help=f"profile the {PROFILED_STEPS} steps after warm-up on every rank: Chrome traces and, in the JSON, "
                     "the GPU time by kernel class and the NCCL time no compute overlapped")
@@ -160,7 +168,7 @@ def main():
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
     result = dict(world_size=world, device=torch.cuda.get_device_name(), model_type=args.model_type, config=args.config, config_kw=CONFIGS[args.config]["kw"],
                   batch_per_gpu=args.batch, seq=args.seq, steps=args.steps,
-                  reshard_after_forward=args.reshard_after_forward, modes={})
+                  reshard_after_forward=args.reshard_after_forward, fsdp_prefetch=args.fsdp_prefetch, modes={})
     ok = True
     for mode in args.modes.split(","):
         base = train(mode, False, args, rank, world)
