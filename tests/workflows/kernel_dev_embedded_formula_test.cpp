@@ -54,6 +54,11 @@ TEST(KernelDevEmbeddedFormula, TheFormulaAfterTheWordsIsFound) {
   f = find("mish activation defined as x * tanh(softplus(x))");
   ASSERT_TRUE(f);
   EXPECT_EQ(f->name_words, "mish");
+  // A word of the op's name before '=' is prose; the formula follows it.
+  f = find("bipolar sigmoid = 2 * sigmoid(x) - 1");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->as_written, "2 * sigmoid(x) - 1");
+  EXPECT_EQ(f->name_words, "bipolar sigmoid");
   // The whole formula, never a tail that drops a leading factor.
   f = find("GELU, f(x) = 0.5 x (1 + tanh(0.7978845608 (x + 0.044715 x^3)))");
   ASSERT_TRUE(f);
@@ -63,7 +68,8 @@ TEST(KernelDevEmbeddedFormula, TheFormulaAfterTheWordsIsFound) {
 
 TEST(KernelDevEmbeddedFormula, WordsThatOnlyLookLikeAFormulaStayWords) {
   for (const char* text : {"z-loss", "log-sum-exp of each row", "softplus beta=2", "ELU(0.5)", "leaky relu with negative slope 0.2",
-                           "hard tanh clipped to [-2, 2]", "GELU (tanh approximation)", "x * sigmoid(x)", "ReLU squared"})
+                           "hard tanh clipped to [-2, 2]", "GELU (tanh approximation)", "x * sigmoid(x)", "ReLU squared",
+                           "GELU (erf) activation", "Dynamic Tanh (DyT) layer", "swish (x sigmoid x) function"})
     EXPECT_FALSE(find(text)) << text;
 }
 

@@ -163,6 +163,15 @@ std::vector<Form> forms() {
        }},
       // An eps set by the description on the form's keyword parameter.
       {"RMSNorm without weight, eps 1e-5", rms(1e-5)},
+      // A form with a learnable weight after its input: the modifier still sets eps (the weight
+      // starts at 1, so the forward is plain LayerNorm's).
+      {"LayerNorm without bias", layer(1e-5)},
+      {"layer norm with no bias, eps 1e-6", layer(1e-6)},
+      // "unit" restates the L2 normalisation.
+      {"normalize each row to unit L2 norm", [](const Row& x) {
+         const double n = std::max(std::sqrt(sum(map(x, [](double v) { return v * v; }))), 1e-12);
+         return map(x, [&](double v) { return v / n; });
+       }},
       {"log softmax with temperature 0.5 and softcap 30", [log_softmax](const Row& x) {
          Row t = x;
          for (auto& v : t) v = 30 * std::tanh(v / 0.5 / 30);
@@ -259,6 +268,7 @@ TEST(KernelDevTier2Offline, PerRowOutputsAreDerivedWithTheirGradient) {
          return h;
        }},
       {"z-loss with coefficient 1e-4", "[rows]", [lse](const Row& x) { return 1e-4 * lse(x) * lse(x); }},
+      {"mean of squares of each row", "[rows]", [](const Row& x) { return mean_square(x); }},
       // A module parameter in a per-row output.
       {"def smooth_max(x, t=0.5): return t * torch.logsumexp(x / t, dim=-1)", "[rows]",
        [lse](const Row& x) { return 0.5 * lse(map(x, [](double v) { return v / 0.5; })); }},

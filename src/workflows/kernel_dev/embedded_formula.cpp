@@ -4,18 +4,15 @@
 #include <set>
 #include <vector>
 
+#include "liger/util.h"
+
 namespace liger::kernel_dev {
 namespace {
 
 bool is_ident_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
 bool is_digit(char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; }
 
-std::string trim(const std::string& s) {
-  std::size_t a = 0, b = s.size();
-  while (a < b && std::isspace(static_cast<unsigned char>(s[a]))) ++a;
-  while (b > a && std::isspace(static_cast<unsigned char>(s[b - 1]))) --b;
-  return s.substr(a, b - a);
-}
+using util::trim;
 
 // A sentence's full stop is not part of the formula; a decimal point ("x * 2.") is rare enough in a
 // description to lose.
@@ -25,10 +22,14 @@ std::string without_final_period(std::string s) {
   return trim(s);
 }
 
-// Written as a formula: a product, quotient, power, call or assignment. '-' and '+' alone are how
-// words are hyphenated ("z-loss", "log-sum-exp"), and a bare name is a word.
+// Written as a formula: a product, quotient, power, assignment or call (a name against its
+// parenthesis). '-' and '+' alone are how words are hyphenated ("z-loss", "log-sum-exp"), and a
+// word in parentheses is an aside ("GELU (erf) activation", "Dynamic Tanh (DyT) layer").
 bool written_as_formula(const std::string& s) {
-  return s.find_first_of("*/^(=") != std::string::npos;
+  if (s.find_first_of("*/^=") != std::string::npos) return true;
+  for (std::size_t i = 1; i < s.size(); ++i)
+    if (s[i] == '(' && (std::isalnum(static_cast<unsigned char>(s[i - 1])) || s[i - 1] == '_')) return true;
+  return false;
 }
 
 // The words that introduce a formula rather than name the op.
@@ -73,6 +74,20 @@ bool ends_in_prose(const std::string& prefix) {
   return t.size() - start >= 2;
 }
 
+// "bipolar sigmoid = 2 * sigmoid(x) - 1": a word of the op's name assigned to is prose, and the
+// formula is what follows the '='. An output is named like a variable (y, z, out, result).
+bool names_the_op(const std::string& candidate) {
+  std::size_t k = 0;
+  while (k < candidate.size() && (std::isalnum(static_cast<unsigned char>(candidate[k])) || candidate[k] == '_')) ++k;
+  if (k == 0 || !is_ident_start(candidate[0])) return false;
+  std::size_t e = k;
+  while (e < candidate.size() && candidate[e] == ' ') ++e;
+  if (e >= candidate.size() || candidate[e] != '=' || (e + 1 < candidate.size() && candidate[e + 1] == '=')) return false;
+  static const std::set<std::string> output_names = {"out", "output", "result", "res", "act"};
+  const std::string target = candidate.substr(0, k);
+  return target.size() > 2 && !output_names.count(target);
+}
+
 }  // namespace
 
 std::string explicit_products(const std::string& formula) {
@@ -113,10 +128,10 @@ std::string explicit_products(const std::string& formula) {
       continue;
     }
     out += c;
-    if (c == ')') {  // ") (" and ") x": products
+    if (c == ')') {  // ") (": a product; ") word" stays as written (prose after an aside)
       std::size_t k = i + 1;
       while (k < n && formula[k] == ' ') ++k;
-      if (k < n && (formula[k] == '(' || (k > i + 1 && is_ident_start(formula[k])))) out += " *";
+      if (k < n && formula[k] == '(') out += " *";
     }
   }
   return out;
@@ -131,7 +146,7 @@ std::optional<EmbeddedFormula> find_embedded_formula(const std::string& text, co
     const std::string prefix = text.substr(0, i);
     if (trim(prefix).empty() || !ends_in_prose(prefix)) continue;
     const std::string written = without_final_period(text.substr(i));
-    if (written.empty() || !written_as_formula(written)) continue;
+    if (written.empty() || !written_as_formula(written) || names_the_op(written)) continue;
     const std::string formula = explicit_products(written);
     try {
       const Program program = parse_program(formula, resolver);

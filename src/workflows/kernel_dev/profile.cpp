@@ -325,16 +325,18 @@ std::string modifier_effect(const AppliedModifier& a) {
 // assign the argument, the output ones wrap the returned expression, the parameter ones set a
 // keyword parameter's default. "def softmax(x): return torch.softmax(x, dim=-1)" with temperature
 // 2 becomes "def softmax(x):\n    x = x / 2\n    return torch.softmax(x, dim=-1)". Empty when the
-// form is not one `def name(arg, [kw=default, ...]): return ...` line; `missing` names a parameter
-// a modifier sets that the form does not have.
+// form is not one `def name(arg, [other, ...] [kw=default, ...]): return ...` line (the first
+// argument is the row input the modifiers rewrite; others, such as a weight, pass through);
+// `missing` names a parameter a modifier sets that the form does not have.
 std::string apply_input_modifiers(const std::string& form, const std::vector<AppliedModifier>& modifiers,
                                   std::string* missing = nullptr) {
   std::smatch m;
   if (!std::regex_match(form, m,
-                        std::regex(R"(\s*def\s+(\w+)\s*\(\s*(\w+)((?:\s*,\s*\w+\s*=\s*[^,()]+)*)\s*\)\s*:\s*return\s+(.+?)\s*)")))
+                        std::regex(R"(\s*def\s+(\w+)\s*\(\s*(\w+)((?:\s*,\s*\w+\b(?!\s*=))*)((?:\s*,\s*\w+\s*=\s*[^,()]+)*)\s*\)\s*:\s*return\s+(.+?)\s*)")))
     return "";
   const std::string arg = m[2].str();
-  std::string keywords = m[3].str(), returned = m[4].str();
+  const std::string others = m[3].str();
+  std::string keywords = m[4].str(), returned = m[5].str();
   std::string body;
   for (const auto& a : modifiers) {
     if (!a.modifier->parameter.empty()) {
@@ -352,7 +354,7 @@ std::string apply_input_modifiers(const std::string& form, const std::vector<App
       body += "    " + arg + " = " + rewritten_input(a, arg) + "\n";
     }
   }
-  return "def " + m[1].str() + "(" + arg + keywords + "):\n" + body + "    return " + returned + "\n";
+  return "def " + m[1].str() + "(" + arg + others + keywords + "):\n" + body + "    return " + returned + "\n";
 }
 
 // What a description says beyond a Tier-2 request: its words (and numbers) outside the
