@@ -269,6 +269,10 @@ TEST(KernelDevTier2Offline, PerRowOutputsAreDerivedWithTheirGradient) {
        }},
       {"z-loss with coefficient 1e-4", "[rows]", [lse](const Row& x) { return 1e-4 * lse(x) * lse(x); }},
       {"mean of squares of each row", "[rows]", [](const Row& x) { return mean_square(x); }},
+      {"sum of absolute values of each row", "[rows]", [](const Row& x) { return sum(map(x, [](double v) { return std::fabs(v); })); }},
+      // The order set by the description on the form's keyword parameter p.
+      {"p-norm with p=3 of each row", "[rows]",
+       [](const Row& x) { return std::cbrt(sum(map(x, [](double v) { return std::pow(std::fabs(v), 3.0); }))); }},
       // A module parameter in a per-row output.
       {"def smooth_max(x, t=0.5): return t * torch.logsumexp(x / t, dim=-1)", "[rows]",
        [lse](const Row& x) { return 0.5 * lse(map(x, [](double v) { return v / 0.5; })); }},
