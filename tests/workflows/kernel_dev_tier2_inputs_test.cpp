@@ -76,6 +76,35 @@ const std::vector<Form>& forms() {
          for (std::size_t i = 0; i < lp.size(); ++i) s += std::exp(lq[i]) * (lq[i] - lp[i]);
          return Row{s};
        }},
+      // Descriptions (tiers.yaml): KL(softmax(p) || softmax(q)), the first input's distribution first,
+      // and a temperature that divides both rows of logits, as distillation applies it.
+      {"kl_description", "KL divergence between p and q",
+       [](const std::vector<Row>& in) {
+         const Row lp = log_softmax(in[0]), lq = log_softmax(in[1]);
+         double s = 0;
+         for (std::size_t i = 0; i < lp.size(); ++i) s += std::exp(lp[i]) * (lp[i] - lq[i]);
+         return Row{s};
+       }},
+      {"kl_temperature_description", "KL divergence with temperature 2",
+       [](const std::vector<Row>& in) {
+         Row p = in[0], q = in[1];
+         for (auto& v : p) v /= 2;
+         for (auto& v : q) v /= 2;
+         const Row lp = log_softmax(p), lq = log_softmax(q);
+         double s = 0;
+         for (std::size_t i = 0; i < lp.size(); ++i) s += std::exp(lp[i]) * (lp[i] - lq[i]);
+         return Row{s};
+       }},
+      {"jsd_description", "Jensen-Shannon divergence between two distributions",
+       [](const std::vector<Row>& in) {
+         const Row lp = log_softmax(in[0]), lq = log_softmax(in[1]);
+         double s = 0;
+         for (std::size_t i = 0; i < lp.size(); ++i) {
+           const double a = std::exp(lp[i]), b = std::exp(lq[i]), lm = std::log(0.5 * (a + b));
+           s += 0.5 * a * (lp[i] - lm) + 0.5 * b * (lq[i] - lm);
+         }
+         return Row{s};
+       }},
       {"soft_target_ce", "def soft_ce(x, t): return -(t * F.log_softmax(x, dim=-1)).sum(-1)",
        [](const std::vector<Row>& in) {
          const Row l = log_softmax(in[0]);

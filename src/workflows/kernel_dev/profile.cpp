@@ -325,8 +325,9 @@ std::string modifier_effect(const AppliedModifier& a) {
 // assign the argument, the output ones wrap the returned expression, the parameter ones set a
 // keyword parameter's default. "def softmax(x): return torch.softmax(x, dim=-1)" with temperature
 // 2 becomes "def softmax(x):\n    x = x / 2\n    return torch.softmax(x, dim=-1)". Empty when the
-// form is not one `def name(arg, [other, ...] [kw=default, ...]): return ...` line (the first
-// argument is the row input the modifiers rewrite; others, such as a weight, pass through);
+// form is not one `def name(arg, [other, ...] [kw=default, ...]): return ...` line. An input
+// modifier rewrites every positional argument but a `weight` or `bias` (the forms' convention for
+// their learnable parameters): "KL divergence with temperature 2" divides both rows of logits.
 // `missing` names a parameter a modifier sets that the form does not have.
 std::string apply_input_modifiers(const std::string& form, const std::vector<AppliedModifier>& modifiers,
                                   std::string* missing = nullptr) {
@@ -337,6 +338,10 @@ std::string apply_input_modifiers(const std::string& form, const std::vector<App
   const std::string arg = m[2].str();
   const std::string others = m[3].str();
   std::string keywords = m[4].str(), returned = m[5].str();
+  std::vector<std::string> row_inputs = {arg};
+  const std::regex name(R"(\w+)");
+  for (auto it = std::sregex_iterator(others.begin(), others.end(), name); it != std::sregex_iterator(); ++it)
+    if (it->str() != "weight" && it->str() != "bias") row_inputs.push_back(it->str());
   std::string body;
   for (const auto& a : modifiers) {
     if (!a.modifier->parameter.empty()) {
@@ -351,7 +356,7 @@ std::string apply_input_modifiers(const std::string& form, const std::vector<App
     } else if (a.modifier->on_output()) {
       returned = rewritten_input(a, returned);
     } else {
-      body += "    " + arg + " = " + rewritten_input(a, arg) + "\n";
+      for (const auto& input : row_inputs) body += "    " + input + " = " + rewritten_input(a, input) + "\n";
     }
   }
   return "def " + m[1].str() + "(" + arg + others + keywords + "):\n" + body + "    return " + returned + "\n";
