@@ -37,7 +37,7 @@ const std::set<std::string>& connectives() {
   static const std::set<std::string> words = {"activation", "function", "op", "operation", "kernel", "defined", "as",
                                               "is", "i", "e", "ie", "computing", "computes", "compute", "which",
                                               "that", "where", "given", "by", "with", "the", "a", "an", "formula",
-                                              "equation", "ie", "namely", "of", "f", "y", "x", "out"};
+                                              "equation", "namely", "of", "f", "y", "x", "out"};
   return words;
 }
 
