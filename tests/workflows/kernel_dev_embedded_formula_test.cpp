@@ -85,6 +85,11 @@ TEST(KernelDevEmbeddedFormula, TheProfileIsTheFormulasAndNamedFromTheWords) {
   EXPECT_NE(p.notes.front().find("read as '1.7159 * tanh(2/3 * x)'"), std::string::npos) << p.notes.front();
   // --name wins over the words.
   EXPECT_EQ(kd::analyse({"scaled tanh: 1.7159 * tanh(2/3 x)", kd::InputKind::Auto, "lecun_tanh"}, kb()).op_name, "lecun_tanh");
+  // Words that name a library op never give the new op that name.
+  const kd::KernelProfile rms = kd::analyse({"rms norm: y = x / sqrt(mean(x^2) + 1e-6)", kd::InputKind::Auto, ""}, kb());
+  EXPECT_EQ(rms.tier, 2);
+  EXPECT_NE(rms.op_name, "rms_norm");
+  EXPECT_NE(rms.notes.front().find("the library's op 'rms_norm'"), std::string::npos) << rms.notes.front();
   // No usage error for it either.
   EXPECT_FALSE(kd::input_problem({"scaled tanh: 1.7159 * tanh(2/3 x)", kd::InputKind::Auto, ""}, kb(), false));
 }

@@ -766,12 +766,19 @@ std::optional<FormulaRequest> formula_in_description(const AnalysisRequest& requ
   out.request.text = found->formula;
   out.request.kind = InputKind::Expression;
   out.request.name = request.name;
-  if (out.request.name.empty() && !found->name_words.empty() &&
-      reserved_op_name_problem(snake_case(found->name_words)).empty())
-    out.request.name = found->name_words;
+  const std::string named = found->name_words.empty() ? "" : snake_case(found->name_words);
+  // Words that name one of the library's ops ("rms norm: ...") describe what the formula is like;
+  // the new op gets a name of its own (the analyser's, which avoids the library's).
+  const bool library_has =
+      std::find(knowledge.tiers.kernels.begin(), knowledge.tiers.kernels.end(), named) != knowledge.tiers.kernels.end();
+  const bool words_name_it = request.name.empty() && !named.empty() && !library_has && reserved_op_name_problem(named).empty();
+  if (words_name_it) out.request.name = found->name_words;
   out.note = "the description's formula '" + found->as_written + "' defines the op" +
              (found->formula != found->as_written ? " (read as '" + found->formula + "')" : "") +
-             (request.name.empty() && !found->name_words.empty() ? "; the words before it name it" : "");
+             (words_name_it ? "; the words before it name it"
+              : request.name.empty() && library_has ? "; the words before it name the library's op '" + named +
+                                                          "', so the new op is named from its formula"
+                                                    : "");
   return out;
 }
 
