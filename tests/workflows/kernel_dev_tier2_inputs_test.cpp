@@ -53,6 +53,13 @@ Row log_softmax(const Row& x) {
   for (std::size_t i = 0; i < x.size(); ++i) out[i] = x[i] - m - std::log(s);
   return out;
 }
+// KL(softmax(p) || softmax(q)) of two rows of logits.
+double kl_of_logits(const Row& p, const Row& q) {
+  const Row lp = log_softmax(p), lq = log_softmax(q);
+  double s = 0;
+  for (std::size_t i = 0; i < lp.size(); ++i) s += std::exp(lp[i]) * (lp[i] - lq[i]);
+  return s;
+}
 
 struct Form {
   std::string label, source;
@@ -70,30 +77,17 @@ const std::vector<Form>& forms() {
       // kernel's parameters).
       {"kl_rows",
        "def kl_rows(p, q):\n    return (torch.softmax(q, -1) * (torch.log_softmax(q, -1) - torch.log_softmax(p, -1))).sum(-1)",
-       [](const std::vector<Row>& in) {
-         const Row lp = log_softmax(in[0]), lq = log_softmax(in[1]);
-         double s = 0;
-         for (std::size_t i = 0; i < lp.size(); ++i) s += std::exp(lq[i]) * (lq[i] - lp[i]);
-         return Row{s};
-       }},
+       [](const std::vector<Row>& in) { return Row{kl_of_logits(in[1], in[0])}; }},
       // Descriptions (tiers.yaml): KL(softmax(p) || softmax(q)), the first input's distribution first,
       // and a temperature that divides both rows of logits, as distillation applies it.
       {"kl_description", "KL divergence between p and q",
-       [](const std::vector<Row>& in) {
-         const Row lp = log_softmax(in[0]), lq = log_softmax(in[1]);
-         double s = 0;
-         for (std::size_t i = 0; i < lp.size(); ++i) s += std::exp(lp[i]) * (lp[i] - lq[i]);
-         return Row{s};
-       }},
+       [](const std::vector<Row>& in) { return Row{kl_of_logits(in[0], in[1])}; }},
       {"kl_temperature_description", "KL divergence with temperature 2",
        [](const std::vector<Row>& in) {
          Row p = in[0], q = in[1];
          for (auto& v : p) v /= 2;
          for (auto& v : q) v /= 2;
-         const Row lp = log_softmax(p), lq = log_softmax(q);
-         double s = 0;
-         for (std::size_t i = 0; i < lp.size(); ++i) s += std::exp(lp[i]) * (lp[i] - lq[i]);
-         return Row{s};
+         return Row{kl_of_logits(p, q)};
        }},
       {"jsd_description", "Jensen-Shannon divergence between two distributions",
        [](const std::vector<Row>& in) {
