@@ -429,7 +429,27 @@ TEST(KernelDevProfile, Tier2RowProgramProblemsNameTheFieldAndTheFix) {
             })),
             "");
   problems = problems_of(softmax_profile([](YAML::Node& n) { n["row_program"]["backward"]["uses"] = std::vector<std::string>{"z"}; }));
-  EXPECT_NE(problems.find("backward.uses: 'z' is neither the input 'x' nor the output 'y'"), std::string::npos) << problems;
+  EXPECT_NE(problems.find("backward.uses: 'z' is neither the input 'x', the output 'y' nor a forward reduction (m, s)"),
+            std::string::npos)
+      << problems;
+  // Forward reductions in backward.uses are stored per row: the backward may then name them
+  // without x, as long as it reads the rows of x or y; one it never reads is an error.
+  EXPECT_EQ(problems_of(softmax_profile([](YAML::Node& n) {
+              n["row_program"]["backward"]["uses"] = std::vector<std::string>{"x", "m", "s"};
+              n["row_program"]["backward"]["reductions"][0]["expression"] = "dy * exp(x - m) / s";
+              n["row_program"]["backward"]["grad_input"] = "exp(x - m) / s * (dy - g)";
+            })),
+            "");
+  problems = problems_of(softmax_profile([](YAML::Node& n) {
+    n["row_program"]["backward"]["uses"] = std::vector<std::string>{"y", "m"};
+  }));
+  EXPECT_NE(problems.find("the forward reduction 'm' is saved per row but nothing in the backward reads it"), std::string::npos)
+      << problems;
+  problems = problems_of(softmax_profile([](YAML::Node& n) {
+    n["row_program"]["backward"]["uses"] = std::vector<std::string>{"m", "s"};
+    n["row_program"]["backward"]["reductions"][0]["expression"] = "dy * exp(x - m) / s";
+  }));
+  EXPECT_NE(problems.find("besides the saved row statistics (m, s); list one of them"), std::string::npos) << problems;
   problems = problems_of(softmax_profile([](YAML::Node& n) {
     n["row_program"]["forward"]["reductions"][1]["name"] = "m";
     n["row_program"]["forward"]["reductions"][0]["op"] = "prod";

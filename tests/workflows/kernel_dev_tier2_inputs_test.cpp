@@ -201,8 +201,16 @@ TEST(KernelDevTier2Inputs, ProfilesHaveAGradientPerInput) {
                                       [&](const kd::GradientSpec& g) { return g.wrt == in.name; });
       EXPECT_TRUE(listed) << in.name;
     }
-    // The backward reads the first input (the other inputs' gradients are functions of all of them).
-    EXPECT_EQ(p.row_program->backward_uses, std::vector<std::string>{p.inputs[0].name});
+    // The backward reads the first input (the other inputs' gradients are functions of all of them)
+    // and, after it, only forward reductions: the row statistics the forward stores.
+    ASSERT_FALSE(p.row_program->backward_uses.empty());
+    EXPECT_EQ(p.row_program->backward_uses[0], p.inputs[0].name);
+    for (std::size_t i = 1; i < p.row_program->backward_uses.size(); ++i) {
+      const auto& u = p.row_program->backward_uses[i];
+      const bool reduction = std::any_of(p.row_program->forward_reductions.begin(), p.row_program->forward_reductions.end(),
+                                         [&](const kd::RowReduction& r) { return r.name == u; });
+      EXPECT_TRUE(reduction) << u;
+    }
   }
 }
 
@@ -314,7 +322,7 @@ TEST(KernelDevTier2Inputs, PythonOpTakesEveryInputAndReturnsItsGradient) {
   const fs::path op = root / ("kernels/python/liger_kernels/ops/" + p.op_name + ".py");
   const std::string py = text_of(op);
   EXPECT_NE(py.find("def " + p.op_name + "(p_in: Tensor, q: Tensor, ) -> Tensor:"), std::string::npos) << py;
-  EXPECT_NE(py.find("ctx.save_for_backward(p_in, q, )"), std::string::npos) << py;
+  EXPECT_NE(py.find("ctx.save_for_backward(p_in, stats, q, )"), std::string::npos) << py;
   EXPECT_NE(py.find("def reference(p_in: Tensor, q: Tensor, "), std::string::npos) << py;
   if (std::system("command -v python3 >/dev/null 2>&1") == 0) {
     const std::string check = "python3 -c \"import ast,sys; ast.parse(open(sys.argv[1]).read())\" " + op.string() + " >" +

@@ -32,6 +32,13 @@ const fs::path kSource = LIGER_SOURCE_DIR;
 using liger::testing::family::analyse;
 using liger::testing::family::kb;
 
+// The profile as a reviewer who lists only the input in backward.uses leaves it: the backward
+// recomputes the forward reductions it names instead of reading them from the forward's stats.
+kd::KernelProfile recomputing(kd::KernelProfile p) {
+  p.row_program->backward_uses = {p.inputs[0].name};
+  return p;
+}
+
 std::vector<double> random_row(std::mt19937& rng, std::size_t cols, double scale) {
   std::normal_distribution<double> normal(0.0, scale);
   std::vector<double> v(cols);
@@ -139,7 +146,8 @@ TEST(KernelDevTier2Rows, SoftmaxFamilyBackwardReadsTheSavedOutput) {
 
 TEST(KernelDevTier2Rows, BackwardsThatNeedTheRowStatisticsKeepTheInput) {
   // Their gradients need the row's norm / RMS / variance, which y alone does not determine (eps):
-  // x is saved and the statistics recomputed from it in registers.
+  // x is saved, and so are the statistics (fp32 per row), which the backward then reads rather
+  // than recomputing. A reviewer who lists only x in backward.uses gets them recomputed instead.
   for (const std::string source : {"def f(x): return x / x.norm(dim=-1, keepdim=True)",
                                    "def f(x): return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)",
                                    "def f(x): return F.layer_norm(x, (x.shape[-1],))",
@@ -148,10 +156,25 @@ TEST(KernelDevTier2Rows, BackwardsThatNeedTheRowStatisticsKeepTheInput) {
     SCOPED_TRACE(source);
     const auto p = analyse(source);
     ASSERT_TRUE(p.row_program);
-    EXPECT_EQ(p.row_program->backward_uses, std::vector<std::string>{"x"});
+    ASSERT_GE(p.row_program->backward_uses.size(), 2u);
+    EXPECT_EQ(p.row_program->backward_uses[0], "x");
     ASSERT_TRUE(p.saved_for_backward);
-    EXPECT_EQ(p.saved_for_backward->saved, std::vector<std::string>{"x"});
-    EXPECT_FALSE(kd::generate_tier2(p).recomputed.empty());
+    EXPECT_EQ(p.saved_for_backward->saved[0], "x");
+    const auto saving = kd::generate_tier2(p);
+    EXPECT_TRUE(saving.recomputed.empty());
+    EXPECT_EQ(saving.saved_stats,
+              std::vector<std::string>(p.row_program->backward_uses.begin() + 1, p.row_program->backward_uses.end()));
+    auto recomputing = p;
+    recomputing.row_program->backward_uses = {"x"};
+    const auto recomputed = kd::generate_tier2(recomputing);
+    EXPECT_FALSE(recomputed.recomputed.empty());
+    EXPECT_TRUE(recomputed.saved_stats.empty());
+    // Every pass the statistics took is gone from the backward (softmax's max and sum: two).
+    EXPECT_LE(saving.backward_groups.size(), recomputed.backward_groups.size());
+    std::size_t saved_members = 0, recomputed_members = 0;
+    for (const auto& g : saving.backward_groups) saved_members += g.size();
+    for (const auto& g : recomputed.backward_groups) recomputed_members += g.size();
+    EXPECT_LT(saved_members, recomputed_members);
   }
   // A user's own max that the output depends on keeps its gradient (the indicator over the tie
   // count); written from y.
@@ -233,19 +256,35 @@ TEST(KernelDevTier2Rows, RenderedRowKernelHoldsTheRowInRegisters) {
             std::string::npos);
   EXPECT_NE(file(softmax, "ops/softmax.py").content.find("ctx.save_for_backward(y, )"), std::string::npos);
 
-  // An op that keeps x: the recomputed statistic is reduced from the registers too.
-  const auto l2 = kd::render(analyse("def f(x): return x / x.norm(dim=-1, keepdim=True)"), kSource / "templates/kernel_dev");
-  const std::string l2_backward = kernel_text(file(l2, "l2_normalize/l2_normalize.cu").content, "l2_normalize_backward_kernel");
-  EXPECT_NE(l2_backward.find("float s;  // sum over the row of x^2"), std::string::npos) << l2_backward;
+  // An op that keeps x: the forward stores its statistic per row and the backward reads it (one
+  // fp32 word per row, no pass); x is taken from the registers.
+  auto l2_profile = analyse("def f(x): return x / x.norm(dim=-1, keepdim=True)");
+  const auto l2 = kd::render(l2_profile, kSource / "templates/kernel_dev");
+  const std::string l2_cu = file(l2, "l2_normalize/l2_normalize.cu").content;
+  const std::string l2_backward = kernel_text(l2_cu, "l2_normalize_backward_kernel");
+  EXPECT_NE(l2_backward.find("const float s = p.stats_in[row_ * kStats + 0];"), std::string::npos) << l2_backward;
+  EXPECT_EQ(l2_backward.find("float s;  // sum over the row of x^2"), std::string::npos) << l2_backward;
+  EXPECT_NE(kernel_text(l2_cu, "l2_normalize_forward_kernel").find("p.stats_out[row_ * kStats + 0] = s;"), std::string::npos);
   EXPECT_NE(l2_backward.find("take_row<T, VEC, kSlots, PREFETCH>(p.x, p.x_stride, row_, p.rows, p.cols, xr_, xn_);"), std::string::npos);
   EXPECT_EQ(count(l2_backward, "load_chunk<"), 0u);
+  EXPECT_NE(file(l2, "include/liger_kernels/l2_normalize.h").content.find("void* y, int64_t y_row_stride, float* stats_, int64_t rows"),
+            std::string::npos);
+  EXPECT_NE(file(l2, "ops/l2_normalize.py").content.find("ctx.save_for_backward(x, stats, )"), std::string::npos);
+  // The reviewer's choice in the profile: only x in backward.uses recomputes the statistic from
+  // the registers, and the C API has no statistics.
+  l2_profile.row_program->backward_uses = {"x"};
+  const auto l2_recomputing = kd::render(l2_profile, kSource / "templates/kernel_dev");
+  const std::string recomputing_backward =
+      kernel_text(file(l2_recomputing, "l2_normalize/l2_normalize.cu").content, "l2_normalize_backward_kernel");
+  EXPECT_NE(recomputing_backward.find("float s;  // sum over the row of x^2"), std::string::npos) << recomputing_backward;
+  EXPECT_EQ(file(l2_recomputing, "include/liger_kernels/l2_normalize.h").content.find("stats_"), std::string::npos);
 }
 
 TEST(KernelDevTier2Rows, IndependentReductionsShareAPass) {
   // PolyNorm-style: three means of different powers, independent of each other -> one pass and one
-  // block combine of three values; the backward's recomputed means and its three adjoint sums
-  // (their loops read dy and powers of x; the means only scale them after the combine) -> one pass
-  // of six values.
+  // block combine of three values; the backward's three adjoint sums (their loops read dy and
+  // powers of x; the saved means only scale them after the combine) -> one pass of three values,
+  // and with the means recomputed (the reviewer's choice) one pass of six.
   const auto poly = analyse(
       "def rn(v, eps):\n    return v * torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + eps)\n\n"
       "def poly_norm(x, eps=1e-6):\n    return 0.5 * rn(x ** 3, eps) + 0.3 * rn(x ** 2, eps) + 0.2 * rn(x, eps)");
@@ -254,23 +293,28 @@ TEST(KernelDevTier2Rows, IndependentReductionsShareAPass) {
   ASSERT_EQ(code.forward_groups.size(), 1u);
   EXPECT_EQ(code.forward_groups[0].size(), 3u);
   ASSERT_EQ(code.backward_groups.size(), 1u);
-  EXPECT_EQ(code.backward_groups[0].size(), 6u);
+  EXPECT_EQ(code.backward_groups[0].size(), 3u);
+  const auto poly_recomputing = kd::generate_tier2(recomputing(poly));
+  ASSERT_EQ(poly_recomputing.backward_groups.size(), 1u);
+  EXPECT_EQ(poly_recomputing.backward_groups[0].size(), 6u);
   const std::string cu = file(kd::render(poly, kSource / "templates/kernel_dev"), "poly_norm/poly_norm.cu").content;
   const std::string forward = kernel_text(cu, "poly_norm_forward_kernel");
   EXPECT_EQ(count(forward, "block_all_reduce<"), 1u) << forward;
   EXPECT_NE(forward.find("block_all_reduce<Reduce::kSum, Reduce::kSum, Reduce::kSum>(all_, shared_);"), std::string::npos);
   EXPECT_EQ(count(kernel_text(cu, "poly_norm_backward_kernel"), "block_all_reduce<"), 1u);
-  // Layer norm's backward: the mean, then one pass for the variance and both gradient sums. The
-  // sum that mixes two row factors, one of them another gradient sum (gvar), is split into the sums
-  // of its terms, scaled and added after the combine; the fp64 reference keeps it whole.
-  const auto ln_code = kd::generate_tier2(analyse("def f(x): return F.layer_norm(x, x.shape[-1:])"));
+  // Layer norm's backward with the statistics recomputed: the mean, then one pass for the variance
+  // and both gradient sums. The sum that mixes two row factors, one of them another gradient sum
+  // (gvar), is split into the sums of its terms, scaled and added after the combine; the fp64
+  // reference keeps it whole. With the mean and variance saved (the default), one pass.
+  EXPECT_EQ(kd::generate_tier2(analyse("def f(x): return F.layer_norm(x, x.shape[-1:])")).backward_groups.size(), 1u);
+  const auto ln_code = kd::generate_tier2(recomputing(analyse("def f(x): return F.layer_norm(x, x.shape[-1:])")));
   ASSERT_EQ(ln_code.backward_groups.size(), 2u);
   EXPECT_EQ(ln_code.backward_groups[0].size(), 1u);
   std::size_t combined = 0;
   for (const auto& part : ln_code.backward_groups[1]) combined += part.combined.empty() ? 0 : 1;
   EXPECT_EQ(combined, 1u);
   for (const auto& r : ln_code.backward_reductions) EXPECT_TRUE(r.combined.empty()) << r.name;
-  const auto ln_profile = analyse("def f(x): return F.layer_norm(x, x.shape[-1:])");
+  const auto ln_profile = recomputing(analyse("def f(x): return F.layer_norm(x, x.shape[-1:])"));
   const std::string& ln_op = ln_profile.op_name;
   const std::string ln_backward = kernel_text(
       file(kd::render(ln_profile, kSource / "templates/kernel_dev"), ln_op + "/" + ln_op + ".cu").content,
@@ -303,10 +347,13 @@ TEST(KernelDevTier2Rows, SumsSplitByLinearityToSkipAPass) {
     EXPECT_EQ(e.forward_groups[1][k].column_uses.count(e.forward_groups[1][0].name), 0u) << e.forward_groups[1][k].expression;
     EXPECT_EQ(e.forward_groups[1][k].post_uses.count(e.forward_groups[1][0].name), 1u) << e.forward_groups[1][k].expression;
   }
-  // The backward recomputes the max, then takes the sum of exponentials and its gradient sum's
-  // parts in one pass (3 passes before the split): sum(dy * e * (l - m)) and sum(dy * e) read only m.
-  ASSERT_EQ(e.backward_groups.size(), 2u);
-  EXPECT_EQ(e.backward_groups[0].size(), 1u);
+  // Recomputing its statistics, the backward takes the max, then the sum of exponentials and its
+  // gradient sum's parts in one pass (3 passes before the split): sum(dy * e * (l - m)) and
+  // sum(dy * e) read only m. Reading them from the forward's stats (the default): one pass.
+  const auto e_recomputing = kd::generate_tier2(recomputing(entropy));
+  ASSERT_EQ(e_recomputing.backward_groups.size(), 2u);
+  EXPECT_EQ(e_recomputing.backward_groups[0].size(), 1u);
+  EXPECT_EQ(e.backward_groups.size(), 1u);
 
   const auto kl = analyse("def kl_rows(p, q): return (torch.softmax(q, -1) * (torch.log_softmax(q, -1) - "
                           "torch.log_softmax(p, -1))).sum(-1)");
@@ -316,19 +363,22 @@ TEST(KernelDevTier2Rows, SumsSplitByLinearityToSkipAPass) {
   EXPECT_EQ(k.forward_groups[0].size(), 2u);
   for (const auto& r : k.forward_groups[0]) EXPECT_EQ(r.op, "max");
   EXPECT_EQ(k.forward_groups[1].size(), 4u);
-  EXPECT_EQ(k.backward_groups.size(), 2u);  // 4 before
+  EXPECT_EQ(kd::generate_tier2(recomputing(kl)).backward_groups.size(), 2u);  // 4 before the split
+  EXPECT_EQ(k.backward_groups.size(), 1u);  // the maxima and sums read from the forward's stats
   const std::string cu = file(kd::render(kl, kSource / "templates/kernel_dev"), kl.op_name + "/" + kl.op_name + ".cu").content;
   EXPECT_EQ(count(kernel_text(cu, kl.op_name + "_forward_kernel"), "block_all_reduce<"), 2u);
 
   // The row values inside an exponential or a power come out first: the entropy written with
   // exp(log_softmax) (exp(l - m - log(s)) = exp(l - m) / s) and a softmax squared
-  // ((e / s)^2 = e^2 / s^2) take two passes each way too.
+  // ((e / s)^2 = e^2 / s^2) take two passes each way too (recomputing the statistics in the
+  // backward; one pass reading them).
   for (const char* source : {"def entropy(logits):\n    logp = F.log_softmax(logits, dim=-1)\n"
                              "    return -(logp.exp() * logp).sum(dim=-1)",
                              "def tsallis(x):\n    p = torch.softmax(x, -1)\n    return 1 - (p ** 2).sum(-1)"}) {
     const auto code = kd::generate_tier2(analyse(source));
     EXPECT_EQ(code.forward_groups.size(), 2u) << source;
-    EXPECT_EQ(code.backward_groups.size(), 2u) << source;
+    EXPECT_EQ(code.backward_groups.size(), 1u) << source;
+    EXPECT_EQ(kd::generate_tier2(recomputing(analyse(source))).backward_groups.size(), 2u) << source;
   }
 
   // A pass computes what its reductions share once per element: the entropy's second pass sums
@@ -355,8 +405,9 @@ TEST(KernelDevTier2Rows, SumsSplitByLinearityToSkipAPass) {
                                                   "    return (d * d).sum(-1, keepdim=True)"));
   for (const auto& g : product.forward_groups)
     for (const auto& r : g) EXPECT_TRUE(r.combined.empty()) << r.name << " = " << r.expression;
-  // LayerNorm's gradient sums already share the variance's pass: x - mu is not taken apart there.
-  const auto ln = kd::generate_tier2(analyse("def f(x): return F.layer_norm(x, (x.shape[-1],))"));
+  // LayerNorm's gradient sums already share the variance's pass (recomputed): x - mu is not taken
+  // apart there.
+  const auto ln = kd::generate_tier2(recomputing(analyse("def f(x): return F.layer_norm(x, (x.shape[-1],))")));
   ASSERT_EQ(ln.backward_groups.size(), 2u);
   for (const auto& r : ln.backward_groups[1])
     EXPECT_EQ(r.expression.find("x * "), std::string::npos) << r.name << " = " << r.expression;
@@ -444,12 +495,12 @@ TEST(KernelDevTier2Rows, RowValuesLeaveTheColumnLoop) {
   EXPECT_EQ(ln.forward_output.cuda.find("sqrt"), std::string::npos) << ln.forward_output.cuda;
   EXPECT_NE(ln.forward_output.row_cuda.find("sqrt"), std::string::npos) << ln.forward_output.row_cuda;
   // The rendered kernel declares the row values before the column loop of their pass.
-  const std::string cu = file(kd::render(analyse("def f(x): return x / x.norm(dim=-1, keepdim=True)"),
+  const std::string cu = file(kd::render(recomputing(analyse("def f(x): return x / x.norm(dim=-1, keepdim=True)")),
                                          kSource / "templates/kernel_dev"),
                               "l2_normalize/l2_normalize.cu").content;
   const std::string backward = kernel_text(cu, "l2_normalize_backward_kernel");
-  // s = sum(x^2) is recomputed and gs sums dy * x, scaled by a power of s after the combine: one
-  // pass, one block combine of both.
+  // s = sum(x^2) recomputed (the reviewer's choice) and gs, which sums dy * x scaled by a power of
+  // s after the combine, share one pass and one block combine.
   EXPECT_EQ(count(backward, "block_all_reduce<"), 1u) << backward;
   EXPECT_NE(backward.find("gs = all_[1];"), std::string::npos) << backward;
   EXPECT_LT(backward.find("gs = all_[1];"), backward.find("gs *= " + g.post_scale + ";")) << backward;
@@ -475,8 +526,11 @@ TEST(KernelDevTier2Rows, BenchmarkCountsEachTensorOnce) {
   EXPECT_NE(lse_bench.find("(m == \"forward\" ? (1 + others) * n + per_row\n                                : m == \"backward\" ? (2 + 2 * others) * n + per_row : (2 + 2 * others) * n + 2 * per_row) * e"),
             std::string::npos) << lse_bench;
   EXPECT_EQ(lse_bench.find("forward_tensors"), std::string::npos);
-  EXPECT_NE(lse_bench.find("liger_logsumexp_forward(x, cols, y, 1, rows, cols"), std::string::npos);
-  EXPECT_NE(lse_bench.find("liger_logsumexp_backward(dy, 1, x, cols, dx, cols"), std::string::npos);
+  EXPECT_NE(lse_bench.find("liger_logsumexp_forward(x, cols, y, 1, stats, rows, cols"), std::string::npos);
+  EXPECT_NE(lse_bench.find("liger_logsumexp_backward(dy, 1, x, cols, stats, dx, cols"), std::string::npos);
+  // ... and the row statistics it saves (m and s, fp32): written forward, read backward.
+  EXPECT_NE(lse_bench.find("const double stats_bytes = static_cast<double>(rows) * 2 * 4;"), std::string::npos) << lse_bench;
+  EXPECT_NE(lse_bench.find("c.min_bytes += m == \"full\" ? 2 * stats_bytes : stats_bytes;"), std::string::npos);
   // The kernel stores one value per row and reads one upstream value per row.
   const std::string kernel = file(lse, "kernels/src/logsumexp/logsumexp.cu").content;
   EXPECT_NE(kernel.find("out_row_[0] = from_float<T>(y);"), std::string::npos) << kernel;

@@ -124,8 +124,9 @@ struct RowParamGradient {
 struct RowProgramSpec {
   std::vector<RowReduction> forward_reductions;  // may use x, module parameters, n, earlier reductions
   std::string output;                            // y per column; may also use the forward reductions
-  // What the forward saves for the backward: the input and/or the output. Forward reductions the
-  // backward names are recomputed from the saved input (one more pass each), never saved.
+  // What the forward saves for the backward: the input and/or the output, and forward reductions
+  // to store per row (fp32) rather than recompute. Forward reductions the backward names and this
+  // does not list are recomputed from the saved input (one more pass each).
   std::vector<std::string> backward_uses;
   std::vector<RowReduction> backward_reductions;  // may use dy, the saved tensors, forward and earlier reductions
   std::string grad_input;                         // dx per column

@@ -640,6 +640,8 @@ mu::data tier2_context(const KernelProfile& p, const std::filesystem::path& temp
   d.set("max_group", std::to_string(kMaxPassGroup));
   d.set("forward_reductions", passes(code.forward_reductions));
   d.set("recomputed", passes(code.recomputed));
+  d.set("reference_statistics", passes(code.reference_statistics));
+  d.set("has_reference_statistics", mu::data(!code.reference_statistics.empty()));
   d.set("has_recomputed", mu::data(!code.recomputed.empty()));
   d.set("backward_reductions", passes(code.backward_reductions));
   d.set("output_expression", free_text(code.forward_output.expression));
@@ -674,6 +676,13 @@ mu::data tier2_context(const KernelProfile& p, const std::filesystem::path& temp
   if (code.saves_input) saved.push_back(mu::object{{"name", code.input}});
   if (code.saves_output) saved.push_back(mu::object{{"name", code.output}});
   d.set("saved", saved);
+  // The row statistics the forward stores for the backward: [rows, n_stats] fp32, this order.
+  mu::list stats;
+  for (std::size_t i = 0; i < code.saved_stats.size(); ++i)
+    stats.push_back(mu::object{{"name", code.saved_stats[i]}, {"sindex", std::to_string(i)}});
+  d.set("saved_stats", stats);
+  d.set("has_saved_stats", mu::data(!code.saved_stats.empty()));
+  d.set("n_stats", std::to_string(code.saved_stats.size()));
   d.set("first_saved", code.saves_input ? code.input : code.output);
   d.set("n_saved", std::to_string((code.saves_input ? 1 : 0) + (code.saves_output ? 1 : 0)));
   d.set("saves_input", mu::data(code.saves_input));

@@ -51,7 +51,11 @@ struct Checked {
   std::set<std::string> scalar_weights;                  // those of them that are one learnable scalar
   std::vector<std::string> others;                       // the input tensors after the first
   std::vector<std::pair<std::string, Expr>> input_grads;  // (input, its gradient per column)
-  std::size_t recompute = 0;  // forward reductions the backward needs (a prefix of them)
+  // Forward reductions the backward recomputes from x (indices, forward order): those it reads that
+  // are not saved, and what they need in turn.
+  std::vector<std::size_t> recompute;
+  // Forward reductions the forward stores per row (fp32) for the backward (backward.uses names them).
+  std::vector<std::string> saved_stats;
   bool saves_input = false, saves_output = false;
   bool per_row = false;
 };
@@ -177,16 +181,34 @@ Checked check(const KernelProfile& p) {
     problem("forward.output '" + r.output + "' uses an input tensor per column, but the output's shape " + p.outputs[0].shape +
             " is one value per row: write it over the row scalars only, or make the output [rows, cols]");
 
-  // The backward sees the upstream gradient, what the forward saved, and the forward reductions
-  // (recomputed from the saved input).
+  // The backward sees the upstream gradient, what the forward saved (x, y, and the row statistics
+  // backward.uses names: one fp32 value per row each, written by the forward), and the other
+  // forward reductions (recomputed from the saved input).
   std::set<std::string> forward_names;
   for (const auto& red : r.forward_reductions) forward_names.insert(red.name);
   if (r.backward_uses.empty()) problem("backward.uses is empty: list what the backward reads (" + x + " and/or " + y + ")");
+  std::set<std::string> saved_stats;
   for (const auto& u : r.backward_uses) {
     if (u == x) c.saves_input = true;
     else if (u == y) c.saves_output = true;
-    else problem("backward.uses: '" + u + "' is neither the input '" + x + "' nor the output '" + y + "'");
+    else if (forward_names.count(u)) {
+      if (saved_stats.insert(u).second) c.saved_stats.push_back(u);
+    } else
+      problem("backward.uses: '" + u + "' is neither the input '" + x + "', the output '" + y +
+              "' nor a forward reduction (" + join(forward_names) + ") to save per row");
   }
+  if (!c.saves_input && !c.saves_output && !c.saved_stats.empty())
+    problem("backward.uses: the backward reads the rows of " + x + " or " + y + " besides the saved row statistics (" +
+            join(saved_stats) + "); list one of them");
+  // The forward's order (the stats' layout per row), whatever the order of backward.uses.
+  std::sort(c.saved_stats.begin(), c.saved_stats.end(), [&](const std::string& a, const std::string& b) {
+    auto index = [&](const std::string& n) {
+      for (std::size_t i = 0; i < r.forward_reductions.size(); ++i)
+        if (r.forward_reductions[i].name == n) return i;
+      return r.forward_reductions.size();
+    };
+    return index(a) < index(b);
+  });
   if (c.per_row && c.saves_output)
     problem("backward.uses: a per-row output " + y + " determines no column of " + x +
             "; the backward of a per-row output reads " + x);
@@ -196,14 +218,17 @@ Checked check(const KernelProfile& p) {
   bscope.insert(others.begin(), others.end());
   if (c.saves_input) bscope.insert(x);
   if (c.saves_output) bscope.insert(y);
+  bscope.insert(saved_stats.begin(), saved_stats.end());
   if (c.saves_input) bscope.insert(forward_names.begin(), forward_names.end());
   const std::string hint = c.saves_input ? ""
-                                         : "; the forward reductions are recomputed from the saved input, so a backward "
-                                           "that names them needs " + x + " in backward.uses";
+                                         : "; a forward reduction the backward names is saved per row when "
+                                           "backward.uses lists it, else recomputed from the saved input (which then "
+                                           "needs " + x + " in backward.uses)";
+  std::set<std::string> forward_reads;  // the forward reductions the backward's expressions name
   auto note_forward_uses = [&](const Expr& e) {
     if (!e) return;
-    for (std::size_t i = 0; i < r.forward_reductions.size(); ++i)
-      if (free_symbols(e).count(r.forward_reductions[i].name)) c.recompute = std::max(c.recompute, i + 1);
+    for (const auto& s : free_symbols(e))
+      if (forward_names.count(s)) forward_reads.insert(s);
   };
   for (std::size_t i = 0; i < r.backward_reductions.size(); ++i) {
     const auto& red = r.backward_reductions[i];
@@ -258,6 +283,30 @@ Checked check(const KernelProfile& p) {
   if (!weights.empty() && c.saves_output && !c.saves_input)
     problem("backward.uses: an op with learnable weights reads " + x + " in the backward (the weights' gradients "
             "need the normalised input), so list " + x);
+  // What the backward recomputes: the forward reductions it reads that are not saved, and the ones
+  // those read in turn (a saved statistic ends the chain: entropy saving m and s recomputes nothing).
+  std::set<std::string> needed;
+  std::vector<std::string> pending(forward_reads.begin(), forward_reads.end());
+  std::set<std::string> saved_read;  // saved statistics something in the backward reads
+  while (!pending.empty()) {
+    const std::string name = pending.back();
+    pending.pop_back();
+    if (saved_stats.count(name)) {
+      saved_read.insert(name);
+      continue;
+    }
+    if (!needed.insert(name).second) continue;
+    for (const auto& [fname, e] : c.forward)
+      if (fname == name)
+        for (const auto& s : free_symbols(e))
+          if (forward_names.count(s)) pending.push_back(s);
+  }
+  for (std::size_t i = 0; i < c.forward.size(); ++i)
+    if (needed.count(c.forward[i].first)) c.recompute.push_back(i);
+  for (const auto& s : c.saved_stats)
+    if (!saved_read.count(s))
+      problem("backward.uses: the forward reduction '" + s + "' is saved per row but nothing in the backward reads it; "
+              "remove it from backward.uses");
   return c;
 }
 
@@ -780,7 +829,18 @@ Tier2Code generate_tier2(const KernelProfile& p) {
   std::vector<RowPassCode> forward_sequence;
   for (const auto& parts : forward_parts) forward_sequence.insert(forward_sequence.end(), parts.begin(), parts.end());
   code.forward_output = pass(code.output, "", c.output, code.output, columns);
-  for (std::size_t i = 0; i < c.recompute; ++i) code.recomputed.push_back(code.forward_reductions[i]);
+  for (std::size_t i : c.recompute) code.recomputed.push_back(code.forward_reductions[i]);
+  code.saved_stats = c.saved_stats;
+  // The fp64 reference has no saved statistics: it recomputes every forward reduction up to the
+  // last one the backward reads, saved or not (a prefix: each may use the earlier ones).
+  std::size_t reference_prefix = 0;
+  for (std::size_t i = 0; i < code.forward_reductions.size(); ++i) {
+    const std::string& name = code.forward_reductions[i].name;
+    const bool read = std::find(c.saved_stats.begin(), c.saved_stats.end(), name) != c.saved_stats.end() ||
+                      std::find(c.recompute.begin(), c.recompute.end(), i) != c.recompute.end();
+    if (read) reference_prefix = i + 1;
+  }
+  code.reference_statistics.assign(code.forward_reductions.begin(), code.forward_reductions.begin() + reference_prefix);
   for (std::size_t i = 0; i < c.backward.size(); ++i)
     code.backward_reductions.push_back(
         pass(c.backward[i].first, r.backward_reductions[i].op, c.backward[i].second, "v_", columns));
@@ -798,7 +858,7 @@ Tier2Code generate_tier2(const KernelProfile& p) {
   // The kernel's backward sums may be split into parts (split_sum); the fp64 reference keeps the
   // reductions whole (backward_reductions).
   std::vector<RowPassCode> backward_sequence;
-  for (std::size_t i = 0; i < c.recompute; ++i)
+  for (std::size_t i : c.recompute)
     backward_sequence.insert(backward_sequence.end(), forward_parts[i].begin(), forward_parts[i].end());
   std::set<std::string> reduction_names;
   std::map<std::string, int> backward_depth;

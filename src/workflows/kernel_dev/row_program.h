@@ -5,9 +5,10 @@
 // CUDA with the kernel's math policy M::, fp64 C++), accumulated per thread and combined across
 // the block (sum, mean = sum / n, max, min). The output and the input gradient are element-wise
 // passes that may use the reductions. The kernel holds the row in registers, so a pass costs no
-// memory traffic. A backward that names forward reductions recomputes them from the saved input
-// (one more pass over the registers each; nothing extra is written or held between forward and
-// backward); a backward written from the saved output recomputes nothing.
+// memory traffic. A backward that names forward reductions reads the ones backward.uses lists from
+// the per-row statistics the forward stored (fp32, one value per row each: 4 bytes against a row's
+// kilobytes) and recomputes the others from the saved input (one more pass each); a backward
+// written from the saved output recomputes nothing.
 #pragma once
 
 #include <set>
@@ -62,7 +63,13 @@ struct Tier2Code {
   std::string input, output;  // tensor names (x, y); the upstream gradient is d<output>
   std::vector<RowPassCode> forward_reductions;
   RowPassCode forward_output;
-  std::vector<RowPassCode> recomputed;  // the forward reductions the backward needs, in order
+  std::vector<RowPassCode> recomputed;  // the forward reductions the backward recomputes, in order
+  // The forward reductions stored per row by the forward ([rows, saved_stats.size()] fp32, this
+  // order) and read by the backward instead of being recomputed.
+  std::vector<std::string> saved_stats;
+  // The forward reductions the fp64 reference's backward computes (it saves nothing): a prefix
+  // covering every one the backward reads, saved or recomputed.
+  std::vector<RowPassCode> reference_statistics;
   std::vector<RowPassCode> backward_reductions;
   RowPassCode grad_input;
   // Learnable per-column weights (read per column, like x) and the per-row contribution to each

@@ -350,9 +350,11 @@ RowDerivation derive_row_program(const Program& program) {
   for (const auto& w : channel) param_grads.push_back({w, gradient_wrt(w)});
   for (const auto& o : others) input_grads.push_back({o, gradient_wrt(o)});
 
-  // The backward reads x and recomputes the forward reductions it names (a prefix, row_program.h),
-  // unless it can be written from the saved output alone (tier2_saved_output.cpp): then it reads
-  // y and recomputes nothing.
+  // The backward reads x and the forward reductions it names, which the forward stores per row
+  // (fp32, 4 bytes a row against the row's kilobytes: recomputing them cost the backward a pass
+  // over the row each, and the row entropy's backward made four passes where two remain), unless
+  // it can be written from the saved output alone (tier2_saved_output.cpp): then it reads y and
+  // needs no statistic.
   std::set<std::string> used;
   for (const auto& b : structure.backward)
     for (const auto& s : free_symbols(b.argument)) used.insert(s);
@@ -400,6 +402,12 @@ RowDerivation derive_row_program(const Program& program) {
   collect_functions(structure.grad, functions);
   spec.grad_input = to_string(structure.grad);
   spec.backward_uses = {d.from_output ? y : x};
+  if (!d.from_output)
+    for (std::size_t i = 0; i < prefix; ++i)
+      if (used.count(h.reductions[i].name)) {
+        spec.backward_uses.push_back(h.reductions[i].name);
+        d.saved_stats.push_back(h.reductions[i].name);
+      }
   d.backward_text.push_back(dx + " = " + spec.grad_input);
   for (const auto& [w, g] : param_grads) {
     spec.param_gradients.push_back({w, to_string(g)});
@@ -412,7 +420,6 @@ RowDerivation derive_row_program(const Program& program) {
     d.backward_text.push_back("d" + o + " = " + to_string(g));
     collect_functions(g, functions);
   }
-  for (std::size_t i = 0; i < prefix; ++i) d.recomputed.push_back(h.reductions[i].name);
   functions.erase("where");
   d.functions.assign(functions.begin(), functions.end());
   d.program = spec;

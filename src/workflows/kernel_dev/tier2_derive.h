@@ -64,6 +64,7 @@ struct RowDerivation {
   std::vector<std::string> forward_text;  // "m = max(x)", ..., "y = ..."
   std::vector<std::string> backward_text; // "gs = sum(...)", ..., "dx = ..."
   std::vector<std::string> recomputed;    // forward reductions the backward recomputes
+  std::vector<std::string> saved_stats;   // forward reductions stored per row for the backward
   std::set<std::string> scalar_weights;   // learnable scalars among the weights (summed over columns too)
   bool from_output = false;               // the backward reads the saved output, not the input
   bool per_row_output = false;            // one value per row (logsumexp, z-loss): y and dy are [rows]

@@ -183,15 +183,18 @@ void derive_tier2(KernelProfile& p, const Program& program, const KnowledgeBase&
     // similarity: each one's gradient reads the other).
     saved.saved = program.inputs.empty() ? std::vector<std::string>{x} : program.inputs;
     const bool several = saved.saved.size() > 1;
+    for (const auto& stat : d.saved_stats) saved.saved.push_back(stat + " (per row, fp32)");
     saved.recomputed = d.recomputed;
     if (saved.recomputed.empty())
-      saved.recomputed.push_back(several ? "(nothing: the backward needs only the inputs)" : "(nothing: the backward needs only the input)");
-    saved.reason = std::string("the gradient needs the ") + (several ? "inputs" : "input") +
-                   " (or the forward statistics, which are functions of " + (several ? "them" : "it") + "): " +
-                   (several ? "the inputs are" : "the input is") +
-                   " saved (autograd holds " + (several ? "them" : "it") +
-                   " anyway) and the row statistics the backward names are recomputed from " + (several ? "them" : "it") +
-                   " while the row is in registers, so nothing extra is written in the forward or read in the backward";
+      saved.recomputed.push_back(several ? "(nothing: the backward needs only the inputs and the saved statistics)"
+                                         : "(nothing: the backward needs only the input and the saved statistics)");
+    saved.reason = std::string("the gradient needs the ") + (several ? "inputs" : "input") + " (autograd holds " +
+                   (several ? "them" : "it") + " anyway)" +
+                   (d.saved_stats.empty()
+                        ? std::string(" and no forward statistic")
+                        : " and the row statistics it names (" + joined(d.saved_stats, ", ") +
+                              "), which the forward stores per row in fp32: 4 bytes a row each, where recomputing "
+                              "them would cost the backward one more pass over the row apiece");
   }
   p.saved_for_backward = saved;
 
