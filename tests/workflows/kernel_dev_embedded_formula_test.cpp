@@ -103,3 +103,37 @@ TEST(KernelDevEmbeddedFormula, AnOpAndItsParameterWrittenAsACallAreWords) {
   ASSERT_EQ(p.module_parameters.size(), 1u);
   EXPECT_DOUBLE_EQ(p.module_parameters.front().value, 0.5);
 }
+
+// Words that compose functions ("the square of the tanh of x") are read as the composition, the
+// derivative by the symbolic engine; a word that is no function leaves the text to the other rules.
+TEST(KernelDevEmbeddedFormula, WordsThatComposeFunctionsAreTheComposition) {
+  const auto resolver = kd::row_reduction_resolver(kb().catalogue.resolver());
+  auto composed = [&](const std::string& text) {
+    const auto found = kd::find_composition_in_words(text, resolver);
+    return found ? found->formula : std::string("(none)");
+  };
+  EXPECT_EQ(composed("the square of the tanh of x"), "y = (tanh(x))^2");
+  EXPECT_EQ(composed("The reciprocal of the softplus of x."), "y = 1 / (softplus(x))");
+  EXPECT_EQ(composed("the log of the sigmoid of the input"), "y = log(sigmoid(x))");
+  EXPECT_EQ(composed("the square of the hard sigmoid of z"), "y = (hard_sigmoid(z))^2");
+  EXPECT_EQ(composed("the cube of tanh"), "y = (tanh(x))^3");  // no input named: x
+  // One function is a name, not a composition; unknown words and formulas are not this rule's.
+  EXPECT_EQ(composed("the tanh of x"), "(none)");
+  EXPECT_EQ(composed("the frobnication of the tanh of x"), "(none)");
+  EXPECT_EQ(composed("the square of tanh(x)"), "(none)");
+  EXPECT_EQ(composed("cross entropy of the logits"), "(none)");
+
+  const kd::KernelProfile sq = kd::analyse({"the square of the tanh of x", kd::InputKind::Auto, ""}, kb());
+  ASSERT_TRUE(sq.complete()) << sq.undecided.begin()->first << ": " << sq.undecided.begin()->second;
+  EXPECT_EQ(sq.tier, 1);
+  EXPECT_EQ(sq.op_name, "square_tanh");
+  for (double x : {-2.0, -0.3, 0.0, 0.7, 3.0}) EXPECT_NEAR(forward_at(sq, x), std::tanh(x) * std::tanh(x), 1e-12) << x;
+  EXPECT_NE(sq.notes.front().find("composes functions"), std::string::npos) << sq.notes.front();
+  EXPECT_FALSE(kd::input_problem({"the square of the tanh of x", kd::InputKind::Auto, ""}, kb(), false));
+  // The derivative is differentiated, never dropped (it used to give plain tanh).
+  const kd::KernelProfile d = kd::analyse({"the derivative of the tanh of x", kd::InputKind::Auto, ""}, kb());
+  ASSERT_TRUE(d.complete());
+  for (double x : {-2.0, -0.3, 0.0, 0.7, 3.0}) EXPECT_NEAR(forward_at(d, x), 1.0 - std::tanh(x) * std::tanh(x), 1e-12) << x;
+  // A row reduction outermost is a Tier-2 op: the mean of the square is a row's mean square.
+  EXPECT_EQ(kd::analyse({"the mean of the square of x", kd::InputKind::Auto, ""}, kb()).tier, 2);
+}

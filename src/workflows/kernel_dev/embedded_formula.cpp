@@ -1,6 +1,7 @@
 #include "workflows/kernel_dev/embedded_formula.h"
 
 #include <cctype>
+#include <map>
 #include <set>
 #include <vector>
 
@@ -157,6 +158,104 @@ std::optional<EmbeddedFormula> find_embedded_formula(const std::string& text, co
     return EmbeddedFormula{written, formula, name_words_before(prefix)};
   }
   return std::nullopt;
+}
+
+std::optional<EmbeddedFormula> find_composition_in_words(const std::string& text, const FunctionResolver& resolver) {
+  // Lowercase words; a hyphen joins ("log-sigmoid" is one function), other punctuation separates.
+  std::vector<std::string> words;
+  std::string word;
+  auto flush = [&] {
+    if (!word.empty()) words.push_back(word);
+    word.clear();
+  };
+  for (char c : without_final_period(text)) {
+    if (std::isalnum(static_cast<unsigned char>(c)) || c == '_') word += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    else if (c == '-' && !word.empty()) word += '_';
+    else if (std::isspace(static_cast<unsigned char>(c))) flush();
+    else return std::nullopt;  // an operator or bracket: a formula, not words (find_embedded_formula)
+  }
+  flush();
+  // Segments between the "of"s, articles dropped: [square] [tanh] [x].
+  std::vector<std::vector<std::string>> segments(1);
+  for (const auto& w : words) {
+    if (w == "of") segments.emplace_back();
+    else if (w != "the" && w != "a" && w != "an" && w != "its" && w != "each") segments.back().push_back(w);
+  }
+  for (const auto& segment : segments)
+    if (segment.empty()) return std::nullopt;
+  // The input: one short name ("x", "z", "h"), or "input" / "input tensor" for x; when the words
+  // end with a function instead ("the derivative of tanh"), its input is x.
+  const auto& last = segments.back();
+  std::string input = "x";
+  if (last.size() == 1 && last[0].size() <= 2 && std::isalpha(static_cast<unsigned char>(last[0][0]))) {
+    input = last[0];
+    segments.pop_back();
+  } else if (last == std::vector<std::string>{"input"} || last == std::vector<std::string>{"input", "tensor"}) {
+    segments.pop_back();
+  }
+  segments.emplace_back();  // the input's place: the loop below starts above it
+  if (segments.size() < 3) return std::nullopt;
+  // The arithmetic words, as a template of the argument's text.
+  static const std::map<std::string, std::string> arithmetic = {
+      {"square", "({})^2"},         {"squared", "({})^2"},        {"cube", "({})^3"},
+      {"cubed", "({})^3"},          {"square root", "sqrt({})"},  {"root", "sqrt({})"},
+      {"reciprocal", "1 / ({})"},   {"inverse", "1 / ({})"},      {"negative", "-({})"},
+      {"negation", "-({})"},        {"opposite", "-({})"},        {"absolute value", "abs({})"},
+      {"absolute", "abs({})"},      {"magnitude", "abs({})"},     {"modulus", "abs({})"},
+      {"exponential", "exp({})"},   {"logarithm", "log({})"},     {"natural logarithm", "log({})"},
+      {"natural log", "log({})"},   {"ln", "log({})"},            {"half", "0.5 * ({})"},
+      {"double", "2 * ({})"},       {"twice", "2 * ({})"}};
+  auto known_function = [&](const std::string& name) {
+    try {
+      return !parse_program("y = " + name + "(x)", resolver).inputs.empty();
+    } catch (const std::exception&) {
+      return false;
+    }
+  };
+  std::string formula = input;
+  std::string name_words;
+  for (std::size_t k = segments.size() - 1; k-- > 0;) {
+    std::string phrase;
+    for (const auto& w : segments[k]) phrase += (phrase.empty() ? "" : " ") + w;
+    std::string joined = phrase;
+    for (char& c : joined)
+      if (c == ' ') c = '_';
+    std::string applied;
+    if (phrase == "derivative" || phrase == "first derivative" || phrase == "gradient" || phrase == "slope") {
+      // d/d<input> of what is inside, by the symbolic engine: "the derivative of the tanh of x" is
+      // 1 - tanh(x)^2, never tanh with a word dropped.
+      try {
+        const Program inner = parse_program("y = " + formula, resolver);
+        applied = "(" + to_string(simplify(differentiate(inner.expression, input))) + ")";
+      } catch (const std::exception&) {
+        return std::nullopt;
+      }
+    } else if (auto a = arithmetic.find(phrase); a != arithmetic.end()) {
+      applied = a->second;
+      applied.replace(applied.find("{}"), 2, formula);
+    } else if (known_function(joined)) {
+      applied = joined + "(" + formula + ")";
+    } else {
+      return std::nullopt;
+    }
+    formula = applied;
+    name_words = phrase + (name_words.empty() ? "" : " " + name_words);
+  }
+  formula = "y = " + formula;
+  try {
+    if (parse_program(formula, resolver).inputs.empty()) return std::nullopt;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  // The name: the function words, outermost first, at most four ("square tanh").
+  std::string name;
+  std::size_t count = 0;
+  for (std::size_t i = 0; i < name_words.size();) {
+    const std::size_t j = std::min(name_words.find(' ', i), name_words.size());
+    if (count++ < 4) name += (name.empty() ? "" : " ") + name_words.substr(i, j - i);
+    i = j + 1;
+  }
+  return EmbeddedFormula{trim(text), formula, name, true};
 }
 
 }  // namespace liger::kernel_dev

@@ -760,7 +760,9 @@ std::optional<FormulaRequest> formula_in_description(const AnalysisRequest& requ
   if (request.kind != InputKind::Words &&
       !(request.kind == InputKind::Auto && detect_input_kind(request.text, knowledge.catalogue) == InputKind::Words))
     return std::nullopt;
-  auto found = find_embedded_formula(request.text, row_reduction_resolver(knowledge.catalogue.resolver()));
+  const FunctionResolver resolver = row_reduction_resolver(knowledge.catalogue.resolver());
+  auto found = find_embedded_formula(request.text, resolver);
+  if (!found) found = find_composition_in_words(request.text, resolver);
   if (!found) return std::nullopt;
   FormulaRequest out;
   out.request.text = found->formula;
@@ -773,8 +775,10 @@ std::optional<FormulaRequest> formula_in_description(const AnalysisRequest& requ
       std::find(knowledge.tiers.kernels.begin(), knowledge.tiers.kernels.end(), named) != knowledge.tiers.kernels.end();
   const bool words_name_it = request.name.empty() && !named.empty() && !library_has && reserved_op_name_problem(named).empty();
   if (words_name_it) out.request.name = found->name_words;
-  out.note = "the description's formula '" + found->as_written + "' defines the op" +
-             (found->formula != found->as_written ? " (read as '" + found->formula + "')" : "") +
+  out.note = (found->composed ? "the description composes functions: '" + found->as_written + "' is read as '" +
+                                    found->formula + "'"
+                              : "the description's formula '" + found->as_written + "' defines the op" +
+                                    (found->formula != found->as_written ? " (read as '" + found->formula + "')" : "")) +
              (words_name_it ? "; the words before it name it"
               : request.name.empty() && library_has ? "; the words before it name the library's op '" + named +
                                                           "', so the new op is named from its formula"
