@@ -117,6 +117,7 @@ TEST(KernelDevEmbeddedFormula, WordsThatComposeFunctionsAreTheComposition) {
   EXPECT_EQ(composed("the log of the sigmoid of the input"), "y = log(sigmoid(x))");
   EXPECT_EQ(composed("the square of the hard sigmoid of z"), "y = (hard_sigmoid(z))^2");
   EXPECT_EQ(composed("the cube of tanh"), "y = (tanh(x))^3");  // no input named: x
+  EXPECT_EQ(composed("the sum of the exponentials of x"), "y = sum(exp(x))");  // plurals: each element
   // One function is a name, not a composition; unknown words and formulas are not this rule's.
   EXPECT_EQ(composed("the tanh of x"), "(none)");
   EXPECT_EQ(composed("the frobnication of the tanh of x"), "(none)");

@@ -220,6 +220,16 @@ std::optional<EmbeddedFormula> find_composition_in_words(const std::string& text
     std::string joined = phrase;
     for (char& c : joined)
       if (c == ' ') c = '_';
+    // "the sum of the exponentials of x", "the mean of the squares of x": a plural names the
+    // same function, applied to each element.
+    if (phrase.size() > 3 && phrase.back() == 's' && !arithmetic.count(phrase) && !known_function(joined)) {
+      const std::string singular = phrase.substr(0, phrase.size() - 1);
+      std::string singular_joined = joined.substr(0, joined.size() - 1);
+      if (arithmetic.count(singular) || known_function(singular_joined)) {
+        phrase = singular;
+        joined = singular_joined;
+      }
+    }
     std::string applied;
     if (phrase == "derivative" || phrase == "first derivative" || phrase == "gradient" || phrase == "slope") {
       // d/d<input> of what is inside, by the symbolic engine: "the derivative of the tanh of x" is
