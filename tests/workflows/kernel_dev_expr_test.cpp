@@ -320,6 +320,13 @@ TEST(KernelDevCatalogue, ResolvesNaturalLanguage) {
   for (const char* text : {"leaky ReLU with negative slope 0.2", "ReLU squared activation used in Primer transformers",
                            "SwiGLU as in the LLaMA MLP", "softplus with beta 2 and threshold 20"})
     EXPECT_TRUE(catalogue().resolve(text).ok()) << text << ": " << catalogue().resolve(text).undecided;
+  // An arithmetic-only entry (square) beside a word the tool does not know is that word's function
+  // transformed ("squared hinge" is max(0, 1 - x)^2), never x^2 with the word dropped.
+  auto hinge = catalogue().resolve("squared hinge");
+  EXPECT_FALSE(hinge.ok()) << "matched " << (hinge.activation ? hinge.activation->name : "");
+  EXPECT_EQ(hinge.unexplained, std::vector<std::string>{"hinge"});
+  for (const char* text : {"square", "elementwise square of the input", "squared activation for my transformer"})
+    EXPECT_TRUE(catalogue().resolve(text).ok()) << text << ": " << catalogue().resolve(text).undecided;
   // A gate word and an activation compose the gated form, never the one-input activation.
   auto gated = catalogue().resolve("squared ReLU gated linear unit");
   ASSERT_TRUE(gated.ok()) << gated.undecided;

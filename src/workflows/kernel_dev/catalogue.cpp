@@ -3,7 +3,9 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
+#include <functional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -272,6 +274,28 @@ Resolution Catalogue::resolve(const std::string& text) const {
       r.unexplained.push_back(w);
     } else if (parameter_words_.count(w) && a.hyperparameters.empty() && a.learnable.empty()) {
       r.unexplained.push_back(w);  // "parametric ReLU with a learnable slope" is not relu
+    }
+  }
+  // An entry that is arithmetic only (square: x^2) is also how a description says what to do to
+  // another function ("squared hinge", "cubed foo"): beside a content word the tool does not know,
+  // it would drop that word's function and return x^2, so the word is unexplained.
+  std::function<bool(const Expr&)> has_call = [&](const Expr& e) {
+    if (!e) return false;
+    if (e->kind == Kind::Call) return true;
+    return std::any_of(e->args.begin(), e->args.end(), has_call);
+  };
+  if (r.unexplained.empty() && a.hyperparameters.empty() && a.learnable.empty() && !has_call(a.expression)) {
+    static const std::set<std::string> incidental = {
+        "for", "in", "on", "to", "my", "our", "a", "an", "each", "every", "element", "elementwise", "pointwise",
+        "input", "inputs", "tensor", "tensors", "x", "value", "values", "fast", "simple", "custom", "new", "gpu",
+        "triton", "model", "training", "transformer", "transformers", "llm", "forward", "backward", "pass", "and",
+        "with", "using", "version", "variant", "wise", "entrywise", "per"};
+    for (std::size_t i = 0; i < words.size(); ++i) {
+      if (i >= matches[0].begin && i < matches[0].end) continue;
+      const std::string& w = words[i];
+      const bool number = !w.empty() && (std::isdigit(static_cast<unsigned char>(w[0])) || w[0] == '.');
+      if (own.count(w) || incidental.count(w) || number || parameter_words_.count(w)) continue;
+      r.unexplained.push_back(w);
     }
   }
   if (!r.unexplained.empty())
