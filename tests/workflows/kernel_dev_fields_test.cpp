@@ -330,17 +330,20 @@ TEST(KernelDevProfileFields, TilingSetsTheDefaultLaunchOfTheGeneratedKernel) {
   }
 }
 
-// The built-in Tier-2 profile's launch per direction (tier2_profile.cpp, measured on an H100): a
-// forward with one value per row runs 128 threads, a forward writing a row 256; both backwards 256
-// threads, one row per block.
+// The built-in Tier-2 profile's launch per direction (tier2_profile.cpp, measured on an H100 and an
+// H200): a forward with one value per row runs 128 threads, a forward writing a row 256; the
+// backward of a per-row output that reads saved statistics 128 threads, the others 256, one row
+// per block.
 TEST(KernelDevProfileFields, Tier2LaunchDefaultsFollowWhatTheForwardWrites) {
   auto tiling = [](const std::string& source) {
     return kd::profile_to_yaml(kd::analyse({source, kd::InputKind::Auto, ""}, kb()))["tiling"];
   };
   const YAML::Node per_row = tiling("def f(x): return torch.logsumexp(x, dim=-1)");
   EXPECT_EQ(per_row["threads_per_block"].as<int>(), 128);
-  EXPECT_EQ(per_row["backward_threads_per_block"].as<int>(), 256);
+  EXPECT_EQ(per_row["backward_threads_per_block"].as<int>(), 128);
   EXPECT_EQ(per_row["backward_rows_per_block"].as<int>(), 1);
+  // A per-row output whose backward needs no statistic (a row sum) keeps 256.
+  EXPECT_EQ(tiling("def f(x): return x.sum(dim=-1)")["backward_threads_per_block"].as<int>(), 256);
   const YAML::Node row_out = tiling("def f(x): return torch.softmax(x, dim=-1)");
   EXPECT_EQ(row_out["threads_per_block"].as<int>(), 256);
   EXPECT_EQ(row_out["rows_per_block"].as<int>(), 2);

@@ -241,11 +241,15 @@ void derive_tier2(KernelProfile& p, const Program& program, const KnowledgeBase&
   //   that write a row lose at 128 (softmax 103.3 -> 163.1, LayerNorm 100.8 -> 169.9);
   // - 256 threads x 2 rows: the best of the row-writing forwards within 2.1%;
   // - backward, 256 threads x 1 row: softmax's (reads y and dy, writes dx) 173.7 -> 142.0 us
-  //   against 2 rows per block, the other five within 1% of their best at 256 threads.
+  //   against 2 rows per block, the other five within 1% of their best at 256 threads;
+  // - backward of a per-row output once it reads the saved statistics (one or two passes reading
+  //   only x per column; H200, every shape in one process, 2026-11-28: docs/benchmarks/raw/
+  //   2026-11-28-h200-session26-kernels.md): 128 threads x 1 row beat 256 for the row entropy
+  //   (95.9 -> 86.9 us) and logsumexp (72.9 -> 70.6), and tie for KL between rows (177.2 / 177.9).
   t.threads_per_block = d.per_row_output ? 128 : 256;
   t.vector_bytes = 16;
   t.rows_per_block = 2;
-  t.backward_threads_per_block = 256;
+  t.backward_threads_per_block = d.per_row_output && !d.saved_stats.empty() ? 128 : 256;
   t.backward_rows_per_block = 1;
   t.grid = "x: forward rows / rows_per_block, backward rows / backward_rows_per_block (each block strides over its rows)";
   if (r.param_gradients.empty()) {
