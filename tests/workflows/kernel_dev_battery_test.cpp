@@ -317,3 +317,25 @@ TEST(KernelDevBattery, RequestsByNameAreTheirPyTorchForms) {
   const auto z = kd::analyse({"z-loss", kd::InputKind::Auto, ""}, kb());
   EXPECT_TRUE(kd::per_row_output(z)) << (z.outputs.empty() ? "no output" : z.outputs[0].shape);
 }
+
+// A request's PyTorch form with numeric keyword parameters ("def huber_loss(a, b, delta=1.0)")
+// takes their values from the description by their own names, one-line form or not; a name the
+// form lacks is still refused.
+TEST(KernelDevBattery, AFormsOwnKeywordParametersAreSetByName) {
+  auto value_of = [](const kd::KernelProfile& p, const std::string& name) {
+    for (const auto& m : p.module_parameters)
+      if (m.name == name) return m.value;
+    return -1.0;
+  };
+  const auto huber = kd::analyse({"huber loss with delta 2.0 between a and b", kd::InputKind::Auto, ""}, kb());
+  ASSERT_TRUE(huber.complete()) << all_reasons(huber);
+  EXPECT_EQ(huber.op_name, "huber_loss");
+  EXPECT_DOUBLE_EQ(value_of(huber, "delta"), 2.0);
+  const auto smooth = kd::analyse({"smooth L1 loss with beta 0.5", kd::InputKind::Auto, ""}, kb());
+  ASSERT_TRUE(smooth.complete()) << all_reasons(smooth);
+  EXPECT_DOUBLE_EQ(value_of(smooth, "beta"), 0.5);
+  EXPECT_DOUBLE_EQ(value_of(kd::analyse({"huber loss", kd::InputKind::Auto, ""}, kb()), "delta"), 1.0);
+  const auto other = kd::analyse({"huber loss with gamma 2.0", kd::InputKind::Auto, ""}, kb());
+  EXPECT_FALSE(other.complete());
+  EXPECT_NE(all_reasons(other).find("'gamma'"), std::string::npos) << all_reasons(other);
+}

@@ -284,9 +284,32 @@ struct AppliedModifier {
   std::size_t at;
 };
 
-std::vector<AppliedModifier> take_input_modifiers(std::string& text, const TierKnowledge& tiers) {
+// The numeric keyword parameters of a request's PyTorch form ("def huber_loss(a, b, delta=1.0)")
+// that no tiers.yaml modifier sets: the description names them as they are ("huber loss with
+// delta 2"), so each is a modifier setting itself.
+std::vector<InputModifier> keyword_modifiers(const std::string& form, const TierKnowledge& tiers) {
+  std::vector<InputModifier> out;
+  std::smatch signature;
+  if (!std::regex_search(form, signature, std::regex(R"(def\s+\w+\s*\(([^)]*)\))"))) return out;
+  const std::string arguments = signature[1].str();
+  static const std::regex keyword(R"(\b([A-Za-z_]\w*)\s*=\s*-?[0-9.]+(?:e[-+]?[0-9]+)?)");
+  for (auto it = std::sregex_iterator(arguments.begin(), arguments.end(), keyword); it != std::sregex_iterator(); ++it) {
+    const std::string name = (*it)[1].str();
+    const bool covered = std::any_of(tiers.input_modifiers.begin(), tiers.input_modifiers.end(),
+                                     [&](const InputModifier& m) { return m.parameter == name; });
+    if (!covered) out.push_back(InputModifier{name, {name}, "", name});
+  }
+  return out;
+}
+
+std::vector<AppliedModifier> take_input_modifiers(std::string& text, const TierKnowledge& tiers,
+                                                  const std::vector<InputModifier>& form_keywords) {
   std::vector<AppliedModifier> found;
-  for (const auto& m : tiers.input_modifiers) {
+  std::vector<const InputModifier*> all;
+  for (const auto& m : tiers.input_modifiers) all.push_back(&m);
+  for (const auto& m : form_keywords) all.push_back(&m);
+  for (const InputModifier* mp : all) {
+    const InputModifier& m = *mp;
     std::vector<std::string> phrases = m.phrases;
     std::sort(phrases.begin(), phrases.end(), [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
     for (const auto& phrase : phrases) {
@@ -329,6 +352,23 @@ std::string modifier_effect(const AppliedModifier& a) {
 // `missing` names a parameter a modifier sets that the form does not have.
 std::string apply_input_modifiers(const std::string& form, const std::vector<AppliedModifier>& modifiers,
                                   std::string* missing = nullptr) {
+  // Only keyword parameters to set: any form, one line or many (the signature's defaults change).
+  if (!modifiers.empty() && std::all_of(modifiers.begin(), modifiers.end(),
+                                        [](const AppliedModifier& a) { return !a.modifier->parameter.empty(); })) {
+    const std::size_t open = form.find('('), close = form.find(')');
+    if (form.compare(0, 4, "def ") != 0 || open == std::string::npos || close == std::string::npos || close < open) return "";
+    std::string signature = form.substr(0, close);
+    for (const auto& a : modifiers) {
+      const std::regex keyword("(,\\s*" + a.modifier->parameter + "\\s*=\\s*)([^,()]+)");
+      std::smatch at;
+      if (!std::regex_search(signature, at, keyword)) {
+        if (missing) *missing = a.modifier->parameter;
+        return "";
+      }
+      signature.replace(static_cast<std::size_t>(at.position(2)), static_cast<std::size_t>(at.length(2)), a.value);
+    }
+    return signature + form.substr(close);
+  }
   std::smatch m;
   if (!std::regex_match(form, m,
                         std::regex(R"(\s*def\s+(\w+)\s*\(\s*(\w+)((?:\s*,\s*\w+\b(?!\s*=))*)((?:\s*,\s*\w+\s*=\s*[^,()]+)*)\s*\)\s*:\s*return\s+(.+?)\s*)")))
@@ -672,7 +712,8 @@ KernelProfile analyse(const AnalysisRequest& request, const KnowledgeBase& knowl
       // when the description adds nothing the form lacks.
       std::string form_not_used;
       std::string described = request.text;
-      const auto modifiers = take_input_modifiers(described, knowledge.tiers);
+      const std::vector<InputModifier> form_keywords = keyword_modifiers(req->pytorch, knowledge.tiers);
+      const auto modifiers = take_input_modifiers(described, knowledge.tiers, form_keywords);
       // A modifier's phrase may itself name a catalogue entry ("softcap"): the words the catalogue
       // could not explain are judged without the modifiers.
       // A catalogue entry the request's own words name ("squared" in "z-loss, the squared logsumexp
