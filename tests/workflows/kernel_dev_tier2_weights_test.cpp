@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -407,6 +408,51 @@ TEST(KernelDevTier2Weights, PythonOpTakesTheWeightsAndReturnsTheirGradients) {
   EXPECT_NE(py.find("self.bias = torch.nn.Parameter(torch.full((hidden_size,), 0.0))"), std::string::npos) << py;
   EXPECT_NE(py.find("liger_my_layer_norm_backward_workspace_size"), std::string::npos) << py;
   EXPECT_NE(py.find("def reference(x: Tensor, weight: Tensor, bias: Tensor, "), std::string::npos) << py;
+  // The saved statistics (the mean and variance) sit between the saved input and the weights, in
+  // the autograd function and in both entry points; the ctypes declarations and the calls have as
+  // many arguments as the C header's prototypes.
+  EXPECT_NE(py.find("ctx.save_for_backward(x, stats, weight, bias, )"), std::string::npos) << py;
+  std::stringstream header_text;
+  header_text << std::ifstream(root / ("kernels/include/liger_kernels/" + p.op_name + ".h")).rdbuf();
+  const std::string header = header_text.str();
+  // The non-empty top-level arguments of the first bracketed list at or after `at` in `text`
+  // (the templates' lists end in ", ", which adds none).
+  auto arity = [](const std::string& text, std::size_t at) {
+    const std::size_t begin = text.find_first_of("([", at);
+    int depth = 0, count = 0;
+    std::string piece;
+    auto flush = [&] {
+      if (piece.find_first_not_of(" \n") != std::string::npos) ++count;
+      piece.clear();
+    };
+    for (std::size_t i = begin; i < text.size(); ++i) {
+      const char c = text[i];
+      if (c == '(' || c == '[') {
+        if (depth++ == 0) continue;
+      } else if (c == ')' || c == ']') {
+        if (--depth == 0) break;
+      } else if (c == ',' && depth == 1) {
+        flush();
+        continue;
+      }
+      piece += c;
+    }
+    flush();
+    return count;
+  };
+  for (const std::string direction : {"forward", "backward"}) {
+    SCOPED_TRACE(direction);
+    const std::size_t proto = header.find("liger_" + p.op_name + "_" + direction + "(");
+    ASSERT_NE(proto, std::string::npos) << header;
+    const int c_arguments = arity(header, proto);
+    const std::size_t declared = py.find("_lib.declare(f\"liger_{OP}_" + direction + "\", ST, [");
+    ASSERT_NE(declared, std::string::npos) << py;
+    EXPECT_EQ(arity(py, py.find('[', declared)), c_arguments);
+    const std::string entry = direction == "forward" ? "_lib.call(_FORWARD," : "_lib.call(_BACKWARD,";
+    const std::size_t call = py.find(entry);
+    ASSERT_NE(call, std::string::npos) << py;
+    EXPECT_EQ(arity(py, call), c_arguments + 1);  // + the entry point's name
+  }
   if (std::system("command -v python3 >/dev/null 2>&1") == 0) {
     const std::string check = "python3 -c \"import ast,sys; ast.parse(open(sys.argv[1]).read())\" " + op.string() + " >" +
                               (root / "py.log").string() + " 2>&1";
