@@ -325,6 +325,9 @@ TEST(KernelDevCatalogue, ResolvesNaturalLanguage) {
   auto hinge = catalogue().resolve("squared hinge");
   EXPECT_FALSE(hinge.ok()) << "matched " << (hinge.activation ? hinge.activation->name : "");
   EXPECT_EQ(hinge.unexplained, std::vector<std::string>{"hinge"});
+  // "derivative of" before the match asks for another function; after it, for the backward.
+  EXPECT_FALSE(catalogue().resolve("derivative of derivative of mish").ok());
+  EXPECT_TRUE(catalogue().resolve("mish and its derivative").ok()) << catalogue().resolve("mish and its derivative").undecided;
   for (const char* text : {"square", "elementwise square of the input", "squared activation for my transformer"})
     EXPECT_TRUE(catalogue().resolve(text).ok()) << text << ": " << catalogue().resolve(text).undecided;
   // A gate word and an activation compose the gated form, never the one-input activation.

@@ -276,6 +276,15 @@ Resolution Catalogue::resolve(const std::string& text) const {
       r.unexplained.push_back(w);  // "parametric ReLU with a learnable slope" is not relu
     }
   }
+  // "derivative of mish" (normalised "derivative mish") asks for another function than the entry:
+  // the word right before the match, where "mish and its derivative" puts it after (a kernel has
+  // its backward anyway). The composition rule (embedded_formula.h) differentiates what it can
+  // build; what reaches here it could not.
+  static const std::set<std::string> derivative_words = {"derivative", "derivatives", "gradient", "gradients",
+                                                         "differential"};
+  if (matches[0].begin > 0 && derivative_words.count(words[matches[0].begin - 1]) &&
+      std::find(r.unexplained.begin(), r.unexplained.end(), words[matches[0].begin - 1]) == r.unexplained.end())
+    r.unexplained.push_back(words[matches[0].begin - 1]);
   // An entry that is arithmetic only (square: x^2) is also how a description says what to do to
   // another function ("squared hinge", "cubed foo"): beside a content word the tool does not know,
   // it would drop that word's function and return x^2, so the word is unexplained.
