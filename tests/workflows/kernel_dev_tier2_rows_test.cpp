@@ -507,6 +507,18 @@ TEST(KernelDevTier2Rows, RowValuesLeaveTheColumnLoop) {
   EXPECT_LT(backward.find("float dx_r0_"), backward.rfind("for (int64_t b_ = 0;")) << backward;
 }
 
+// An input named like the binding's row statistics is renamed, so the saved statistics never
+// shadow it.
+TEST(KernelDevTier2Rows, AnInputNamedStatsIsRenamed) {
+  const auto p = analyse("def f(stats): return torch.logsumexp(stats, dim=-1)");
+  ASSERT_TRUE(p.complete());
+  ASSERT_EQ(p.inputs.size(), 1u);
+  EXPECT_EQ(p.inputs[0].name, "stats_in");
+  const auto files = kd::render(p, kSource / "templates/kernel_dev");
+  const std::string py = file(files, "ops/" + p.op_name + ".py").content;
+  EXPECT_NE(py.find("ctx.save_for_backward(stats_in, stats, )"), std::string::npos) << py;
+}
+
 TEST(KernelDevTier2Rows, BenchmarkCountsEachTensorOnce) {
   const auto softmax = kd::render(analyse("def f(x): return torch.softmax(x, dim=-1)"), kSource / "templates/kernel_dev");
   const std::string bench = file(softmax, "benchmarks/bench_softmax.cpp").content;

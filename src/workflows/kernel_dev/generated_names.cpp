@@ -42,7 +42,9 @@ const std::set<std::string>& template_locals() {
       "elem", "active", "groups", "partial", "scalar", "launch", "run", "tag", "sum", "image", "storage", "what",
       "numeric", "checked", "probe", "left", "right", "plus", "minus", "loss", "value", "fa", "fb", "f0", "dout",
       "forward", "backward", "reference", "options", "weight_dtype", "sm_arch", "in_stride", "out_stride",
-      "launch_tunables", "launch_stream", "like", "others"};
+      "launch_tunables", "launch_stream", "like", "others",
+      // The Tier-2 binding's row statistics (the forward returns them, the autograd function saves them).
+      "stats"};
   return names;
 }
 
