@@ -342,6 +342,20 @@ std::string modifier_effect(const AppliedModifier& a) {
                                  : "the input becomes " + rewritten_input(a, "x");
 }
 
+// Sets the default of the keyword parameter `a` names in `keywords` (a signature or its keyword
+// part) to `a`'s value; false (and `missing` set) when there is no such keyword.
+bool set_keyword_default(std::string& keywords, const AppliedModifier& a, std::string* missing) {
+  const std::regex keyword("(,\\s*" + a.modifier->parameter + "\\s*=\\s*)([^,()]+)");
+  std::smatch at;
+  if (!std::regex_search(keywords, at, keyword)) {
+    if (missing) *missing = a.modifier->parameter;
+    return false;
+  }
+  // Spliced, not regex_replace'd: "$1" followed by the value's digits would read as group 11.
+  keywords.replace(static_cast<std::size_t>(at.position(2)), static_cast<std::size_t>(at.length(2)), a.value);
+  return true;
+}
+
 // The request's one-line PyTorch form rewritten by each modifier, in order: the input ones
 // assign the argument, the output ones wrap the returned expression, the parameter ones set a
 // keyword parameter's default. "def softmax(x): return torch.softmax(x, dim=-1)" with temperature
@@ -358,15 +372,8 @@ std::string apply_input_modifiers(const std::string& form, const std::vector<App
     const std::size_t open = form.find('('), close = form.find(')');
     if (form.compare(0, 4, "def ") != 0 || open == std::string::npos || close == std::string::npos || close < open) return "";
     std::string signature = form.substr(0, close);
-    for (const auto& a : modifiers) {
-      const std::regex keyword("(,\\s*" + a.modifier->parameter + "\\s*=\\s*)([^,()]+)");
-      std::smatch at;
-      if (!std::regex_search(signature, at, keyword)) {
-        if (missing) *missing = a.modifier->parameter;
-        return "";
-      }
-      signature.replace(static_cast<std::size_t>(at.position(2)), static_cast<std::size_t>(at.length(2)), a.value);
-    }
+    for (const auto& a : modifiers)
+      if (!set_keyword_default(signature, a, missing)) return "";
     return signature + form.substr(close);
   }
   std::smatch m;
@@ -383,14 +390,7 @@ std::string apply_input_modifiers(const std::string& form, const std::vector<App
   std::string body;
   for (const auto& a : modifiers) {
     if (!a.modifier->parameter.empty()) {
-      const std::regex keyword("(,\\s*" + a.modifier->parameter + "\\s*=\\s*)([^,()]+)");
-      std::smatch at;
-      if (!std::regex_search(keywords, at, keyword)) {
-        if (missing) *missing = a.modifier->parameter;
-        return "";
-      }
-      // Spliced, not regex_replace'd: "$1" followed by the value's digits would read as group 11.
-      keywords.replace(static_cast<std::size_t>(at.position(2)), static_cast<std::size_t>(at.length(2)), a.value);
+      if (!set_keyword_default(keywords, a, missing)) return "";
     } else if (a.modifier->on_output()) {
       returned = rewritten_input(a, returned);
     } else {
