@@ -577,9 +577,13 @@ mu::data tier2_context(const KernelProfile& p, const std::filesystem::path& temp
   // accumulates each distinct per-column value once (slot): two reductions of the same value
   // (entropy's split sum holds sum(exp(x - m)) beside s itself) share one accumulator and one
   // combine. The values are emitted together, so what they share is computed once per element.
-  auto groups = [&](const std::vector<std::vector<RowPassCode>>& list) {
+  auto groups = [&](const std::vector<std::vector<RowPassCode>>& list,
+                    const std::vector<std::vector<RowPassCode>>& online) {
     mu::list out;
-    for (const auto& group : list) {
+    for (std::size_t gi = 0; gi < list.size(); ++gi) {
+      const auto& group = list[gi];
+      const std::vector<RowPassCode> no_maxima;
+      const auto& maxima = gi < online.size() ? online[gi] : no_maxima;
       mu::list members, slots;
       std::map<std::string, std::size_t> slot_of;  // reduce and value -> slot
       std::vector<std::pair<std::string, Expr>> values;
@@ -596,6 +600,63 @@ mu::data tier2_context(const KernelProfile& p, const std::filesystem::path& temp
           slots.push_back(mu::object{{"slot", std::to_string(known->second)}, {"reduce", reduce}});
         }
         member_slot.push_back(known->second);
+      }
+      // An online pass (row_online.cpp): each folded max runs beside the sums; a sum that shifts with
+      // it needs its W accumulated too (a slot of its own unless one of the pass's values is W).
+      std::string rescale_cuda;
+      if (!maxima.empty()) {
+        std::vector<Expr> slot_values;
+        std::vector<std::string> stats;
+        for (const auto& v : values) slot_values.push_back(v.second);
+        for (const auto& m : maxima) stats.push_back(m.name);
+        const auto plan = plan_online_pass(slot_values, stats, kMaxPassGroup);
+        if (!plan) throw std::logic_error("online pass over " + stats.front() + " has no plan for its sums");
+        for (const auto& w : plan->extra) {
+          slots.push_back(mu::object{{"slot", std::to_string(values.size())}, {"reduce", "kSum"}});
+          values.emplace_back("v" + std::to_string(values.size()) + "_", w);
+        }
+        for (std::size_t mi = 0; mi < maxima.size(); ++mi) {
+          const std::string& stat = maxima[mi].name;
+          const std::string to = "to_[" + std::to_string(mi) + "]";
+          std::string updates;
+          for (const auto& u : plan->updates[mi]) {
+            const std::string acc = "acc" + std::to_string(u.value) + "_";
+            std::string moved = acc;
+            if (u.shift_by)
+              moved += std::string(u.shift_sign < 0 ? " - " : " + ") + "d_ * acc" + std::to_string(*u.shift_by) + "_";
+            if (u.scales) moved = u.shift_by ? "r_ * (" + moved + ")" : "r_ * " + acc;
+            updates += "            " + acc + " = " + moved + ";\n";
+          }
+          rescale_cuda += "        if (" + to + " > " + stat + ") {\n"
+                          "          if (" + stat + " != kNoMax) {  // before any finite value every sum is still 0\n"
+                          "            [[maybe_unused]] const float d_ = " + stat + " - " + to + ";\n"
+                          "            [[maybe_unused]] const float r_ = M::exp(d_);\n" +
+                          updates +
+                          "          }\n"
+                          "          " + stat + " = " + to + ";\n"
+                          "        }\n";
+        }
+        while (!rescale_cuda.empty() && rescale_cuda.back() == '\n') rescale_cuda.pop_back();
+      }
+      mu::list online_list;
+      std::vector<std::pair<std::string, Expr>> peeks;
+      for (std::size_t mi = 0; mi < maxima.size(); ++mi) {
+        peeks.emplace_back("u" + std::to_string(mi) + "_", maxima[mi].column_value);
+        online_list.push_back(mu::object{{"name", maxima[mi].name},
+                                         {"expression", free_text(maxima[mi].expression)},
+                                         {"index", std::to_string(mi)},
+                                         {"last", mu::data(mi + 1 == maxima.size())}});
+      }
+      std::string peek_cuda;
+      if (!peeks.empty()) {
+        std::string declared_peeks;
+        for (const auto& u : peeks) declared_peeks += (declared_peeks.empty() ? "" : ", ") + u.first;
+        peek_cuda = "            float " + declared_peeks + ";\n" +
+                    emit_statements(peeks, Dialect::CudaF32, "            ").statements;
+        for (std::size_t mi = 0; mi < peeks.size(); ++mi)
+          peek_cuda += "            chunk_max_[" + std::to_string(mi) + "] = fmaxf(chunk_max_[" + std::to_string(mi) +
+                       "], " + peeks[mi].first + ");\n";
+        while (!peek_cuda.empty() && peek_cuda.back() == '\n') peek_cuda.pop_back();
       }
       for (std::size_t i = 0; i < slots.size(); ++i) slots[i].set("last", mu::data(i + 1 == slots.size()));
       std::string declared;
@@ -621,6 +682,7 @@ mu::data tier2_context(const KernelProfile& p, const std::filesystem::path& temp
       // Each pass loads only the tensors its loops read: softmax(q)'s max pass does not touch p's row.
       std::set<std::string> read;
       for (const auto& r : group) read.insert(r.column_uses.begin(), r.column_uses.end());
+      for (const auto& r : maxima) read.insert(r.column_uses.begin(), r.column_uses.end());
       mu::list group_others, group_weights;
       for (std::size_t i = 0; i < code.others.size(); ++i)
         if (read.count(code.others[i])) group_others.push_back(others[i]);
@@ -631,12 +693,19 @@ mu::data tier2_context(const KernelProfile& p, const std::filesystem::path& temp
                                {"values_cuda", values_cuda},
                                {"size", std::to_string(slots.size())},
                                {"others", group_others},
-                               {"weights", group_weights}});
+                               {"weights", group_weights},
+                               {"online", online_list},
+                               {"is_online", mu::data(!maxima.empty())},
+                               {"online_size", std::to_string(maxima.size())},
+                               {"rescale_cuda", rescale_cuda},
+                               {"peek_cuda", peek_cuda}});
     }
     return out;
   };
-  d.set("forward_groups", groups(code.forward_groups));
-  d.set("backward_groups", groups(code.backward_groups));
+  d.set("forward_groups", groups(code.forward_groups, code.forward_online));
+  d.set("backward_groups", groups(code.backward_groups, {}));
+  d.set("has_online_passes", mu::data(std::any_of(code.forward_online.begin(), code.forward_online.end(),
+                                                  [](const auto& maxima) { return !maxima.empty(); })));
   d.set("max_group", std::to_string(kMaxPassGroup));
   d.set("forward_reductions", passes(code.forward_reductions));
   d.set("recomputed", passes(code.recomputed));

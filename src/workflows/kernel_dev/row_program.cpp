@@ -852,6 +852,7 @@ Tier2Code generate_tier2(const KernelProfile& p) {
     for (const auto& [name, e] : c.input_grads)
       if (name == o) code.input_grads.push_back(pass("d" + o, "", e, "d" + o, columns));
   code.forward_groups = passes_as_early_as_possible(forward_sequence);
+  code.forward_online = fold_max_passes(code.forward_groups);
   // The backward's recomputed statistics and its own reductions form one sequence of passes, so a
   // gradient sum whose loop needs only the mean shares the variance's pass (LayerNorm), and one
   // that needs no statistic shares the first (RMSNorm's sum(dy * w * x) beside sum(x^2)).

@@ -11,6 +11,7 @@
 // written from the saved output recomputes nothing.
 #pragma once
 
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -88,7 +89,44 @@ struct Tier2Code {
   // The same reductions cut into passes (kMaxPassGroup): PolyNorm's three means are one pass.
   // Passes of the backward: the recomputed statistics, then its own reductions, in one sequence.
   std::vector<std::vector<RowPassCode>> forward_groups, backward_groups;
+  // forward_online[i]: the max reductions folded into forward_groups[i] (an online pass: its sums
+  // are kept relative to each thread's running max and rescaled as it grows; row_online.cpp), or
+  // empty for a plain pass. Same length as forward_groups.
+  std::vector<std::vector<RowPassCode>> forward_online;
 };
+
+// How a sum's per-column value V moves when the max m it is taken relative to grows from m_old
+// to m_new (d = m_old - m_new): V_new = exp(d) * (V_old + d * W_old) when `scales`, else
+// V_new = V_old + d * W_old; W = shift (moving like V without a shift of its own), absent: no
+// shift term. nullopt: V does not move either way (or never reads m).
+struct OnlineRescale {
+  bool scales = true;
+  std::optional<Expr> shift;
+};
+std::optional<OnlineRescale> online_rescale(const Expr& value, const std::string& stat);
+// Whether two per-column values are the same function (equal at random points): a W that the
+// simplifier left as -((-t2 - t1) + t2) still finds the accumulator of t1.
+bool same_row_value(const Expr& a, const Expr& b);
+
+// The updates of an online pass: for each folded max (in order), the accumulators it moves. Values
+// are the pass's own per-column values, then `extra` (the W terms none of them is).
+struct OnlinePlan {
+  struct Update {
+    std::size_t value;                  // the accumulator updated
+    bool scales;                        // multiplied by exp(d)
+    std::optional<std::size_t> shift_by; // plus shift_sign * d * this accumulator (before scaling)
+    double shift_sign = 1.0;
+  };
+  std::vector<Expr> extra;
+  std::vector<std::vector<Update>> updates;  // per max; shifts before scalings
+};
+std::optional<OnlinePlan> plan_online_pass(const std::vector<Expr>& values, const std::vector<std::string>& stats,
+                                           std::size_t max_values);
+
+// Folds each pass of plain row maxima into the next pass when every sum there moves with them as
+// online_rescale describes; removes the folded passes from `groups` and returns, per remaining
+// group, the maxima folded into it.
+std::vector<std::vector<RowPassCode>> fold_max_passes(std::vector<std::vector<RowPassCode>>& groups);
 
 // Whether the profile's output is one value per row (shape [rows] or [rows, 1]: logsumexp, a
 // z-loss) rather than a [rows, cols] tensor: the forward writes one value per row, and the
