@@ -235,14 +235,17 @@ TEST(KernelDevTier2Rows, RenderedRowKernelHoldsTheRowInRegisters) {
         "const int chosen_chunks = stages == 1 ? 0 : chunks;",
         "regs[i] = load_vector<T, VEC>(row + c);"})
     EXPECT_NE(cu.find(expected), std::string::npos) << expected;
-  // Forward: x is loaded once per row into registers; the three passes (max, sum, output) read
-  // the chunks from there (chunk_values), and none of them loads from global memory itself.
+  // Forward: x is loaded once per row into registers; the two passes (the online max and sum, then
+  // the output) read the chunks from there (chunk_values), and neither loads from global memory
+  // itself. The online pass combines the row's max, then the sums moved to it.
   const std::string forward = kernel_text(cu, "softmax_forward_kernel");
   ASSERT_FALSE(forward.empty());
   EXPECT_EQ(count(forward, "take_row<T, VEC, kSlots, PREFETCH>("), 1u) << forward;
-  EXPECT_EQ(count(forward, "chunk_values<T, VEC, CHUNKS>(xr_, x_row_"), 3u) << forward;
+  EXPECT_EQ(count(forward, "chunk_values<T, VEC, CHUNKS>(xr_, x_row_"), 2u) << forward;
   EXPECT_EQ(count(forward, "load_chunk<"), 0u) << forward;
   EXPECT_EQ(count(forward, "block_all_reduce<"), 2u);
+  EXPECT_EQ(count(forward, "block_all_reduce<Reduce::kMax>(row_max_, shared_);"), 1u) << forward;
+  EXPECT_EQ(count(forward, "rescale_("), 2u) << forward;  // per chunk, and to the row's max
   // Backward: dy and the saved y, one load each; no x, no recomputed statistic.
   const std::string backward = kernel_text(cu, "softmax_backward_kernel");
   ASSERT_FALSE(backward.empty());
@@ -320,10 +323,14 @@ TEST(KernelDevTier2Rows, IndependentReductionsShareAPass) {
       file(kd::render(ln_profile, kSource / "templates/kernel_dev"), ln_op + "/" + ln_op + ".cu").content,
       ln_op + "_backward_kernel");
   EXPECT_EQ(count(ln_backward, "block_all_reduce<"), 2u) << ln_backward;
-  // Layer norm's variance needs the mean first: two passes; softmax's sum needs the max first.
+  // Layer norm's variance needs the mean first: two passes. Softmax's sum needs the max first, but
+  // it moves with a running max (row_online.cpp): the max folds into the sum's pass.
   const auto ln = kd::generate_tier2(analyse("def f(x): return F.layer_norm(x, (x.shape[-1],))"));
   EXPECT_EQ(ln.forward_groups.size(), 2u);
-  EXPECT_EQ(kd::generate_tier2(analyse("def f(x): return torch.softmax(x, dim=-1)")).forward_groups.size(), 2u);
+  const auto softmax = kd::generate_tier2(analyse("def f(x): return torch.softmax(x, dim=-1)"));
+  ASSERT_EQ(softmax.forward_groups.size(), 1u);
+  ASSERT_EQ(softmax.forward_online.size(), 1u);
+  EXPECT_EQ(softmax.forward_online[0].size(), 1u);
 }
 
 // A sum whose loop would wait on the pass before it is split by linearity (sum(c * (f + r)) =
@@ -337,15 +344,17 @@ TEST(KernelDevTier2Rows, SumsSplitByLinearityToSkipAPass) {
                                "    return -(p * logits.log_softmax(-1)).sum(-1)");
   ASSERT_TRUE(entropy.complete());
   const auto e = kd::generate_tier2(entropy);
-  ASSERT_EQ(e.forward_groups.size(), 2u);
-  EXPECT_EQ(e.forward_groups[0].size(), 1u);
-  ASSERT_EQ(e.forward_groups[1].size(), 3u);
-  EXPECT_EQ(e.forward_groups[1][2].combined, e.forward_reductions.back().name);
+  // The max folds into the pass of the sums (an online pass): one pass, not two.
+  ASSERT_EQ(e.forward_groups.size(), 1u);
+  ASSERT_EQ(e.forward_online.size(), 1u);
+  EXPECT_EQ(e.forward_online[0].size(), 1u);
+  ASSERT_EQ(e.forward_groups[0].size(), 3u);
+  EXPECT_EQ(e.forward_groups[0][2].combined, e.forward_reductions.back().name);
   for (const auto& r : e.forward_reductions) EXPECT_TRUE(r.combined.empty()) << r.name;
   // The split parts read only the max in their loops; the sum of exponentials only scales them.
   for (std::size_t k = 1; k < 3; ++k) {
-    EXPECT_EQ(e.forward_groups[1][k].column_uses.count(e.forward_groups[1][0].name), 0u) << e.forward_groups[1][k].expression;
-    EXPECT_EQ(e.forward_groups[1][k].post_uses.count(e.forward_groups[1][0].name), 1u) << e.forward_groups[1][k].expression;
+    EXPECT_EQ(e.forward_groups[0][k].column_uses.count(e.forward_groups[0][0].name), 0u) << e.forward_groups[0][k].expression;
+    EXPECT_EQ(e.forward_groups[0][k].post_uses.count(e.forward_groups[0][0].name), 1u) << e.forward_groups[0][k].expression;
   }
   // Recomputing its statistics, the backward takes the max, then the sum of exponentials and its
   // gradient sum's parts in one pass (3 passes before the split): sum(dy * e * (l - m)) and
@@ -359,10 +368,12 @@ TEST(KernelDevTier2Rows, SumsSplitByLinearityToSkipAPass) {
                           "torch.log_softmax(p, -1))).sum(-1)");
   ASSERT_TRUE(kl.complete());
   const auto k = kd::generate_tier2(kl);
-  ASSERT_EQ(k.forward_groups.size(), 2u);
-  EXPECT_EQ(k.forward_groups[0].size(), 2u);
-  for (const auto& r : k.forward_groups[0]) EXPECT_EQ(r.op, "max");
-  EXPECT_EQ(k.forward_groups[1].size(), 4u);
+  // Both maxima fold into the pass of the sums: the divergence's (q - mq) - (p - mp) term moves
+  // with mq as exp(-mq) times a shift and with mp by a shift alone.
+  ASSERT_EQ(k.forward_groups.size(), 1u);
+  EXPECT_EQ(k.forward_online[0].size(), 2u);
+  for (const auto& r : k.forward_online[0]) EXPECT_EQ(r.op, "max");
+  EXPECT_EQ(k.forward_groups[0].size(), 4u);
   EXPECT_EQ(kd::generate_tier2(recomputing(kl)).backward_groups.size(), 2u);  // 4 before the split
   EXPECT_EQ(k.backward_groups.size(), 1u);  // the maxima and sums read from the forward's stats
   const std::string cu = file(kd::render(kl, kSource / "templates/kernel_dev"), kl.op_name + "/" + kl.op_name + ".cu").content;
@@ -376,7 +387,7 @@ TEST(KernelDevTier2Rows, SumsSplitByLinearityToSkipAPass) {
                              "    return -(logp.exp() * logp).sum(dim=-1)",
                              "def tsallis(x):\n    p = torch.softmax(x, -1)\n    return 1 - (p ** 2).sum(-1)"}) {
     const auto code = kd::generate_tier2(analyse(source));
-    EXPECT_EQ(code.forward_groups.size(), 2u) << source;
+    EXPECT_EQ(code.forward_groups.size() + (code.forward_online[0].empty() ? 0 : 1), 2u) << source;
     EXPECT_EQ(code.backward_groups.size(), 1u) << source;
     EXPECT_EQ(kd::generate_tier2(recomputing(analyse(source))).backward_groups.size(), 2u) << source;
   }
@@ -388,7 +399,7 @@ TEST(KernelDevTier2Rows, SumsSplitByLinearityToSkipAPass) {
     const std::string cu = file(kd::render(entropy, kSource / "templates/kernel_dev"), entropy.op_name + "/" +
                                 entropy.op_name + ".cu").content;
     const std::string forward = kernel_text(cu, entropy.op_name + "_forward_kernel");
-    EXPECT_EQ(count(forward, "M::exp("), 1u) << forward;
+    EXPECT_EQ(count(forward, "M::exp("), 2u) << forward;  // the element's and the online rescale's
     EXPECT_EQ(count(forward, "block_all_reduce<Reduce::kSum, Reduce::kSum>(all_, shared_)"), 1u) << forward;
     EXPECT_EQ(count(forward, "float all_[3]"), 0u) << forward;
     const std::string backward = kernel_text(cu, entropy.op_name + "_backward_kernel");
