@@ -3,6 +3,7 @@
 // "ELU(0.5)") stays words.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "workflows/kernel_dev/embedded_formula.h"
@@ -137,4 +138,49 @@ TEST(KernelDevEmbeddedFormula, WordsThatComposeFunctionsAreTheComposition) {
   for (double x : {-2.0, -0.3, 0.0, 0.7, 3.0}) EXPECT_NEAR(forward_at(d, x), 1.0 - std::tanh(x) * std::tanh(x), 1e-12) << x;
   // A row reduction outermost is a Tier-2 op: the mean of the square is a row's mean square.
   EXPECT_EQ(kd::analyse({"the mean of the square of x", kd::InputKind::Auto, ""}, kb()).tier, 2);
+}
+
+// Arithmetic said in words (words_formula.cpp): operators with their precedence, heads of two
+// operands, bare functions before an operator, a constant operand extending to the sum, a comma
+// closing what came before. Each reading is checked by value, not by its text.
+TEST(KernelDevEmbeddedFormula, ArithmeticInWordsIsReadWithItsPrecedence) {
+  struct Case {
+    const char* words;
+    double (*f)(double);
+  };
+  const Case cases[] = {
+      {"the maximum of x and zero", [](double x) { return std::max(x, 0.0); }},
+      {"sigmoid of x times x", [](double x) { return x / (1.0 + std::exp(-x)); }},
+      {"the product of x and the tanh of x", [](double x) { return x * std::tanh(x); }},
+      {"the sum of x and the square of x", [](double x) { return x + x * x; }},
+      {"x divided by one plus the absolute value of x", [](double x) { return x / (1.0 + std::fabs(x)); }},
+      {"the exponential of x minus one", [](double x) { return std::exp(x) - 1.0; }},
+      {"the log of one plus the exponential of x", [](double x) { return std::log1p(std::exp(x)); }},
+      {"x times the tanh of the log of one plus the exponential of x",
+       [](double x) { return x * std::tanh(std::log1p(std::exp(x))); }},
+      {"the square of x plus one", [](double x) { return x * x + 1.0; }},
+      {"x to the power of 3", [](double x) { return x * x * x; }},
+      {"the maximum of x and zero, squared", [](double x) { return std::max(x, 0.0) * std::max(x, 0.0); }},
+      {"x minus the tanh of x, divided by two", [](double x) { return (x - std::tanh(x)) / 2.0; }},
+      {"0.5 times x times one plus the tanh of x", [](double x) { return 0.5 * x * 1.0 + std::tanh(x); }},
+  };
+  for (const auto& c : cases) {
+    const kd::KernelProfile p = kd::analyse({c.words, kd::InputKind::Auto, ""}, kb());
+    ASSERT_TRUE(p.complete()) << c.words << ": " << (p.undecided.empty() ? "" : p.undecided.begin()->second);
+    EXPECT_EQ(p.tier, 1) << c.words;
+    ASSERT_EQ(p.inputs.size(), 1u) << c.words;
+    for (double x : {-2.0, -0.3, 0.4, 1.7}) EXPECT_NEAR(forward_at(p, x), c.f(x), 1e-9) << c.words << " at " << x;
+    ASSERT_FALSE(p.notes.empty());
+    EXPECT_NE(p.notes.front().find("is read as"), std::string::npos) << p.notes.front();
+  }
+  // Two inputs: both are the op's, and the output never takes an input's name.
+  const kd::KernelProfile two = kd::analyse({"the minimum of x and y", kd::InputKind::Auto, ""}, kb());
+  ASSERT_TRUE(two.complete());
+  EXPECT_EQ(two.inputs.size(), 2u);
+  for (const auto& out : two.outputs) EXPECT_NE(out.name, "y");
+  // Not arithmetic in words: left to the catalogue and the other rules.
+  const auto resolver = kd::row_reduction_resolver(kb().catalogue.resolver());
+  for (const char* other : {"relu squared", "gelu with the tanh approximation", "two plus three", "x plus",
+                            "the sum of x and", "leaky relu with slope 0.1", "the maximum of each row"})
+    EXPECT_FALSE(kd::find_composition_in_words(other, resolver)) << other;
 }

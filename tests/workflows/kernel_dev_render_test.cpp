@@ -352,7 +352,7 @@ TEST(KernelDevRender, Tier2RendersRowKernelFromTheRowProgram) {
             std::string::npos)
       << header.content;
   const auto& cu = file(files, "softmax/softmax.cu");
-  for (const char* expected : {"struct Math {", "__shfl_xor_sync", "block_all_reduce<Reduce::kMax>(row_max_, shared_)",
+  for (const char* expected : {"struct Math {", "__shfl_xor_sync", "row_all_reduce<WARP, Reduce::kMax>(row_max_, shared_)",
                                "block_all_reduce<Reduce::kSum>(all_, shared_)", "v0_ = M::exp((x - m));",
                                "y_r0_ = M::div(1.0f, s);", "y = (M::exp((x - m)) * y_r0_);", "dx = (y * (dy - g));",
                                "DeviceGuard guard(p.out);",

@@ -227,7 +227,7 @@ TEST(KernelDevTier2Rows, RenderedRowKernelHoldsTheRowInRegisters) {
   const auto softmax = kd::render(analyse("def f(x): return torch.softmax(x, dim=-1)"), kSource / "templates/kernel_dev");
   const std::string cu = file(softmax, "softmax/softmax.cu").content;
   for (const char* expected :
-       {"template <typename T, int VEC, int CHUNKS, int PREFETCH>\n__global__ void softmax_forward_kernel(Params p)",
+       {"template <typename T, int VEC, int CHUNKS, int PREFETCH, bool WARP = false>\n__global__ void softmax_forward_kernel(Params p)",
         "template <typename T, int VEC, int CHUNKS, int PREFETCH>\n__global__ void softmax_backward_kernel(Params p)",
         "const int chunks = resident_chunks(p.cols, threads, vec, elem, tensors_held);",
         "case 1: return go(std::integral_constant<int, 1>{});", "case 8: return go(std::integral_constant<int, 8>{});",
@@ -243,8 +243,10 @@ TEST(KernelDevTier2Rows, RenderedRowKernelHoldsTheRowInRegisters) {
   EXPECT_EQ(count(forward, "take_row<T, VEC, kSlots, PREFETCH>("), 1u) << forward;
   EXPECT_EQ(count(forward, "chunk_values<T, VEC, CHUNKS>(xr_, x_row_"), 2u) << forward;
   EXPECT_EQ(count(forward, "load_chunk<"), 0u) << forward;
-  EXPECT_EQ(count(forward, "block_all_reduce<"), 2u);
-  EXPECT_EQ(count(forward, "block_all_reduce<Reduce::kMax>(row_max_, shared_);"), 1u) << forward;
+  EXPECT_EQ(count(forward, "row_all_reduce<WARP, "), 2u);
+  EXPECT_EQ(count(forward, "row_all_reduce<WARP, Reduce::kMax>(row_max_, shared_);"), 1u) << forward;
+  // Two passes: the block keeps the row (a warp per row would read it from DRAM twice).
+  EXPECT_EQ(cu.find("_forward_kernel<T, VEC, 0, 0, true>"), std::string::npos);
   EXPECT_EQ(count(forward, "rescale_("), 2u) << forward;  // per chunk, and to the row's max
   // Backward: dy and the saved y, one load each; no x, no recomputed statistic.
   const std::string backward = kernel_text(cu, "softmax_backward_kernel");
@@ -302,8 +304,8 @@ TEST(KernelDevTier2Rows, IndependentReductionsShareAPass) {
   EXPECT_EQ(poly_recomputing.backward_groups[0].size(), 6u);
   const std::string cu = file(kd::render(poly, kSource / "templates/kernel_dev"), "poly_norm/poly_norm.cu").content;
   const std::string forward = kernel_text(cu, "poly_norm_forward_kernel");
-  EXPECT_EQ(count(forward, "block_all_reduce<"), 1u) << forward;
-  EXPECT_NE(forward.find("block_all_reduce<Reduce::kSum, Reduce::kSum, Reduce::kSum>(all_, shared_);"), std::string::npos);
+  EXPECT_EQ(count(forward, "row_all_reduce<WARP, "), 1u) << forward;
+  EXPECT_NE(forward.find("row_all_reduce<WARP, Reduce::kSum, Reduce::kSum, Reduce::kSum>(all_, shared_);"), std::string::npos);
   EXPECT_EQ(count(kernel_text(cu, "poly_norm_backward_kernel"), "block_all_reduce<"), 1u);
   // Layer norm's backward with the statistics recomputed: the mean, then one pass for the variance
   // and both gradient sums. The sum that mixes two row factors, one of them another gradient sum
@@ -377,7 +379,7 @@ TEST(KernelDevTier2Rows, SumsSplitByLinearityToSkipAPass) {
   EXPECT_EQ(kd::generate_tier2(recomputing(kl)).backward_groups.size(), 2u);  // 4 before the split
   EXPECT_EQ(k.backward_groups.size(), 1u);  // the maxima and sums read from the forward's stats
   const std::string cu = file(kd::render(kl, kSource / "templates/kernel_dev"), kl.op_name + "/" + kl.op_name + ".cu").content;
-  EXPECT_EQ(count(kernel_text(cu, kl.op_name + "_forward_kernel"), "block_all_reduce<"), 2u);
+  EXPECT_EQ(count(kernel_text(cu, kl.op_name + "_forward_kernel"), "row_all_reduce<WARP, "), 2u);
 
   // The row values inside an exponential or a power come out first: the entropy written with
   // exp(log_softmax) (exp(l - m - log(s)) = exp(l - m) / s) and a softmax squared
@@ -400,7 +402,9 @@ TEST(KernelDevTier2Rows, SumsSplitByLinearityToSkipAPass) {
                                 entropy.op_name + ".cu").content;
     const std::string forward = kernel_text(cu, entropy.op_name + "_forward_kernel");
     EXPECT_EQ(count(forward, "M::exp("), 2u) << forward;  // the element's and the online rescale's
-    EXPECT_EQ(count(forward, "block_all_reduce<Reduce::kSum, Reduce::kSum>(all_, shared_)"), 1u) << forward;
+    EXPECT_EQ(count(forward, "row_all_reduce<WARP, Reduce::kSum, Reduce::kSum>(all_, shared_)"), 1u) << forward;
+    // One pass and one value per row: the forward also has the warp-per-row form.
+    EXPECT_NE(cu.find(entropy.op_name + "_forward_kernel<T, VEC, 0, 0, true>"), std::string::npos);
     EXPECT_EQ(count(forward, "float all_[3]"), 0u) << forward;
     const std::string backward = kernel_text(cu, entropy.op_name + "_backward_kernel");
     EXPECT_EQ(count(backward, "float all_[3]"), 0u) << backward;

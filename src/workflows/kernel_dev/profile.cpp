@@ -574,7 +574,7 @@ std::optional<FormulaRequest> formula_in_description(const AnalysisRequest& requ
       std::find(knowledge.tiers.kernels.begin(), knowledge.tiers.kernels.end(), named) != knowledge.tiers.kernels.end();
   const bool words_name_it = request.name.empty() && !named.empty() && !library_has && reserved_op_name_problem(named).empty();
   if (words_name_it) out.request.name = found->name_words;
-  out.note = (found->composed ? "the description composes functions: '" + found->as_written + "' is read as '" +
+  out.note = (found->composed ? "the description composes functions and arithmetic in words: '" + found->as_written + "' is read as '" +
                                     found->formula + "'"
                               : "the description's formula '" + found->as_written + "' defines the op" +
                                     (found->formula != found->as_written ? " (read as '" + found->formula + "')" : "")) +

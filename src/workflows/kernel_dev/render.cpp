@@ -704,6 +704,9 @@ mu::data tier2_context(const KernelProfile& p, const std::filesystem::path& temp
   };
   d.set("forward_groups", groups(code.forward_groups, code.forward_online));
   d.set("backward_groups", groups(code.backward_groups, {}));
+  // A forward of one value per row that reads its row once (one pass, after the online fold) can
+  // give each row a warp of its own (the row kernel's WARP form).
+  d.set("warp_rows", mu::data(code.per_row && code.forward_groups.size() == 1));
   d.set("has_online_passes", mu::data(std::any_of(code.forward_online.begin(), code.forward_online.end(),
                                                   [](const auto& maxima) { return !maxima.empty(); })));
   d.set("max_group", std::to_string(kMaxPassGroup));
