@@ -108,7 +108,8 @@ const std::vector<Case>& cases() {
       {"z-loss with a word its form lacks", "z-loss of the cubed logits", 0, {}, "", "says more than 'z_loss' ('cubed')"},
       {"the square of a logsumexp, no request named", "the square of the log of the sum of exponentials of each row of logits",
        0, {}, "", "names more than catalogue entry 'square'"},
-      {"scaled tanh in words", "tanh of x times 2", 0, {}, "", "'times'"},
+      {"scaled tanh in words", "tanh of x times 2", 1, {"x"}, "2 * tanh(x)", ""},  // arithmetic in words
+      {"arithmetic beside a word that is no function", "tanh of x times the frobnication of x", 0, {}, "", "'times'"},
       {"a scan", "def f(x): return torch.cumsum(x, -1)", 0, {}, "", "scan"},
       {"numbers no parameter took", "hard tanh clipped to [-2, 2]", 0, {}, "", "gives -2, 2, which no parameter"},
       {"a number for an entry without parameters", "SwiGLU with beta 1.5", 0, {}, "", "gives 1.5"},

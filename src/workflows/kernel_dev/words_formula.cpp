@@ -28,6 +28,8 @@
 // visible, not guessed silently.
 #include <cctype>
 #include <map>
+#include <optional>
+#include <vector>
 #include <set>
 #include <stdexcept>
 
@@ -101,8 +103,8 @@ class WordsReader {
   int operations() const { return operations_; }
   int functions() const { return functions_; }
   const std::set<std::string>& inputs() const { return inputs_; }
-  const std::string& default_input() const { return default_input_; }
-  void set_default_input(const std::string& name) { default_input_ = name; }
+  // The function words met, outermost first (names the op when there is no operator).
+  const std::vector<std::string>& name_words() const { return name_words_; }
 
  private:
   bool at(const std::string& w, std::size_t ahead = 0) const {
@@ -320,10 +322,8 @@ class WordsReader {
     throw NoReading();
   }
 
- public:
-  std::vector<std::string> name_words_;
-
  private:
+  std::vector<std::string> name_words_;
   std::vector<std::string> words_;
   const FunctionResolver& resolver_;
   std::size_t pos_ = 0;
@@ -377,7 +377,7 @@ std::optional<EmbeddedFormula> find_composition_in_words(const std::string& text
   }
   // The name: a composition of functions by its function words, outermost first ("square tanh");
   // anything with operators by the description's own words ("x times sigmoid x"); at most four.
-  std::vector<std::string> naming = reader.name_words_;
+  std::vector<std::string> naming = reader.name_words();
   if (reader.operations() > 0) {
     naming.clear();
     for (const auto& w : words)
