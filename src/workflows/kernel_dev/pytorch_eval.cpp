@@ -658,6 +658,34 @@ Value Translator::elementwise(const std::string& fn, const std::vector<Arg>& arg
     if (!threshold || !value) throw Reject{fn + "() needs a threshold and a value", 0};
     return tensor(call("where", {compare(">", x, threshold), x, value}));
   }
+  // heaviside(x, values): 1 above 0, `values` at 0, 0 below (PyTorch defines no gradient; the
+  // generated op's is 0 almost everywhere, as the step's).
+  if (f == "heaviside") {
+    Expr at_zero = arg_tensor(1, "values");
+    if (!at_zero) throw Reject{fn + "() needs the values taken where the input is 0", 0};
+    return tensor(call("where", {compare(">", x, num(0)), num(1),
+                                 call("where", {compare("==", x, num(0)), at_zero, num(0)})}));
+  }
+  // F.rrelu outside training (its default, training=False) is a leaky ReLU with the mean slope
+  // (lower + upper) / 2; in training it draws a slope per element (an RNG state): refused.
+  if (f == "rrelu") {
+    std::optional<double> lower = 1.0 / 8.0, upper = 1.0 / 3.0, training = 0.0;
+    std::size_t positional = 0;
+    const std::vector<const char*> order = {"input", "lower", "upper", "training"};
+    for (const auto& a : all) {
+      const std::string key = a.keyword.empty() ? (positional < order.size() ? order[positional++] : "") : a.keyword;
+      if (key == "lower") lower = constant(a.value);
+      else if (key == "upper") upper = constant(a.value);
+      else if (key == "training") training = constant(a.value);
+    }
+    if (!training || *training != 0)
+      throw Reject{fn + "(training=True) draws a random slope per element (it needs an RNG state): not a "
+                        "deterministic element-wise op; outside training it is leaky_relu with slope (lower + upper) / 2", 0};
+    if (!lower || !upper) throw Reject{fn + "(): lower and upper must be numbers the analyser can read", 0};
+    const double slope = (*lower + *upper) / 2.0;
+    notes_.push_back(fn + "() outside training: leaky_relu with the mean slope " + std::to_string(slope));
+    return tensor(call("where", {compare(">=", x, num(0)), x, mul(num(slope), x)}));
+  }
   if (f == "pow" || f == "float_power") {
     Expr e = arg_tensor(1, "exponent");
     if (!e) throw Reject{"pow() needs an exponent", 0};
