@@ -110,6 +110,11 @@ const std::vector<Case>& cases() {
        0, {}, "", "names more than catalogue entry 'square'"},
       {"scaled tanh in words", "tanh of x times 2", 1, {"x"}, "2 * tanh(x)", ""},  // arithmetic in words
       {"arithmetic beside a word that is no function", "tanh of x times the frobnication of x", 0, {}, "", "'times'"},
+      {"a gated linear unit with its activation after 'with'", "a gated linear unit with silu", 1, {"a", "b"}, "silu(a) * b", ""},
+      {"the gate's activation a tie", "gated linear unit with gelu", 0, {}, "", "the gate's activation: the description 'gelu' matches more than one"},
+      {"log-cosh by name", "log cosh", 1, {"x"}, "log(cosh(x))", ""},
+      {"trigonometric words", "the cosine of x plus the sine of x", 1, {"x"}, "cos(x) + sin(x)", ""},
+      {"a row reduction of each row in words", "the sum of the squares of each row", 2, {"x"}, "", ""},
       {"a scan", "def f(x): return torch.cumsum(x, -1)", 0, {}, "", "scan"},
       {"numbers no parameter took", "hard tanh clipped to [-2, 2]", 0, {}, "", "gives -2, 2, which no parameter"},
       {"a number for an entry without parameters", "SwiGLU with beta 1.5", 0, {}, "", "gives 1.5"},

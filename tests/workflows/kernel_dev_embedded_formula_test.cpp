@@ -173,6 +173,9 @@ TEST(KernelDevEmbeddedFormula, ArithmeticInWordsIsReadWithItsPrecedence) {
     ASSERT_FALSE(p.notes.empty());
     EXPECT_NE(p.notes.front().find("is read as"), std::string::npos) << p.notes.front();
   }
+  // "each row" is the input a row reduction around it reduces.
+  EXPECT_EQ(kd::find_composition_in_words("the sum of the squares of each row", kd::row_reduction_resolver(kb().catalogue.resolver()))->formula,
+            "y = sum((x)^2)");
   // Two inputs: both are the op's, and the output never takes an input's name.
   const kd::KernelProfile two = kd::analyse({"the minimum of x and y", kd::InputKind::Auto, ""}, kb());
   ASSERT_TRUE(two.complete());

@@ -307,14 +307,19 @@ Resolution Catalogue::resolve(const std::string& text) const {
       r.unexplained.push_back(w);
     }
   }
+  std::string ambiguous_gate;
   if (!r.unexplained.empty())
-    if (auto gated = compose_gated(words)) {
+    if (auto gated = compose_gated(words, &ambiguous_gate)) {
       r.unexplained.clear();
       r.composed = gated;
       r.activation = gated.get();
       r.matched = gated->display;
       return r;
     }
+  if (!r.unexplained.empty() && !ambiguous_gate.empty()) {
+    r.undecided = ambiguous_gate;
+    return r;
+  }
   if (!r.unexplained.empty()) {
     std::string listed;
     for (const auto& w : r.unexplained) listed += (listed.empty() ? "'" : ", '") + w + "'";
@@ -397,12 +402,15 @@ std::shared_ptr<const Activation> Catalogue::with_learnable(const std::vector<st
   return learned;
 }
 
-std::shared_ptr<const Activation> Catalogue::compose_gated(const std::vector<std::string>& words) const {
+std::shared_ptr<const Activation> Catalogue::compose_gated(const std::vector<std::string>& words,
+                                                            std::string* ambiguous) const {
   // "<activation> gated linear unit", "gated <activation>", "<activation> GLU": the activation of
   // the gate input times the other input, c = act(a) * b. Only for a plain one-input activation
   // (parameters would need their own names in the gated form).
   static const std::set<std::string> gate_markers = {"gated", "gate", "glu"};
-  static const std::set<std::string> gate_words = {"gated", "gate", "glu", "linear", "unit", "units"};
+  // With the connectives that name the gate's activation ("a gated linear unit with GELU").
+  static const std::set<std::string> gate_words = {"gated", "gate", "glu", "linear", "unit", "units", "with",
+                                                   "using", "by", "a", "an", "the", "of"};
   if (std::none_of(words.begin(), words.end(), [](const std::string& w) { return gate_markers.count(w) > 0; }))
     return nullptr;
   std::vector<std::string> rest;
@@ -410,6 +418,9 @@ std::shared_ptr<const Activation> Catalogue::compose_gated(const std::vector<std
     if (!gate_words.count(w)) rest.push_back(w);
   if (rest.empty()) return nullptr;
   const Resolution inner = resolve(join(rest, 0, rest.size(), " "));
+  // The gate's activation is a tie ("gated linear unit with GELU": erf or tanh?): say so, as for
+  // the activation alone, instead of calling its name a word the entry does not compute.
+  if (!inner.ok() && inner.candidates.size() > 1 && inner.unexplained.empty() && ambiguous) *ambiguous = "the gate's activation: " + inner.undecided;
   if (!inner.ok() || inner.composed || inner.activation->inputs.size() != 1 || !inner.activation->learnable.empty())
     return nullptr;
   const Activation& act = *inner.activation;

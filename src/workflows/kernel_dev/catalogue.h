@@ -73,7 +73,9 @@ class Catalogue {
   const std::set<std::string>& operation_words() const { return operation_words_; }
   // The gated form "act(a) * b" a description names with a gate word and a catalogue activation
   // (an existing entry when one computes exactly that); nullptr when the words are not one.
-  std::shared_ptr<const Activation> compose_gated(const std::vector<std::string>& words) const;
+  // `ambiguous` (optional) receives why not, when the gate's activation is a tie between entries.
+  std::shared_ptr<const Activation> compose_gated(const std::vector<std::string>& words,
+                                                  std::string* ambiguous = nullptr) const;
   // The entry with the hyperparameters the description asks to learn ("swish with learnable beta")
   // turned into learnable parameters; nullptr when it asks for none, with why_not set when it asks
   // for one without saying which.

@@ -52,7 +52,9 @@ const std::map<std::string, std::string>& arithmetic_functions() {
       {"absolute", "abs({})"},      {"magnitude", "abs({})"},     {"modulus", "abs({})"},
       {"exponential", "exp({})"},   {"logarithm", "log({})"},     {"natural logarithm", "log({})"},
       {"natural log", "log({})"},   {"ln", "log({})"},            {"half", "0.5 * ({})"},
-      {"double", "2 * ({})"},       {"twice", "2 * ({})"}};
+      {"double", "2 * ({})"},       {"twice", "2 * ({})"},         {"sine", "sin({})"},
+      {"cosine", "cos({})"},        {"tangent", "tan({})"},       {"hyperbolic tangent", "tanh({})"},
+      {"hyperbolic sine", "sinh({})"}, {"hyperbolic cosine", "cosh({})"}, {"error function", "erf({})"}};
   return table;
 }
 
@@ -305,6 +307,21 @@ class WordsReader {
         return "(" + to_string(simplify(differentiate(inner.expression, inner.inputs.front()))) + ")";
       }
       return fill(pattern, "{}", arg);
+    }
+    // "each row" / "every row" / "the row" (of x): the input, which a row reduction around it reduces
+    // ("the sum of the squares of each row").
+    if ((w == "each" || w == "every" || w == "row" || w == "rows") &&
+        (w == "row" || w == "rows" || at("row", 1) || at("rows", 1))) {
+      pos_ += (w == "row" || w == "rows") ? 1 : 2;
+      if (at("of") && pos_ + 1 < words_.size() && words_[pos_ + 1].size() <= 2) {
+        ++pos_;
+        skip_articles();
+        const std::string name = words_[pos_++];
+        inputs_.insert(name);
+        return name;
+      }
+      inputs_.insert(default_input_);
+      return default_input_;
     }
     // An input: one short name ("x", "z", "h"), or "input" / "input tensor" for x.
     if (w == "input") {
