@@ -561,7 +561,12 @@ std::optional<FormulaRequest> formula_in_description(const AnalysisRequest& requ
     return std::nullopt;
   const FunctionResolver resolver = row_reduction_resolver(knowledge.catalogue.resolver());
   auto found = find_embedded_formula(request.text, resolver);
-  if (!found) found = find_composition_in_words(request.text, resolver);
+  // A Tier-2 request that explains every word ("mean of squares of each row") keeps its own form
+  // (its name, its PyTorch reference, one value per row); spoken arithmetic is for the rest.
+  const TierRequest* tier_request = match_request(request.text, knowledge.tiers);
+  const bool request_explains_all =
+      tier_request && words_beyond_request(request.text, *tier_request, knowledge.tiers).empty();
+  if (!found && !request_explains_all) found = find_composition_in_words(request.text, resolver);
   if (!found) return std::nullopt;
   FormulaRequest out;
   out.request.text = found->formula;
