@@ -181,6 +181,12 @@ TEST(KernelDevEmbeddedFormula, ArithmeticInWordsIsReadWithItsPrecedence) {
   ASSERT_TRUE(two.complete());
   EXPECT_EQ(two.inputs.size(), 2u);
   for (const auto& out : two.outputs) EXPECT_NE(out.name, "y");
+  // "a" is an article, unless it is an operand.
+  const kd::KernelProfile ab = kd::analyse({"the maximum of a and b", kd::InputKind::Auto, ""}, kb());
+  ASSERT_TRUE(ab.complete());
+  ASSERT_EQ(ab.inputs.size(), 2u);
+  EXPECT_EQ(ab.inputs[0].name, "a");
+  EXPECT_EQ(ab.inputs[1].name, "b");
   // Not arithmetic in words: left to the catalogue and the other rules.
   const auto resolver = kd::row_reduction_resolver(kb().catalogue.resolver());
   for (const char* other : {"relu squared", "gelu with the tanh approximation", "two plus three", "x plus",

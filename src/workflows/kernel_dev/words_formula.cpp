@@ -122,8 +122,17 @@ class WordsReader {
     pos_ += 2;
     return true;
   }
+  // Articles are dropped, except an "a" that is an operand ("the maximum of a and b"): one followed
+  // by "and", a comma, an operator word or the end.
   void skip_articles() {
-    while (at("the") || at("a") || at("an") || at("its")) ++pos_;
+    for (;;) {
+      if (at("the") || at("an") || at("its")) ++pos_;
+      else if (at("a") && !(pos_ + 1 == words_.size() || at("and", 1) || at(",", 1) || at("plus", 1) ||
+                            at("minus", 1) || at("times", 1) || at("over", 1) || at("divided", 1) ||
+                            at("multiplied", 1) || at("squared", 1) || at("cubed", 1)))
+        ++pos_;
+      else return;
+    }
   }
   // An infix operator word comes next (a bare function before it applies to the default input).
   // Not "squared": "relu squared" is a name the catalogue knows, with its own entry.
