@@ -615,28 +615,7 @@ mu::data tier2_context(const KernelProfile& p, const std::filesystem::path& temp
           slots.push_back(mu::object{{"slot", std::to_string(values.size())}, {"reduce", "kSum"}});
           values.emplace_back("v" + std::to_string(values.size()) + "_", w);
         }
-        for (std::size_t mi = 0; mi < maxima.size(); ++mi) {
-          const std::string& stat = maxima[mi].name;
-          const std::string to = "to_[" + std::to_string(mi) + "]";
-          std::string updates;
-          for (const auto& u : plan->updates[mi]) {
-            const std::string acc = "acc" + std::to_string(u.value) + "_";
-            std::string moved = acc;
-            if (u.shift_by)
-              moved += std::string(u.shift_sign < 0 ? " - " : " + ") + "d_ * acc" + std::to_string(*u.shift_by) + "_";
-            if (u.scales) moved = u.shift_by ? "r_ * (" + moved + ")" : "r_ * " + acc;
-            updates += "            " + acc + " = " + moved + ";\n";
-          }
-          rescale_cuda += "        if (" + to + " > " + stat + ") {\n"
-                          "          if (" + stat + " != kNoMax) {  // before any finite value every sum is still 0\n"
-                          "            [[maybe_unused]] const float d_ = " + stat + " - " + to + ";\n"
-                          "            [[maybe_unused]] const float r_ = M::exp(d_);\n" +
-                          updates +
-                          "          }\n"
-                          "          " + stat + " = " + to + ";\n"
-                          "        }\n";
-        }
-        while (!rescale_cuda.empty() && rescale_cuda.back() == '\n') rescale_cuda.pop_back();
+        rescale_cuda = online_rescale_cuda(*plan, stats);
       }
       mu::list online_list;
       std::vector<std::pair<std::string, Expr>> peeks;

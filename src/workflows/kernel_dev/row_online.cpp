@@ -132,6 +132,32 @@ std::optional<OnlinePlan> plan_online_pass(const std::vector<Expr>& values, cons
   return std::nullopt;
 }
 
+std::string online_rescale_cuda(const OnlinePlan& plan, const std::vector<std::string>& stats) {
+  std::string out;
+  for (std::size_t mi = 0; mi < stats.size(); ++mi) {
+    const std::string& stat = stats[mi];
+    const std::string to = "to_[" + std::to_string(mi) + "]";
+    std::string updates;
+    for (const auto& u : plan.updates[mi]) {
+      const std::string acc = "acc" + std::to_string(u.value) + "_";
+      std::string moved = acc;
+      if (u.shift_by) moved += std::string(u.shift_sign < 0 ? " - " : " + ") + "d_ * acc" + std::to_string(*u.shift_by) + "_";
+      if (u.scales) moved = u.shift_by ? "r_ * (" + moved + ")" : "r_ * " + acc;
+      updates += "            " + acc + " = " + moved + ";\n";
+    }
+    out += "        if (" + to + " > " + stat + ") {\n"
+           "          if (" + stat + " != kNoMax) {  // before any finite value every sum is still 0\n"
+           "            [[maybe_unused]] const float d_ = " + stat + " - " + to + ";\n"
+           "            [[maybe_unused]] const float r_ = M::exp(d_);\n" +
+           updates +
+           "          }\n"
+           "          " + stat + " = " + to + ";\n"
+           "        }\n";
+  }
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
+
 std::vector<std::vector<RowPassCode>> fold_max_passes(std::vector<std::vector<RowPassCode>>& groups) {
   std::vector<std::vector<RowPassCode>> folded(groups.size());
   for (std::size_t i = 0; i + 1 < groups.size(); ++i) {

@@ -122,6 +122,10 @@ struct OnlinePlan {
 };
 std::optional<OnlinePlan> plan_online_pass(const std::vector<Expr>& values, const std::vector<std::string>& stats,
                                            std::size_t max_values);
+// The row kernel's rescale_ body for a plan: per max, when the chunk's (or the row's) max `to_[i]`
+// exceeds the running one, every accumulator moves (accumulator k is acc<k>_, as the kernel's
+// slots name them).
+std::string online_rescale_cuda(const OnlinePlan& plan, const std::vector<std::string>& stats);
 
 // Folds each pass of plain row maxima into the next pass when every sum there moves with them as
 // online_rescale describes; removes the folded passes from `groups` and returns, per remaining
