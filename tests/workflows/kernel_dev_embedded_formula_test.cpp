@@ -181,6 +181,10 @@ TEST(KernelDevEmbeddedFormula, ArithmeticInWordsIsReadWithItsPrecedence) {
   ASSERT_TRUE(two.complete());
   EXPECT_EQ(two.inputs.size(), 2u);
   for (const auto& out : two.outputs) EXPECT_NE(out.name, "y");
+  // Past a description's length the reader does not read (its recursion stays shallow on any input).
+  std::string nested;
+  for (int i = 0; i < 40; ++i) nested += "the square of ";
+  EXPECT_FALSE(kd::find_composition_in_words(nested + "x", kd::row_reduction_resolver(kb().catalogue.resolver())));
   // "a" is an article, unless it is an operand.
   const kd::KernelProfile ab = kd::analyse({"the maximum of a and b", kd::InputKind::Auto, ""}, kb());
   ASSERT_TRUE(ab.complete());

@@ -383,7 +383,10 @@ std::optional<EmbeddedFormula> find_composition_in_words(const std::string& text
     else return std::nullopt;  // an operator or bracket: a formula, not words (find_embedded_formula)
   }
   flush();
-  if (words.empty()) return std::nullopt;
+  // A description is a few words (the CLI caps it at kMaxDescriptionBytes); more than this is
+  // never a spoken formula, and the reader's recursion stays shallow on any input.
+  constexpr std::size_t kMaxWords = 64;
+  if (words.empty() || words.size() > kMaxWords) return std::nullopt;
   WordsReader reader(words, resolver);
   std::string expression;
   try {
