@@ -33,6 +33,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "liger/util.h"
 #include "workflows/kernel_dev/embedded_formula.h"
 
 namespace liger::kernel_dev {
@@ -419,10 +420,7 @@ std::optional<EmbeddedFormula> find_composition_in_words(const std::string& text
       if (c == ' ' || c == '.' || c == '-') c = '_';
     name += (name.empty() ? "" : " ") + w;
   }
-  std::string as_written = text;
-  while (!as_written.empty() && std::isspace(static_cast<unsigned char>(as_written.back()))) as_written.pop_back();
-  while (!as_written.empty() && std::isspace(static_cast<unsigned char>(as_written.front()))) as_written.erase(0, 1);
-  return EmbeddedFormula{as_written, formula, name, true};
+  return EmbeddedFormula{util::trim(text), formula, name, true};
 }
 
 }  // namespace liger::kernel_dev
